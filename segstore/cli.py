@@ -87,13 +87,10 @@ def _version() -> str:
 
 
 def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
-    config: dict[str, str] = {}
-    for pair in pairs or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--config expects name=value, found {pair!r}")
-        config[name.strip()] = value.strip()
-    return config
+    """``--config NAME=VALUE`` options as a dict (:func:`segstore.convert.parse_config`: each name once)."""
+    from .convert import parse_config
+
+    return parse_config(pairs)
 
 
 def resolve_store(path: str, fmt: str | None) -> str:

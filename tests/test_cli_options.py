@@ -102,3 +102,36 @@ def test_every_single_valued_option_of_every_command_is_taken_once():
     plain = [f"{name} {action.option_strings[0]}" for name, action in actions
              if not isinstance(action, cli._OnceAction)]
     assert plain == []
+
+
+@pytest.mark.parametrize("argv", [
+    ("info", "{logs}", "--config", "retention.ms=5", "--config", "retention.ms=6"),
+    ("retention", "{logs}", "--config", "retention.ms=0", "--config", " retention.ms =604800000"),
+    ("convert", "{logs}", "{out}", "--to", "rocketmq", "--config", "mappedFileSizeCommitLog=4096",
+     "--config", "mappedFileSizeCommitLog=1073741824"),
+    ("index", "build", "{logs}", "--index", "key", "--config", "retention.ms=1", "--config",
+     "retention.ms=1"),
+    ("index", "build", "{logs}", "--index", "key", "--option", "key.index.headers=a", "--option",
+     "key.index.headers=b"),
+])
+def test_a_config_name_given_twice_is_refused(kafka_logs, tmp_path, argv):
+    """``--config``/``--option`` repeat, one name a time; the same name twice kept the last value and
+    dropped the first without a word (``retention --config retention.ms=0 --config retention.ms=604800000``
+    judged by 7 days, not by 0).  A name is taken once: exit 2 naming it and both values, nothing read
+    or written."""
+    before = _tree(kafka_logs)
+    code, out, err = cli_run(*(arg.format(logs=kafka_logs, out=tmp_path / "out") for arg in argv))
+    assert (code, out) == (2, ""), err
+    flag = "--option" if "--option" in argv else "--config"
+    assert f"expected each {flag} name once, found " in err and " twice (" in err, err
+    assert _tree(kafka_logs) == before and not (tmp_path / "out").exists()
+
+
+def test_the_library_refuses_a_config_name_given_twice():
+    from segstore.convert import parse_config
+    from segstore.errors import ConfigError
+
+    assert parse_config(["a=1", "b = 2"]) == {"a": "1", "b": "2"}
+    with pytest.raises(ConfigError, match=r"expected each --config name once, found 'a' twice "
+                                          r"\('1', then '2'\)"):
+        parse_config(["a=1", "a=2"])

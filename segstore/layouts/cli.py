@@ -14,7 +14,6 @@ import sys
 from typing import Any, TextIO
 
 from segstore.api import open as open_store
-from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
 
@@ -22,13 +21,9 @@ EXIT_OK, EXIT_DATA = 0, 1
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in values or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"{flag} expects name=value, found {pair!r}")
-        out[name.strip()] = value.strip()
-    return out
+    from segstore.convert import parse_config  # as every command's --config: each name once
+
+    return parse_config(values, flag)
 
 
 def _open(args: argparse.Namespace) -> Any:
