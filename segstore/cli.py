@@ -438,12 +438,18 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if not dirs:
         # read_committed needs the partition (its .txnindex files, its last stable offset): a file dumped
         # whole would show the markers and aborted records it asked to leave out
-        if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
-                or args.decompress_bodies or args.begin is not None or args.end is not None
-                or args.group is not None or args.follow or args.isolation == READ_COMMITTED):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, "
-                             "--isolation read_committed, --follow and --decompress-bodies apply to a store "
-                             "directory; single files are dumped whole, as stored")
+        given = [flag for flag, used in (
+            ("--topic", args.topic is not None), (_partition_flag(args), _partition(args) is not None),
+            ("--tag", args.tag is not None), ("--index", args.index), ("--begin", args.begin is not None),
+            ("--end", args.end is not None), ("--group", args.group is not None),
+            ("--isolation read_committed", args.isolation == READ_COMMITTED), ("--follow", args.follow),
+            ("--interval", args.interval is not None), ("--threads", args.threads is not None),
+            ("--decompress-bodies", args.decompress_bodies)) if used]
+        if given:
+            raise UsageError(f"{', '.join(given)}: expected a store directory, found single files (--topic, "
+                             "--queue/--partition, --tag, --index, --begin/--end, --group, --isolation "
+                             "read_committed, --threads, --interval, --follow and --decompress-bodies apply "
+                             "to a store directory; single files are dumped whole, as stored)")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
@@ -466,6 +472,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("expected --json or --index, found both: a store's index entries are dumped as text "
                          "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
                          ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
+    if args.interval is not None and not args.follow:
+        raise UsageError("--interval goes with --follow (how often it looks for new messages)")
     args.path = args.paths[0]
     if args.group is not None:
         for flag, used in (("--begin/--end", timed), ("--tag", args.tag is not None),
@@ -619,6 +627,8 @@ def _refuse_damaged(args: argparse.Namespace, damaged: bool) -> None:
 
 #: The longest ``dump --follow --interval``, in seconds (a day): a longer wait is surely a slip.
 MAX_FOLLOW_INTERVAL = 86400
+#: ``--follow``'s seconds between looks when ``--interval`` is not given
+FOLLOW_INTERVAL = 1.0
 #: How many times in a row ``dump --follow`` looks again when a look found files gone that it had just
 #: listed (retention or compaction deleting or renaming them), or the store it follows not there
 #: (being deleted or replaced), before it gives up with the error.
@@ -648,6 +658,8 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                         ("--tag", args.tag is not None)):
         if given:
             raise UsageError(f"--follow and {flag} do not go together")
+    if args.interval is None:
+        args.interval = FOLLOW_INTERVAL
     if not 0 < args.interval <= MAX_FOLLOW_INTERVAL:
         raise UsageError(f"--interval: expected a positive number of seconds, at most {MAX_FOLLOW_INTERVAL} "
                          f"(a day), found {args.interval}")
@@ -2576,9 +2588,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true",
                    help="then keep printing messages as they are stored, as tail -f (each queue's new "
                         "offsets; Ctrl-C ends it, exit 0)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                   help=f"with --follow: how often to look for new messages (default 1, at most "
-                        f"{MAX_FOLLOW_INTERVAL})")
+    p.add_argument("--interval", type=float, metavar="SECONDS",
+                   help=f"with --follow: how often to look for new messages (default {FOLLOW_INTERVAL:g}, at "
+                        f"most {MAX_FOLLOW_INTERVAL})")
     _isolation_flag(p)
     _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")

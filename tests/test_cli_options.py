@@ -135,3 +135,28 @@ def test_the_library_refuses_a_config_name_given_twice():
     with pytest.raises(ConfigError, match=r"expected each --config name once, found 'a' twice "
                                           r"\('1', then '2'\)"):
         parse_config(["a=1", "a=2"])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("--interval", "5"), "--interval goes with --follow"),
+    (("--interval", "0.5", "--json"), "--interval goes with --follow"),
+])
+def test_dump_refuses_interval_without_follow(kafka_logs, argv, words):
+    """``--interval`` is how often ``--follow`` looks again; without ``--follow`` it was taken and did
+    nothing (the dump ran once, exit 0), so ``dump --interval 5`` (meaning to poll) returned at once."""
+    code, out, err = cli_run("dump", kafka_logs, *argv)
+    assert (code, out) == (2, "") and words in err, err
+
+
+@pytest.mark.parametrize("argv", [("--threads", "2"), ("--interval", "1")])
+def test_a_file_dump_refuses_the_store_directorys_flags(kafka_logs, argv):
+    """A single file is dumped whole, on one thread, once (kafka-dump-log has neither flag): ``--threads``
+    and ``--interval`` were taken and changed nothing, where the other store-only flags are refused."""
+    segment = next(kafka_logs.glob("a-0/*.log"))
+    code, out, err = cli_run("dump", segment, *argv)
+    assert (code, out) == (2, "") and f"{argv[0]}: expected a store directory, found single files" in err, err
+
+
+def test_dump_group_refuses_interval_without_follow(kafka_logs):
+    code, out, err = cli_run("dump", kafka_logs, "--group", "g", "--interval", "5")
+    assert (code, out) == (2, "") and "--interval goes with --follow" in err, err
