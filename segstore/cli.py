@@ -1186,6 +1186,8 @@ def _query_flags_unused(args: argparse.Namespace) -> None:
         ("--begin", args.begin), ("--end", args.end), ("--max", args.max), ("--count", args.count),
         ("--tag", args.tag), ("--queue/--partition", _partition(args)))}
     if args.msg_id is not None:
+        # the message at the msgId's commitlog offset, whatever its transaction state: nothing to hide
+        given["--isolation read_committed"] = args.isolation == READ_COMMITTED
         extra = [flag for flag, present in given.items() if present]
         if extra:
             raise UsageError(f"--msg-id goes alone (with --topic for a client msgId), found {extra[0]} too")

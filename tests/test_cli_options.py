@@ -160,3 +160,19 @@ def test_a_file_dump_refuses_the_store_directorys_flags(kafka_logs, argv):
 def test_dump_group_refuses_interval_without_follow(kafka_logs):
     code, out, err = cli_run("dump", kafka_logs, "--group", "g", "--interval", "5")
     assert (code, out) == (2, "") and "--interval goes with --follow" in err, err
+
+
+def test_query_msg_id_refuses_read_committed(tmp_path):
+    """docs/cli.md: ``--msg-id`` takes ``--topic`` and nothing of another lookup.  ``--isolation
+    read_committed`` was taken and not applied (exit 0): a msgId lookup reads the message at its commitlog
+    offset whatever its transaction state, a prepared one no consumer is given included."""
+    lines = tmp_path / "r.jsonl"
+    lines.write_text(json.dumps({"topic": "T", "queue_id": 0, "body": "b"}) + "\n")
+    store = tmp_path / "store"
+    assert cli_run("write", store, "--format", "rocketmq", "--input", lines)[0] == 0
+    code, out, _ = cli_run("query", store, "--topic", "T", "--queue", "0", "--offset", "0", "--json")
+    msg_id = json.loads(out)["msg_id"]
+    assert code == 0 and cli_run("query", store, "--msg-id", msg_id)[0] == 0
+    code, out, err = cli_run("query", store, "--msg-id", msg_id, "--isolation", "read_committed")
+    assert (code, out) == (2, "") and "--msg-id goes alone" in err, err
+    assert "--isolation read_committed" in err, err
