@@ -2014,6 +2014,12 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         # 4.9.7 ConsumerOffsetManager keeps an offset until it is deleted: nothing expires by time
         raise UsageError("--offsets-retention-minutes is Kafka's offsets.retention.minutes: RocketMQ "
                          "consumer offsets do not expire", args.path)
+    if (args.now_ms is not None and args.by_duration is None
+            and resolve_store(args.path, args.format) == "rocketmq"):
+        # consumerOffset.json keeps an offset, no commit time, and nothing expires: only --by-duration's now
+        raise UsageError("--now-ms is the time Kafka offsets expire by and are committed at: RocketMQ "
+                         "consumer offsets keep no time and do not expire (it goes with --by-duration here)",
+                         args.path)
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
@@ -2704,7 +2710,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
-                        "commit's time (default: the clock)")
+                        "commit's time (default: the clock); with --by-duration, its now (RocketMQ too)")
     p.add_argument("--offsets-retention-minutes", type=retention_minutes, metavar="N",
                    help="Kafka: the broker's offsets.retention.minutes, 1 to 2147483647 (default 10080, 7 "
                         "days)")

@@ -176,3 +176,41 @@ def test_query_msg_id_refuses_read_committed(tmp_path):
     code, out, err = cli_run("query", store, "--msg-id", msg_id, "--isolation", "read_committed")
     assert (code, out) == (2, "") and "--msg-id goes alone" in err, err
     assert "--isolation read_committed" in err, err
+
+
+@pytest.fixture()
+def rocketmq_store(tmp_path: Path) -> Path:
+    lines = tmp_path / "r.jsonl"
+    lines.write_text("".join(json.dumps({"topic": "T", "queue_id": 0, "body": f"b{n}"}) + "\n"
+                             for n in range(3)))
+    assert cli_run("write", tmp_path / "store", "--format", "rocketmq", "--input", lines)[0] == 0
+    offsets = tmp_path / "offsets.csv"
+    offsets.write_text("T,0,1\n")
+    assert cli_run("consumers", tmp_path / "store", "--group", "g", "--reset-offsets", "--from-file", offsets,
+                   "--execute")[0] == 0
+    return tmp_path / "store"
+
+
+@pytest.mark.parametrize("argv", [
+    ("--now-ms", "1000"),
+    ("--group", "g", "--now-ms", "1000"),
+    ("--group", "g", "--reset-offsets", "--to-earliest", "--now-ms", "1000", "--execute"),
+    ("--group", "g", "--delete", "--now-ms", "1000", "--execute"),
+])
+def test_consumers_of_a_rocketmq_store_refuse_now_ms(rocketmq_store, argv):
+    """``--now-ms`` is Kafka's: the time offsets expire by (``offsets.retention.minutes``) and a commit's
+    time.  RocketMQ's ``consumerOffset.json`` keeps neither, so it was taken and changed nothing (exit 0),
+    as ``--offsets-retention-minutes`` is refused for the same reason; it stays for ``--by-duration``, whose
+    now it is."""
+    before = _tree(rocketmq_store)
+    code, out, err = cli_run("consumers", rocketmq_store, *argv)
+    assert (code, out) == (2, "") and "--now-ms" in err and "RocketMQ" in err, err
+    assert _tree(rocketmq_store) == before
+
+
+def test_consumers_by_duration_of_a_rocketmq_store_takes_now_ms(rocketmq_store):
+    """A second before 2100: after every message stored, so the queue's end (the clock's now would give 0)."""
+    code, out, err = cli_run("consumers", rocketmq_store, "--group", "g", "--reset-offsets", "--by-duration",
+                             "PT1S", "--now-ms", "2100-01-01", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"group": "g", "topic": "T", "partition": 0, "new_offset": 3}]
