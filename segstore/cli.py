@@ -153,6 +153,16 @@ def time_ms(text: str) -> int:
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
 
 
+def now_ms(text: str) -> int:
+    """``--now-ms``: the clock a command judges by (:func:`time_ms`), at or after the epoch (a time
+    before 1970 is a slip: a sign, a date)."""
+    when = time_ms(text)
+    if when < 0:
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+                                         f"({when} ms)")
+    return when
+
+
 #: ``offsets.retention.minutes``' range (Kafka 3.8.0 ``KafkaConfig``: ``INT``, ``atLeast(1)``)
 OFFSETS_RETENTION_MINUTES = (1, 2**31 - 1)
 
@@ -2707,7 +2717,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--offsets", action="store_true",
                    help="the default view, a row a partition (kafka-consumer-groups --describe --offsets), "
                         "taken as the tool takes it")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
                         "commit's time (default: the clock); with --by-duration, its now (RocketMQ too)")
@@ -2812,7 +2822,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="with --abort: the transaction's first offset")
     p.add_argument("--max-transaction-timeout", type=int, metavar="MIN",
                    help="with --find-hanging: open longer than this many minutes (default 15)")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="with --producers, --find-hanging, --abort: judge at this time (ms or ISO-8601; "
                         "default: the clock); --abort writes the marker with it")
     p.add_argument("--execute", action="store_true", help="with --abort: write the marker")

@@ -214,3 +214,20 @@ def test_consumers_by_duration_of_a_rocketmq_store_takes_now_ms(rocketmq_store):
                              "PT1S", "--now-ms", "2100-01-01", "--json")
     assert code == 0, err
     assert json.loads(out) == [{"group": "g", "topic": "T", "partition": 0, "new_offset": 3}]
+
+
+@pytest.mark.parametrize("argv", [
+    ("consumers", "--now-ms", "-5"),
+    ("consumers", "--now-ms", "1969-06-01"),
+    ("retention", "--now-ms", "-5", "--dry-run"),
+    ("compact", "--now-ms", "-1", "--dry-run"),
+    ("transactions", "--producers", "--now-ms", "-5"),
+])
+def test_a_now_before_the_epoch_is_refused(kafka_logs, argv):
+    """``--now-ms`` is the clock a command judges by (offset expiry, retention, the cleaner's horizons,
+    transaction ages): a time before 1970 is a slip (a sign, a date), and was taken: ``consumers``,
+    ``retention`` and ``compact`` judged by it (nothing old enough, exit 0), where ``transactions``
+    refused it.  Every command refuses it alike (exit 2), as ``dump --begin`` refuses such a time."""
+    command, *options = argv
+    code, out, err = cli_run(command, kafka_logs, *options)
+    assert (code, out) == (2, "") and "argument --now-ms: expected a time at or after the epoch" in err, err
