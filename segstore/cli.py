@@ -1041,8 +1041,9 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
         # only when given: a plugin's own verify may take no threads
         problems = store.verify() if args.threads is None else store.verify(threads=args.threads)
     if args.json:
-        _json_line({"path": args.path, "ok": not problems,
-                    "problems": [_problem_json(p) for p in problems]}, out)
+        if problems or not args.quiet:     # --quiet: nothing when clean, whatever the output's form
+            _json_line({"path": args.path, "ok": not problems,
+                        "problems": [_problem_json(p) for p in problems]}, out)
         return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")

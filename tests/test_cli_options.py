@@ -231,3 +231,29 @@ def test_a_now_before_the_epoch_is_refused(kafka_logs, argv):
     command, *options = argv
     code, out, err = cli_run(command, kafka_logs, *options)
     assert (code, out) == (2, "") and "argument --now-ms: expected a time at or after the epoch" in err, err
+
+
+@pytest.mark.parametrize("command", [("verify",), ("index", "verify")])
+def test_verify_quiet_with_json_prints_nothing_when_clean(kafka_logs, command):
+    """``--quiet``: "print nothing when the store is clean"; with ``--json`` it was taken and changed
+    nothing (the clean object printed all the same).  Now it prints nothing then; problems still print
+    their JSON object (exit 1)."""
+    extra = ("--index", "key") if command[0] == "index" else ()
+    if extra:
+        assert cli_run("index", "build", kafka_logs, *extra)[0] == 0
+    code, out, _ = cli_run(*command, kafka_logs, *extra, "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+    code, out, err = cli_run(*command, kafka_logs, *extra, "--json", "-q")
+    assert (code, out, err) == (0, "", "")
+    segment = next(kafka_logs.glob("a-0/*.log"))
+    damaged = bytearray(segment.read_bytes())
+    damaged[-1] ^= 0xFF
+    segment.write_bytes(bytes(damaged))
+    try:
+        code, out, _ = cli_run("verify", kafka_logs, "--json", "-q")
+        assert code == 1 and json.loads(out)["ok"] is False
+    finally:
+        damaged[-1] ^= 0xFF
+        segment.write_bytes(bytes(damaged))
+        if extra:
+            assert cli_run("index", "drop", kafka_logs, *extra)[0] == 0

@@ -66,8 +66,10 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             indexes.close()
     if args.json:
-        out.write(json.dumps({"path": args.path, "ok": not problems, "problems": [
-            {"path": p.path, "pos": p.pos, "message": p.message} for p in problems]}, sort_keys=True) + "\n")
+        if problems or not args.quiet:     # --quiet: nothing when clean, whatever the output's form
+            found = [{"path": p.path, "pos": p.pos, "message": p.message} for p in problems]
+            out.write(json.dumps({"path": args.path, "ok": not problems, "problems": found}, sort_keys=True)
+                      + "\n")
         return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
