@@ -257,3 +257,13 @@ def test_verify_quiet_with_json_prints_nothing_when_clean(kafka_logs, command):
         segment.write_bytes(bytes(damaged))
         if extra:
             assert cli_run("index", "drop", kafka_logs, *extra)[0] == 0
+
+
+@pytest.mark.parametrize("action", ["build", "verify", "drop"])
+def test_index_refuses_a_layout_named_twice(kafka_logs, action):
+    """``--index`` repeats, a layout each: ``--index key --index key`` built the key index twice over
+    (``key: built`` twice).  A layout named twice is a usage error, as a second value of any option."""
+    before = _tree(kafka_logs)
+    code, out, err = cli_run("index", action, kafka_logs, "--index", "key", "--index", "key")
+    assert (code, out) == (2, "") and "expected each --index layout once, found 'key' twice" in err, err
+    assert _tree(kafka_logs) == before

@@ -14,6 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from segstore.api import open as open_store
+from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
 
@@ -34,6 +35,13 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
+    """The layouts ``--index`` names, those the format keeps itself and the extra ones.
+
+    :raises ConfigError: a layout named twice (it would be built, verified or dropped twice over).
+    """
+    twice = next((name for n, name in enumerate(names) if name in names[:n]), None)
+    if twice is not None:
+        raise ConfigError(f"expected each --index layout once, found {twice!r} twice")
     native = [n for n in names if layout_class(n, store.format).native]
     return native, [n for n in names if n not in native]
 
