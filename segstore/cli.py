@@ -2660,7 +2660,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside); say what was done")
     _common(p)
-    _threads_flag(p, "RocketMQ: walk the commitlog of the full check")
+    _threads_flag(p, "Kafka: recover the partitions and decode their logs; RocketMQ: walk the commitlog of "
+                     "the full check;")
     _json_flag(p, 'one object {"path", "actions": [...]}')
     p.set_defaults(func=cmd_recover)
 

@@ -267,3 +267,11 @@ def test_index_refuses_a_layout_named_twice(kafka_logs, action):
     code, out, err = cli_run("index", action, kafka_logs, "--index", "key", "--index", "key")
     assert (code, out) == (2, "") and "expected each --index layout once, found 'key' twice" in err, err
     assert _tree(kafka_logs) == before
+
+
+def test_recover_help_says_what_threads_does_for_both_formats(capsys):
+    """``recover --threads`` recovers Kafka partitions at once (``KafkaStore.recover(threads=)``) as well as
+    walking a RocketMQ commitlog; the help said "RocketMQ: ..." only, as if Kafka took it and ignored it."""
+    code, _, _ = cli_run("recover", "--help")     # argparse prints help on sys.stdout
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "Kafka: recover the partitions and decode their logs" in text, text
