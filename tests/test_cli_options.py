@@ -275,3 +275,14 @@ def test_recover_help_says_what_threads_does_for_both_formats(capsys):
     code, _, _ = cli_run("recover", "--help")     # argparse prints help on sys.stdout
     text = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "Kafka: recover the partitions and decode their logs" in text, text
+
+
+def test_a_rocketmq_time_query_refuses_decompress_bodies(rocketmq_store):
+    """A RocketMQ ``--timestamp`` query answers an offset, no message body: ``--decompress-bodies`` was
+    taken and changed nothing (exit 0), where ``--count`` is refused for the same reason (docs/cli.md)."""
+    code, out, _ = cli_run("query", rocketmq_store, "--topic", "T", "--timestamp", "0")
+    assert code == 0 and "offset 0 is the first stored at or after 0" in out
+    code, out, err = cli_run("query", rocketmq_store, "--topic", "T", "--timestamp", "0",
+                             "--decompress-bodies")
+    assert (code, out) == (2, "") and "--decompress-bodies: a RocketMQ time query answers an offset" in err, \
+        err
