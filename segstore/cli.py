@@ -93,6 +93,15 @@ def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
     return parse_config(pairs)
 
 
+def format_name(text: str) -> str:
+    """``--format``: a format's name (an empty one would read as none given: ``write`` took the default
+    format for it); a name no plugin registers is refused where the store is opened."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a format name ({', '.join(registry.names())}), found "
+                                         f"{text!r}")
+    return text
+
+
 def resolve_store(path: str, fmt: str | None) -> str:
     """The format of the existing store at ``path``: ``fmt`` checked, or detected.
 
@@ -2412,8 +2421,8 @@ def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = Fa
     right after them; the path is then optional to argparse and :func:`_path_taken_back` finds it."""
     p.add_argument("path", nargs="?" if path_after_optional_values else None,
                    help="store directory (RocketMQ) or partition / log directory (Kafka)")
-    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
-                                    "detected if omitted")
+    p.add_argument("--format", type=format_name,
+                   help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
 
@@ -2587,8 +2596,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft "
                         ".checkpoint, leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, "
                         "checkpoint")
-    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
-                                    "detected if omitted")
+    p.add_argument("--format", type=format_name,
+                   help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
     _selectors(p)

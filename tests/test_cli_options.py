@@ -286,3 +286,17 @@ def test_a_rocketmq_time_query_refuses_decompress_bodies(rocketmq_store):
                              "--decompress-bodies")
     assert (code, out) == (2, "") and "--decompress-bodies: a RocketMQ time query answers an offset" in err, \
         err
+
+
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_format_name_is_refused(tmp_path, name):
+    """``write NEW --format '' --input F`` wrote a RocketMQ store (the empty name taken as no name, and
+    the default used), where every other command refuses an unknown format (exit 2)."""
+    lines = tmp_path / "one.jsonl"
+    lines.write_text(json.dumps({"topic": "T", "value": "x"}) + "\n")
+    for argv in (("write", tmp_path / "new", "--format", name, "--input", lines),
+                 ("info", tmp_path, "--format", name)):
+        code, out, err = cli_run(*argv)
+        assert (code, out) == (2, "") and "expected a format name (kafka, rocketmq), found" in err, \
+            (argv, err)
+    assert not (tmp_path / "new").exists()

@@ -14,6 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from segstore.api import open as open_store
+from segstore.cli import format_name
 from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
@@ -115,7 +116,7 @@ def add_commands(subparsers: Any) -> None:
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
         p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
                        help="a layout (repeatable)")
-        p.add_argument("--format", help="the format PATH must hold; detected if omitted")
+        p.add_argument("--format", type=format_name, help="the format PATH must hold; detected if omitted")
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a format config value, by the broker's own name (repeatable)")
         if name == "build":
