@@ -394,6 +394,31 @@ def _file_options(args: argparse.Namespace) -> FileDumpOptions:
         skip_record_metadata=args.skip_record_metadata)
 
 
+#: ``dump FILE``'s flags, each with the :class:`FileDumpOptions` field it sets
+_FILE_FLAG_FIELDS = {"print_data_log": "print_data", "deep_iteration": "deep", "key_decoder": "key_decoder",
+                     "value_decoder": "value_decoder", "max_bytes": "max_bytes",
+                     "index_sanity_check": "index_sanity_check", "verify_index_only": "verify_index_only",
+                     "skip_record_metadata": "skip_record_metadata",
+                     **dict.fromkeys(INTERNAL_DECODERS, "decoder")}
+
+
+def _check_file_flags(args: argparse.Namespace, plugin: Any, path: str) -> None:
+    """Refuse a flag the plugin's :meth:`~segstore.plugin.FormatPlugin.dump_file` does not act on
+    (``--key-decoder`` for a RocketMQ file), rather than dump the file as if it were not given.
+
+    :raises UsageError: such a flag given.
+    """
+    honoured = plugin.file_dump_options
+    if honoured is None:
+        return
+    for name, field in _FILE_FLAG_FIELDS.items():
+        if getattr(args, name) not in (None, False) and field not in honoured:
+            acting = sorted(f"--{flag.replace('_', '-')}" for flag, f in _FILE_FLAG_FIELDS.items()
+                            if f in honoured)
+            raise UsageError(f"--{name.replace('_', '-')}: expected a Kafka file (kafka-dump-log's flag), "
+                             f"found a {plugin.name} file (it takes {', '.join(acting)})", path)
+
+
 def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
     """The plugin that recognises the single file ``path`` and what kind of file it is.
 
@@ -414,6 +439,8 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     entries that disagree with the log, torn bytes) go to stderr and make the exit code 1."""
     options = _file_options(args)
     plan = [(path, *_file_plugin(path, args.format)) for path in args.paths]  # every name checked first
+    for path, plugin, _ in plan:
+        _check_file_flags(args, plugin, path)
     problems = 0
     notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:

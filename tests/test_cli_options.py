@@ -300,3 +300,26 @@ def test_an_empty_format_name_is_refused(tmp_path, name):
         assert (code, out) == (2, "") and "expected a format name (kafka, rocketmq), found" in err, \
             (argv, err)
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ("--key-decoder", "hex"),
+    ("--offsets-decoder",),
+    ("--transaction-log-decoder",),
+    ("--cluster-metadata-decoder",),
+    ("--index-sanity-check",),
+    ("--verify-index-only",),
+    ("--print-data-log", "--skip-record-metadata"),
+])
+def test_a_rocketmq_file_dump_refuses_kafka_dump_logs_kafka_only_flags(rocketmq_store, argv):
+    """kafka-dump-log's flags that a RocketMQ file has nothing for (no key payload: keys are a property
+    on each line; no internal-topic records; no offset or time index to sanity-check) were taken and
+    changed nothing: the same lines, exit 0.  Each is refused naming it (exit 2); what a RocketMQ file
+    does take (``--print-data-log``, ``--value-decoder``, ``--max-bytes``) still works."""
+    commitlog = next((rocketmq_store / "commitlog").iterdir())
+    code, plain, _ = cli_run("dump", commitlog, "--print-data-log", "--value-decoder", "hex", "--max-bytes",
+                             "100000")
+    assert code == 0 and "Dumping" in plain
+    code, out, err = cli_run("dump", commitlog, *argv)
+    flag = next(arg for arg in reversed(argv) if arg.startswith("--"))
+    assert (code, out) == (2, "") and f"{flag}: expected a Kafka file" in err, err
