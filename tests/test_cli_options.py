@@ -323,3 +323,12 @@ def test_a_rocketmq_file_dump_refuses_kafka_dump_logs_kafka_only_flags(rocketmq_
     code, out, err = cli_run("dump", commitlog, *argv)
     flag = next(arg for arg in reversed(argv) if arg.startswith("--"))
     assert (code, out) == (2, "") and f"{flag}: expected a Kafka file" in err, err
+
+
+@pytest.mark.parametrize("flag", ["--topic", "--queue", "--partition"])
+def test_rocketmq_retention_names_the_selector_given(rocketmq_store, flag):
+    """RocketMQ retention is store-wide; ``--partition 0`` (``--queue``'s alias) was refused as "expected no
+    --topic/--queue", naming two flags the user had not given and not the one they had."""
+    value = "T" if flag == "--topic" else "0"
+    code, out, err = cli_run("retention", rocketmq_store, flag, value, "--dry-run")
+    assert (code, out) == (2, "") and flag in err and "RocketMQ retention is store-wide" in err, err
