@@ -88,13 +88,19 @@ def _version() -> str:
 
 
 def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
-    config: dict[str, str] = {}
-    for pair in pairs or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--config expects name=value, found {pair!r}")
-        config[name.strip()] = value.strip()
-    return config
+    """``--config NAME=VALUE`` options as a dict (:func:`segstore.convert.parse_config`: each name once)."""
+    from .convert import parse_config
+
+    return parse_config(pairs)
+
+
+def format_name(text: str) -> str:
+    """``--format``: a format's name (an empty one would read as none given: ``write`` took the default
+    format for it); a name no plugin registers is refused where the store is opened."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a format name ({', '.join(registry.names())}), found "
+                                         f"{text!r}")
+    return text
 
 
 def resolve_store(path: str, fmt: str | None) -> str:
@@ -155,6 +161,16 @@ def time_ms(text: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
+
+
+def now_ms(text: str) -> int:
+    """``--now-ms``: the clock a command judges by (:func:`time_ms`), at or after the epoch (a time
+    before 1970 is a slip: a sign, a date)."""
+    when = time_ms(text)
+    if when < 0:
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+                                         f"({when} ms)")
+    return when
 
 
 #: ``offsets.retention.minutes``' range (Kafka 3.8.0 ``KafkaConfig``: ``INT``, ``atLeast(1)``)
@@ -420,6 +436,31 @@ def _file_options(args: argparse.Namespace) -> FileDumpOptions:
         skip_record_metadata=args.skip_record_metadata)
 
 
+#: ``dump FILE``'s flags, each with the :class:`FileDumpOptions` field it sets
+_FILE_FLAG_FIELDS = {"print_data_log": "print_data", "deep_iteration": "deep", "key_decoder": "key_decoder",
+                     "value_decoder": "value_decoder", "max_bytes": "max_bytes",
+                     "index_sanity_check": "index_sanity_check", "verify_index_only": "verify_index_only",
+                     "skip_record_metadata": "skip_record_metadata",
+                     **dict.fromkeys(INTERNAL_DECODERS, "decoder")}
+
+
+def _check_file_flags(args: argparse.Namespace, plugin: Any, path: str) -> None:
+    """Refuse a flag the plugin's :meth:`~segstore.plugin.FormatPlugin.dump_file` does not act on
+    (``--key-decoder`` for a RocketMQ file), rather than dump the file as if it were not given.
+
+    :raises UsageError: such a flag given.
+    """
+    honoured = plugin.file_dump_options
+    if honoured is None:
+        return
+    for name, field in _FILE_FLAG_FIELDS.items():
+        if getattr(args, name) not in (None, False) and field not in honoured:
+            acting = sorted(f"--{flag.replace('_', '-')}" for flag, f in _FILE_FLAG_FIELDS.items()
+                            if f in honoured)
+            raise UsageError(f"--{name.replace('_', '-')}: expected a Kafka file (kafka-dump-log's flag), "
+                             f"found a {plugin.name} file (it takes {', '.join(acting)})", path)
+
+
 def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
     """The plugin that recognises the single file ``path`` and what kind of file it is.
 
@@ -443,6 +484,8 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     entries that disagree with the log, torn bytes) go to stderr and make the exit code 1."""
     options = _file_options(args)
     plan = [(path, *_file_plugin(path, args.format)) for path in args.paths]  # every name checked first
+    for path, plugin, _ in plan:
+        _check_file_flags(args, plugin, path)
     problems = 0
     notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:
@@ -486,12 +529,18 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if not dirs:
         # read_committed needs the partition (its .txnindex files, its last stable offset): a file dumped
         # whole would show the markers and aborted records it asked to leave out
-        if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
-                or args.decompress_bodies or args.begin is not None or args.end is not None
-                or args.group is not None or args.follow or args.isolation == READ_COMMITTED):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, "
-                             "--isolation read_committed, --follow and --decompress-bodies apply to a store "
-                             "directory; single files are dumped whole, as stored")
+        given = [flag for flag, used in (
+            ("--topic", args.topic is not None), (_partition_flag(args), _partition(args) is not None),
+            ("--tag", args.tag is not None), ("--index", args.index), ("--begin", args.begin is not None),
+            ("--end", args.end is not None), ("--group", args.group is not None),
+            ("--isolation read_committed", args.isolation == READ_COMMITTED), ("--follow", args.follow),
+            ("--interval", args.interval is not None), ("--threads", args.threads is not None),
+            ("--decompress-bodies", args.decompress_bodies)) if used]
+        if given:
+            raise UsageError(f"{', '.join(given)}: expected a store directory, found single files (--topic, "
+                             "--queue/--partition, --tag, --index, --begin/--end, --group, --isolation "
+                             "read_committed, --threads, --interval, --follow and --decompress-bodies apply "
+                             "to a store directory; single files are dumped whole, as stored)")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
@@ -514,6 +563,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("expected --json or --index, found both: a store's index entries are dumped as text "
                          "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
                          ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
+    if args.interval is not None and not args.follow:
+        raise UsageError("--interval goes with --follow (how often it looks for new messages)")
     args.path = args.paths[0]
     if args.group is not None:
         for flag, used in (("--begin/--end", timed), ("--tag", args.tag is not None),
@@ -667,6 +718,8 @@ def _refuse_damaged(args: argparse.Namespace, damaged: bool) -> None:
 
 #: The longest ``dump --follow --interval``, in seconds (a day): a longer wait is surely a slip.
 MAX_FOLLOW_INTERVAL = 86400
+#: ``--follow``'s seconds between looks when ``--interval`` is not given
+FOLLOW_INTERVAL = 1.0
 #: How many times in a row ``dump --follow`` looks again when a look found files gone that it had just
 #: listed (retention or compaction deleting or renaming them), or the store it follows not there
 #: (being deleted or replaced), before it gives up with the error.
@@ -696,6 +749,8 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                         ("--tag", args.tag is not None)):
         if given:
             raise UsageError(f"--follow and {flag} do not go together")
+    if args.interval is None:
+        args.interval = FOLLOW_INTERVAL
     if not 0 < args.interval <= MAX_FOLLOW_INTERVAL:
         raise UsageError(f"--interval: expected a positive number of seconds, at most {MAX_FOLLOW_INTERVAL} "
                          f"(a day), found {args.interval}")
@@ -1067,8 +1122,9 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
         # only when given: a plugin's own verify may take no threads
         problems = store.verify() if args.threads is None else store.verify(threads=args.threads)
     if args.json:
-        _json_line({"path": args.path, "ok": not problems,
-                    "problems": [_problem_json(p) for p in problems]}, out)
+        if problems or not args.quiet:     # --quiet: nothing when clean, whatever the output's form
+            _json_line({"path": args.path, "ok": not problems,
+                        "problems": [_problem_json(p) for p in problems]}, out)
         return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
@@ -1222,6 +1278,8 @@ def _query_flags_unused(args: argparse.Namespace) -> None:
         ("--begin", args.begin), ("--end", args.end), ("--max", args.max), ("--count", args.count),
         ("--tag", args.tag), ("--queue/--partition", _partition(args)))}
     if args.msg_id is not None:
+        # the message at the msgId's commitlog offset, whatever its transaction state: nothing to hide
+        given["--isolation read_committed"] = args.isolation == READ_COMMITTED
         extra = [flag for flag, present in given.items() if present]
         if extra:
             raise UsageError(f"--msg-id goes alone (with --topic for a client msgId), found {extra[0]} too")
@@ -2085,6 +2143,12 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         # 4.9.7 ConsumerOffsetManager keeps an offset until it is deleted: nothing expires by time
         raise UsageError("--offsets-retention-minutes is Kafka's offsets.retention.minutes: RocketMQ "
                          "consumer offsets do not expire", args.path)
+    if (args.now_ms is not None and args.by_duration is None
+            and resolve_store(args.path, args.format) == "rocketmq"):
+        # consumerOffset.json keeps an offset, no commit time, and nothing expires: only --by-duration's now
+        raise UsageError("--now-ms is the time Kafka offsets expire by and are committed at: RocketMQ "
+                         "consumer offsets keep no time and do not expire (it goes with --by-duration here)",
+                         args.path)
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
@@ -2466,8 +2530,8 @@ def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = Fa
     right after them; the path is then optional to argparse and :func:`_path_taken_back` finds it."""
     p.add_argument("path", nargs="?" if path_after_optional_values else None,
                    help="store directory (RocketMQ) or partition / log directory (Kafka)")
-    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
-                                    "detected if omitted")
+    p.add_argument("--format", type=format_name,
+                   help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
 
@@ -2529,22 +2593,52 @@ _WRITE_INPUT_LINES = (
     "mappedFileSizeCommitLog)")
 
 
-class _OnceAction(argparse.Action):
-    """An option given at most once: ``consumers --group`` / ``--topic``, which kafka-consumer-groups
-    takes several times (several groups, several topics) where segstore takes one; a second would
-    otherwise silently replace the first (argparse keeps the last).
+#: The namespace attribute where :class:`_OnceAction` keeps the options given so far: dest -> (flag, value)
+_GIVEN = "_options_given"
 
-    :raises argparse.ArgumentError: given again (a usage error, exit 2).
+
+class _OnceAction(argparse._StoreAction):
+    """An option that takes one value, given at most once: every such option of every command (the
+    parsers :class:`_Parser` makes take it for ``add_argument`` without an ``action``).  argparse keeps
+    the last and drops the first without a word (``dump --topic a --topic b`` dumped b,
+    ``delete-records --before 1 --before 2`` moved the log start to 2); Kafka's tools refuse a second
+    value of such an option (jopt-simple's ``valueOf``: ``OptionException``) and mqadmin keeps the first
+    (commons-cli's ``getOptionValue``).  Options meant to repeat say so (``action="append"``: ``--config``,
+    ``--files``, ``convert --topic``); a flag given twice means what it means once.
+
+    :raises argparse.ArgumentError: given again (a usage error, exit 2, the command's usage).
     """
+
+    #: what the message adds after "segstore takes one"
+    advice = ""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        before = getattr(namespace, self.dest, None)
-        if before is not None:
-            raise argparse.ArgumentError(self, f"given twice ({before!r}, {values!r}): segstore takes one "
-                                               "(where kafka-consumer-groups takes several, run one command "
-                                               "each)")
-        setattr(namespace, self.dest, values)
+        given: dict[str, tuple[str | None, Any]] = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.dest in given and self.option_strings:     # a positional is matched once, or (``*``) twice
+            flag, before = given[self.dest]
+            said = "" if flag == option_string else f" as {flag}"
+            raise argparse.ArgumentError(self, f"expected once, found it given twice ({before!r}{said}, then "
+                                               f"{values!r}): segstore takes one{self.advice}")
+        given[self.dest] = (option_string, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _ConsumerGroupsOnce(_OnceAction):
+    """``consumers --group`` / ``--topic``, which kafka-consumer-groups takes several times (several
+    groups, several topics) where segstore takes one."""
+
+    advice = " (where kafka-consumer-groups takes several, run one command each)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of the command line and of each command: an option that takes a value takes it once
+    (:class:`_OnceAction`), whichever command (or plugin package) adds it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _OnceAction)
+        self.register("action", "store", _OnceAction)
 
 
 class _VersionAction(argparse._VersionAction):
@@ -2582,7 +2676,7 @@ class _OnlyCommand:
 
     def make(self, **kwargs: Any) -> Any:
         """The ``parser_class`` argparse makes each subcommand's parser with."""
-        return argparse.ArgumentParser(**kwargs) if self._building else _Unbuilt()
+        return _Parser(**kwargs) if self._building else _Unbuilt()
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         self._building = name == self._command or self._command in kwargs.get("aliases", ())
@@ -2597,7 +2691,7 @@ DESCRIPTION = ("Read, write, verify, recover, query and convert Apache RocketMQ 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the ``command`` a command line names, only that subcommand's
     arguments are made (the others' names and help are there, as usage shows them)."""
-    parser = argparse.ArgumentParser(prog="segstore", description=DESCRIPTION,
+    parser = _Parser(prog="segstore", description=DESCRIPTION,
                                      epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
     parser.add_argument("--version", action=_VersionAction)
     sub: Any
@@ -2614,8 +2708,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft "
                         ".checkpoint, leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, "
                         "checkpoint")
-    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
-                                    "detected if omitted")
+    p.add_argument("--format", type=format_name,
+                   help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
     _selectors(p)
@@ -2634,9 +2728,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true",
                    help="then keep printing messages as they are stored, as tail -f (each queue's new "
                         "offsets; Ctrl-C ends it, exit 0)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                   help=f"with --follow: how often to look for new messages (default 1, at most "
-                        f"{MAX_FOLLOW_INTERVAL})")
+    p.add_argument("--interval", type=float, metavar="SECONDS",
+                   help=f"with --follow: how often to look for new messages (default {FOLLOW_INTERVAL:g}, at "
+                        f"most {MAX_FOLLOW_INTERVAL})")
     _isolation_flag(p)
     _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")
@@ -2687,7 +2781,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside); say what was done")
     _common(p)
-    _threads_flag(p, "RocketMQ: walk the commitlog of the full check")
+    _threads_flag(p, "Kafka: recover the partitions and decode their logs; RocketMQ: walk the commitlog of "
+                     "the full check;")
     _json_flag(p, 'one object {"path", "actions": [...]}')
     p.set_defaults(func=cmd_recover)
 
@@ -2736,7 +2831,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                          "per partition (queue), as kafka-consumer-groups --describe (Kafka "
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p, path_after_optional_values=True)
-    p.add_argument("--group", action=_OnceAction,
+    p.add_argument("--group", action=_ConsumerGroupsOnce,
                    help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--all-groups", action="store_true",
                    help="every group (the default without --group), as kafka-consumer-groups takes it")
@@ -2745,10 +2840,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--offsets", action="store_true",
                    help="the default view, a row a partition (kafka-consumer-groups --describe --offsets), "
                         "taken as the tool takes it")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
-                        "commit's time (default: the clock)")
+                        "commit's time (default: the clock); with --by-duration, its now (RocketMQ too)")
     p.add_argument("--offsets-retention-minutes", type=retention_minutes, metavar="N",
                    help="Kafka: the broker's offsets.retention.minutes, 1 to 2147483647 (default 10080, 7 "
                         "days)")
@@ -2770,7 +2865,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--describe --members)")
     p.add_argument("--verbose", action="store_true",
                    help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
-    p.add_argument("--topic", action=_OnceAction,
+    p.add_argument("--topic", action=_ConsumerGroupsOnce,
                    help="only this topic's partitions (queues): the groups consuming it and their rows of "
                         "it, or what --reset-offsets / --delete change; TOPIC:0,1 for those partitions "
                         "(with --reset-offsets, committed or not)")
@@ -2851,7 +2946,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="with --abort: the transaction's first offset")
     p.add_argument("--max-transaction-timeout", type=_java_int, metavar="MIN",
                    help="with --find-hanging: open longer than this many minutes (default 15)")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="with --producers, --find-hanging, --abort: judge at this time (ms or ISO-8601; "
                         "default: the clock); --abort writes the marker with it")
     p.add_argument("--execute", action="store_true", help="with --abort: write the marker")

@@ -24,7 +24,7 @@ from .cli import (
     _partition,
     _selectors,
     human,
-    time_ms,
+    now_ms,
 )
 from .errors import OffsetOutOfRangeError
 
@@ -186,7 +186,7 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="the clock retention times are measured against (ms or ISO-8601; default: now)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_retention)
@@ -203,7 +203,7 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
-    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+    p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="the clock delete.retention.ms and min.compaction.lag.ms are measured against (ms or "
                         "ISO-8601; default: now)")
     p.add_argument("--dedupe-buffer-size", type=int, default=128 * 1024 * 1024, metavar="BYTES",

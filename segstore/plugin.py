@@ -112,6 +112,9 @@ class FormatPlugin(abc.ABC):
     #: The others are kept by segstore as extra indexes (:mod:`segstore.layouts`) in the same entry
     #: types.  A ``key`` one needs the store to implement :class:`segstore.logview.KeyLookup`.
     native_indexes: ClassVar[Mapping[str, NativeIndex]] = {}
+    #: The :class:`FileDumpOptions` fields :meth:`dump_file` acts on; None: every one.  ``segstore dump
+    #: FILE`` refuses a flag of another field for this format's files, rather than take it and ignore it.
+    file_dump_options: ClassVar[frozenset[str] | None] = None
 
     @abc.abstractmethod
     def detect(self, path: str) -> bool:

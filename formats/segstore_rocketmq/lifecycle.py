@@ -640,6 +640,10 @@ class LifecycleMixin:
                 raise UnsupportedOperationError(
                     f"--count {request.count}: a RocketMQ time query answers an offset, not messages (read "
                     "them from it with --offset N --count C)", self.path)
+            if request.decompress:
+                raise UnsupportedOperationError(
+                    "--decompress-bodies: a RocketMQ time query answers an offset, not messages (read them "
+                    "from it with --offset N --decompress-bodies)", self.path)
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
             answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
                       "offset": offset}

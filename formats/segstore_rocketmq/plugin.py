@@ -31,6 +31,10 @@ class RocketMQFormat(FormatPlugin):
                "consumequeue/TOPIC/QUEUEID/%020d (first entry's byte offset)"),
         key=("segstore.indexes.keyhash:IndexService", "index/yyyyMMddHHmmssSSS (local creation time)"),
     )
+    #: a message's body through the value decoder, a commitlog file up to a byte count; every message is
+    #: its own record (deep by nature).  No key payload (keys are a property, on each line), no internal
+    #: topic records, no offset or time index to sanity-check, no record metadata to leave out.
+    file_dump_options = frozenset({"print_data", "deep", "value_decoder", "max_bytes"})
 
     def detect(self, path: str) -> bool:
         """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""

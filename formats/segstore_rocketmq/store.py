@@ -2593,8 +2593,8 @@ class RocketMQStore(LifecycleMixin, Store):
         from . import retention as retention_rules  # its result dataclass: not for `info`
 
         if topic is not None or partition is not None:
-            raise ConfigError("expected no --topic/--queue: RocketMQ retention is store-wide "
-                              "(one commitlog holds every queue)", self.path)
+            raise ConfigError("expected no topic or queue (--topic, --queue/--partition): RocketMQ retention "
+                              "is store-wide (one commitlog holds every queue)", self.path)
         if not dry_run:
             self._check_writable()
         self._check_open()

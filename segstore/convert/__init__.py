@@ -25,17 +25,22 @@ if TYPE_CHECKING:
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
-    """``NAME=VALUE`` strings (``--config``) as a dict; the destination format checks names and values.
+def parse_config(pairs: Sequence[str] | None, flag: str = "--config") -> dict[str, str]:
+    """``NAME=VALUE`` strings (``--config``, or ``flag``) as a dict; the destination format checks names
+    and values.  A name is given once: twice, one value would be dropped without a word.
 
-    :raises ConfigError: a pair without ``=`` or without a name.
+    :raises ConfigError: a pair without ``=`` or without a name, a name given twice.
     """
     config: dict[str, str] = {}
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"expected --config NAME=VALUE, found {pair!r}")
-        config[name.strip()] = value.strip()
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise ConfigError(f"expected {flag} NAME=VALUE, found {pair!r}")
+        if name in config:
+            raise ConfigError(f"expected each {flag} name once, found {name!r} twice ({config[name]!r}, then "
+                              f"{value!r})")
+        config[name] = value
     return config
 
 

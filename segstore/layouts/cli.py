@@ -14,6 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from segstore.api import open as open_store
+from segstore.cli import format_name
 from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
@@ -22,13 +23,9 @@ EXIT_OK, EXIT_DATA = 0, 1
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in values or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"{flag} expects name=value, found {pair!r}")
-        out[name.strip()] = value.strip()
-    return out
+    from segstore.convert import parse_config  # as every command's --config: each name once
+
+    return parse_config(values, flag)
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -39,6 +36,13 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
+    """The layouts ``--index`` names, those the format keeps itself and the extra ones.
+
+    :raises ConfigError: a layout named twice (it would be built, verified or dropped twice over).
+    """
+    twice = next((name for n, name in enumerate(names) if name in names[:n]), None)
+    if twice is not None:
+        raise ConfigError(f"expected each --index layout once, found {twice!r} twice")
     native = [n for n in names if layout_class(n, store.format).native]
     return native, [n for n in names if n not in native]
 
@@ -71,8 +75,10 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             indexes.close()
     if args.json:
-        out.write(json.dumps({"path": args.path, "ok": not problems, "problems": [
-            {"path": p.path, "pos": p.pos, "message": p.message} for p in problems]}, sort_keys=True) + "\n")
+        if problems or not args.quiet:     # --quiet: nothing when clean, whatever the output's form
+            found = [{"path": p.path, "pos": p.pos, "message": p.message} for p in problems]
+            out.write(json.dumps({"path": args.path, "ok": not problems, "problems": found}, sort_keys=True)
+                      + "\n")
         return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
@@ -110,7 +116,7 @@ def add_commands(subparsers: Any) -> None:
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
         p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
                        help="a layout (repeatable)")
-        p.add_argument("--format", help="the format PATH must hold; detected if omitted")
+        p.add_argument("--format", type=format_name, help="the format PATH must hold; detected if omitted")
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a format config value, by the broker's own name (repeatable)")
         if name == "build":
