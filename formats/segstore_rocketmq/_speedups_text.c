@@ -40,13 +40,12 @@ space_at(const uint8_t *s, Py_ssize_t n)
     return (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) ? 3 : 0;
 }
 
-/* Whether lifecycle._word quotes s[0:n]: it holds a space (str.isspace), a double quote or a control
- * character below 0x20. */
+/* Whether lifecycle._word quotes s[0:n]: it holds a space (str.isspace) or a double quote. */
 static int
 needs_quotes(const uint8_t *s, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] < 0x20 || space_at(s + i, n - i)) {
+        if (s[i] == '"' || space_at(s + i, n - i)) {
             return 1;
         }
     }
@@ -91,7 +90,7 @@ put_body_preview(uint8_t *o, const uint8_t *s, Py_ssize_t n)
  *     keys=K tags=G body=P
  *
  * (one line; K the KEYS tokens joined by commas, G the TAGS value, each - when empty and
- * JSON-quoted when holding a space, a quote or a control character; P as put_body_preview) into the caller's
+ * JSON-quoted when holding a space or a quote; P as put_body_preview) into the caller's
  * buffer out (reused from batch to batch).  tags/tokens are split_properties' outputs.  When out
  * may be too small nothing is written and the negated size it needs is returned.  The GIL is
  * released while the lines are written.

@@ -81,10 +81,9 @@ _MAKE_AGAIN = object()
 
 
 def _word(text: str) -> str:
-    """``text`` as one word of a ``name=value`` line: as it is, or JSON-quoted when it holds spaces,
-    quotes or control characters (0x01 of a stored value, an ESC that would drive the terminal), or
-    is empty."""
-    if text and not any(c.isspace() or c == '"' or c < " " for c in text):
+    """``text`` as one word of a ``name=value`` line: as it is, or JSON-quoted when it holds spaces or
+    quotes (or is empty)."""
+    if text and not any(c.isspace() or c == '"' for c in text):
         return text
     return json.dumps(text, ensure_ascii=False)
 
