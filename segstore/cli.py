@@ -1239,6 +1239,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
             _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
+        if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
+            raise result.damage
         if not result.found:
             missing = _missing_selection(store, args)   # a miss because the selectors name nothing held
             if missing is not None:

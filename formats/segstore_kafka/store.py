@@ -61,6 +61,7 @@ from segstore.store import (
     check_decompress,
     check_isolation,
     newest_hits,
+    read_until_damage,
     reads_while_open,
 )
 
@@ -2456,7 +2457,11 @@ class KafkaStore(Store):
         if offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "
                                             "found none", self.path)
-        records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
+        # the records before damage the read meets are answered, then the damage (as dump does)
+        records, damage = read_until_damage(self.read(topic, partition, offset, request.count,
+                                                      isolation=isolation))
+        if damage is not None and not records:
+            raise damage
         if not records:
             if earliest:
                 # UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the log start offset
@@ -2505,7 +2510,7 @@ class KafkaStore(Store):
                 crcs = {r.offset: crc for r, crc in batch.records_with_crcs()}
             line = record_line(batch, record.record, crcs.get(record.offset))
             lines.append(DumpLine(line, self.to_json(record)))
-        return QueryResult(records=list(records), lines=lines, found=True)
+        return QueryResult(records=list(records), lines=lines, found=True, damage=damage)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
         """Key hits as :meth:`find` answers them (of every topic when none is given): the newest

@@ -1,0 +1,144 @@
+"""``segstore query`` over a damaged store answers what ``dump`` answers: the messages before the
+damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit codes and output").
+
+- ``query --offset N --count C`` whose read meets damage after some of its records printed nothing
+  and exited 1 with the error alone, though ``dump``, ``read`` and ``scan`` give those records first.
+  A consumer fetching from N gets them too: Kafka 3.8 ``UnifiedLog.read`` returns the batches before
+  a corrupt one (``FileRecords.batchesFrom``), RocketMQ 4.9.7 ``DefaultMessageStore.getMessage``
+  the messages before the one it cannot read.  Damage at the first record asked still gives the
+  error alone, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import cli_run
+
+import segstore
+
+T = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def kafka_store(tmp_path_factory) -> Path:
+    """T-0: 12 batches of 5 records (offsets 0..59), 2 batches a segment."""
+    root = tmp_path_factory.mktemp("kafka")
+    with segstore.open(str(root / "base"), format="kafka", mode="a", **{"segment.bytes": 700}) as store:
+        for b in range(12):
+            store.append_batch([{"topic": "T", "partition": 0, "key": f"k{b * 5 + j}", "value": "v" * 30,
+                                 "timestamp": T + (b * 5 + j) * 1000} for j in range(5)])
+    return root / "base"
+
+
+@pytest.fixture(scope="module")
+def rocketmq_store(tmp_path_factory) -> Path:
+    """T/0 and T/1, 30 messages each, alternating, over 4 KiB commitlog files."""
+    root = tmp_path_factory.mktemp("rmq")
+    lines = [json.dumps({"topic": "T", "queue_id": i % 2, "body": "x" * 48, "tags": f"tag{i % 3}",
+                         "keys": [f"k{i}"], "store_timestamp": T + i * 1000}) for i in range(60)]
+    (root / "in.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = cli_run("write", root / "base", "--input", root / "in.jsonl",
+                           "--config", "mappedFileSizeCommitLog=4096")
+    assert code == 0, err
+    return root / "base"
+
+
+def _flip(path: Path, pos: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        byte = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([byte ^ 0xFF]))
+
+
+def _kafka_bad_crc(store: Path, tmp_path: Path) -> tuple[Path, str]:
+    """The second batch of segment 20 (offsets 25..29) with a flipped record byte: its CRC fails."""
+    copy = tmp_path / "k"
+    shutil.copytree(store, copy)
+    log = copy / "T-0" / "00000000000000000020.log"
+    first = 12 + struct.unpack(">i", log.read_bytes()[8:12])[0]
+    _flip(log, first + 100)
+    return copy, f"{log}:{first + 17}: expected CRC-32C"
+
+
+def _rocketmq_bad_crc(store: Path, tmp_path: Path) -> tuple[Path, str]:
+    """T/0's message at queue offset 5 with a flipped body byte."""
+    copy = tmp_path / "r"
+    shutil.copytree(store, copy)
+    with segstore.open(str(copy)) as opened:
+        victim = list(opened.read("T", 0))[5]
+    name = copy / "commitlog" / f"{victim.physical_offset // 4096 * 4096:020d}"
+    _flip(name, victim.physical_offset % 4096 + victim.size - 20)
+    return copy, f"{name}:{victim.physical_offset % 4096}: expected a well-formed message"
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_kafka_offset_query_prints_the_records_before_the_damage_then_names_it(kafka_store, tmp_path,
+                                                                                  as_json):
+    copy, error = _kafka_bad_crc(kafka_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--offset", 18, "--count", 10,
+                             *(["--json"] if as_json else []))
+    assert code == 1
+    assert error in err
+    if as_json:
+        assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(18, 25))
+    else:
+        shown = [int(line.split()[2]) for line in out.splitlines() if line.startswith("| offset:")]
+        assert shown == list(range(18, 25))
+    # the same records and error as dump's read of them
+    code, dumped, dump_err = cli_run("dump", copy, "--json")
+    assert code == 1 and error in dump_err
+    assert [json.loads(line)["offset"] for line in dumped.splitlines()][18:] == list(range(18, 25))
+
+
+def test_a_kafka_offset_query_at_the_damaged_batch_is_the_error_alone(kafka_store, tmp_path):
+    copy, error = _kafka_bad_crc(kafka_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--offset", 26, "--count", 3)
+    assert (code, out) == (1, "")
+    assert error in err
+
+
+def test_a_kafka_time_query_prints_the_records_before_the_damage_then_names_it(kafka_store, tmp_path):
+    copy, error = _kafka_bad_crc(kafka_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", T + 22_000, "--count", 10)
+    assert code == 1
+    assert error in err
+    assert out.splitlines()[0] == f"T-0: offset 22 is the first stored at or after {T + 22_000}"
+    assert [int(line.split()[2]) for line in out.splitlines() if line.startswith("| offset:")] == [22, 23, 24]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_rocketmq_offset_query_prints_the_messages_before_the_damage_then_names_it(rocketmq_store, tmp_path,
+                                                                                      as_json):
+    copy, error = _rocketmq_bad_crc(rocketmq_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--offset", 2, "--count", 10,
+                             *(["--json"] if as_json else []))
+    assert code == 1
+    assert error in err
+    if as_json:
+        assert [json.loads(line)["queue_offset"] for line in out.splitlines()] == [2, 3, 4]
+    else:
+        assert [line.split()[0] for line in out.splitlines()] == ["T/0@2", "T/0@3", "T/0@4"]
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--offset", 5, "--count", 10)
+    assert (code, out) == (1, "")
+    assert error in err
+
+
+def test_a_rocketmq_offset_query_meeting_a_wrong_queue_entry_prints_the_messages_before_it(rocketmq_store,
+                                                                                            tmp_path):
+    """T/0's consume-queue entry 3 pointing at the message of entry 0."""
+    copy = tmp_path / "r"
+    shutil.copytree(rocketmq_store, copy)
+    queue = copy / "consumequeue" / "T" / "0" / f"{0:020d}"
+    data = bytearray(queue.read_bytes())
+    data[60:68] = data[0:8]
+    queue.write_bytes(bytes(data))
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--offset", 0, "--count", 10)
+    assert code == 1
+    assert [line.split()[0] for line in out.splitlines()] == ["T/0@0", "T/0@1", "T/0@2"]
+    assert "(queue offset 3), found a T/0 message" in err
