@@ -7,6 +7,11 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   a corrupt one (``FileRecords.batchesFrom``), RocketMQ 4.9.7 ``DefaultMessageStore.getMessage``
   the messages before the one it cannot read.  Damage at the first record asked still gives the
   error alone, as before.
+- Kafka time lookups (``query --timestamp``, ``offset_for_time``) decode the batch they land in
+  without a CRC check, as 3.8 ``LogSegment.findOffsetByTimestamp`` does; records that do not decode
+  named the record, where every read names the batch's failed CRC.  Now they name the CRC too.  And
+  ``max-timestamp`` in such a batch (3.8 ``UnifiedLog.fetchOffsetByTimestamp``, whose
+  ``offsetOfMaxTimestamp`` fails on it) answered "no record", as of an empty partition.
 """
 
 from __future__ import annotations
@@ -142,3 +147,44 @@ def test_a_rocketmq_offset_query_meeting_a_wrong_queue_entry_prints_the_messages
     assert code == 1
     assert [line.split()[0] for line in out.splitlines()] == ["T/0@0", "T/0@1", "T/0@2"]
     assert "(queue offset 3), found a T/0 message" in err
+
+
+def _kafka_undecodable(store: Path, tmp_path: Path, segment: int) -> tuple[Path, str]:
+    """The second batch of a segment with its first record's length flipped: its records do not
+    decode, and its CRC fails."""
+    copy = tmp_path / "k"
+    shutil.copytree(store, copy)
+    log = copy / "T-0" / f"{segment:020d}.log"
+    second = 12 + struct.unpack(">i", log.read_bytes()[8:12])[0]
+    _flip(log, second + 61)
+    return copy, f"{log}:{second + 17}: expected CRC-32C"
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_kafka_time_lookup_names_the_damage_where_every_read_does(kafka_store, tmp_path, monkeypatch, pure):
+    """A time inside a batch whose records do not decode: its bad CRC, at the CRC's byte, as read, dump
+    and scan name it (Kafka's time lookup checks no CRC: a batch that decodes still answers), not the
+    record its damage left undecodable."""
+    if pure:
+        monkeypatch.setenv("SEGSTORE_PURE_PYTHON", "1")
+    copy, error = _kafka_undecodable(kafka_store, tmp_path, 20)
+    code, _, dump_err = cli_run("dump", copy)
+    assert code == 1 and error in dump_err
+    code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", T + 26_000)
+    assert (code, out) == (1, "")
+    assert error in err
+    with segstore.open(str(copy)) as opened:
+        with pytest.raises(segstore.errors.CorruptDataError, match="expected CRC-32C"):
+            opened.offset_for_time("T", 0, T + 26_000)
+        assert opened.offset_for_time("T", 0, T + 22_000) == 22     # before the damage
+        assert opened.offset_for_time("T", 0, T + 31_000) == 31     # after it
+
+
+def test_kafka_max_timestamp_in_a_damaged_batch_is_its_damage_not_no_record(kafka_store, tmp_path):
+    """The batch holding the largest timestamp does not decode: Kafka's ``offsetOfMaxTimestamp`` fails
+    on it; segstore answered "no record stored at or after timestamp -3", as of an empty partition."""
+    copy, error = _kafka_undecodable(kafka_store, tmp_path, 50)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", "max-timestamp")
+    assert (code, out) == (1, "")
+    assert error in err
+    assert "no record" not in err

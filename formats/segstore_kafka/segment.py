@@ -159,6 +159,21 @@ class TransactionTracker:
 ChunkSource = Callable[["LogSegment", int], Iterator[columnar.Chunk]]
 
 
+def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
+    """``batch``'s records, decoded without a CRC check (Kafka's time lookups check none); records that
+    do not decode under a CRC that does not hold raise the CRC's error, where every read of the batch
+    (``read``, ``dump``, ``scan``, ``verify``) names the damage, not the record it left undecodable.
+
+    :raises CorruptDataError: the records do not decode.
+    """
+    try:
+        return batch.records()
+    except CorruptDataError:
+        if not batch.is_valid():
+            next(codec.iter_batches(view, path=batch.path, start=position))   # raises the CRC's error
+        raise
+
+
 class LogSegment:
     """A ``.log`` file and its indexes, starting at absolute offset ``base``.
 
@@ -645,7 +660,7 @@ class LogSegment:
                 return None
             if fields[H_MAX_TIMESTAMP] >= timestamp:
                 full = codec.read_batch_header(view, position, path=path)
-                for record in full.records():
+                for record in _records_or_crc_error(full, view, position):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         epoch = full.partition_leader_epoch
                         return TimestampAndOffset(record.timestamp, record.offset,
@@ -665,13 +680,14 @@ class LogSegment:
             for header in self.headers(position):
                 if header.max_timestamp == best.timestamp:
                     epoch = header.partition_leader_epoch
-                    for record in header.records():
+                    for record in _records_or_crc_error(header, self.log.view(), header.position):
                         if record.timestamp == best.timestamp:
                             return TimestampAndOffset(record.timestamp, record.offset,
                                                       epoch if epoch >= 0 else None)
                     return None
-        except CorruptDataError:
-            pass
+        except TruncatedDataError:
+            pass   # a last batch the log ends inside holds no record a reader is given
+        # other damage is the answer's: a batch whose records do not decode is not "no record"
         return None
 
     # -- recovery ---------------------------------------------------------------
