@@ -12,6 +12,8 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   named the record, where every read names the batch's failed CRC.  Now they name the CRC too.  And
   ``max-timestamp`` in such a batch (3.8 ``UnifiedLog.fetchOffsetByTimestamp``, whose
   ``offsetOfMaxTimestamp`` fails on it) answered "no record", as of an empty partition.
+- Kafka ``read(offset, count)`` decoded one record past ``count``: damage right after the records
+  asked failed the read. RocketMQ's read (and a Kafka fetch of that many records) stops at them.
 """
 
 from __future__ import annotations
@@ -188,3 +190,21 @@ def test_kafka_max_timestamp_in_a_damaged_batch_is_its_damage_not_no_record(kafk
     assert (code, out) == (1, "")
     assert error in err
     assert "no record" not in err
+
+
+def test_a_kafka_read_of_count_records_stops_before_damage_after_them(kafka_store, tmp_path):
+    """``read(offset, count)`` decoded one record past ``count`` before stopping, so damage right after
+    the records asked (a torn last batch, a bad CRC in the next batch) failed a read, and a
+    ``query --offset --count``, that never needed it; RocketMQ's read stops at the count."""
+    copy, error = _kafka_bad_crc(kafka_store, tmp_path)
+    with segstore.open(str(copy)) as opened:
+        assert [r.offset for r in opened.read("T", 0, 22, 3)] == [22, 23, 24]
+        assert [r.offset for r in opened.read("T", 0, 22, 0)] == []
+        with pytest.raises(segstore.errors.CorruptDataError):
+            list(opened.read("T", 0, 22, 4))
+    code, out, err = cli_run("query", copy, "--topic", "T", "--offset", 20, "--count", 5)
+    assert (code, err) == (0, "")
+    assert [int(line.split()[2]) for line in out.splitlines() if line.startswith("| offset:")] == \
+        list(range(20, 25))
+    code, out, err = cli_run("query", copy, "--topic", "T", "--offset", 20, "--count", 6)
+    assert code == 1 and error in err

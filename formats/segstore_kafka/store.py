@@ -1223,10 +1223,12 @@ class KafkaStore(Store):
         self._check_read(partition, offset, count)
         check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
-        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
-            if count is not None and n >= count:
-                return
+        if count is not None and count <= 0:
+            return
+        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation), 1):
             yield record
+            if count is not None and n >= count:
+                return   # before the next record is decoded: damage past the count is not this read's
 
     @reads_while_open
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
