@@ -14,6 +14,9 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   ``offsetOfMaxTimestamp`` fails on it) answered "no record", as of an empty partition.
 - Kafka ``read(offset, count)`` decoded one record past ``count``: damage right after the records
   asked failed the read. RocketMQ's read (and a Kafka fetch of that many records) stops at them.
+- A RocketMQ queue read reaching a commitlog file lost between others raised an OffsetOutOfRangeError
+  naming no file, where the commitlog walk names the lost files; an entry at unwritten space said
+  ``found End()``.
 """
 
 from __future__ import annotations
@@ -208,3 +211,46 @@ def test_a_kafka_read_of_count_records_stops_before_damage_after_them(kafka_stor
         list(range(20, 25))
     code, out, err = cli_run("query", copy, "--topic", "T", "--offset", 20, "--count", 6)
     assert code == 1 and error in err
+
+
+def test_a_rocketmq_queue_read_into_a_lost_middle_file_names_it_as_the_commitlog_walk_does(rocketmq_store,
+                                                                                            tmp_path):
+    """The second commitlog file is gone: ``dump``/``scan`` name it (``expected commitlog files from
+    physical offset 4096 to 8192, found none``); a queue's read (``read``, ``query --offset``,
+    ``query --timestamp``) raised an ``OffsetOutOfRangeError`` naming no file instead, and
+    ``query --offset`` printed none of the messages before it."""
+    copy = tmp_path / "r"
+    shutil.copytree(rocketmq_store, copy)
+    (copy / "commitlog" / f"{4096:020d}").unlink()
+    error = (f"{copy / 'commitlog' / f'{4096:020d}'}: expected commitlog files from physical offset 4096 to "
+             "8192, found none: the messages they held are lost")
+    with segstore.open(str(copy)) as opened:
+        with pytest.raises(segstore.errors.CorruptDataError) as scanned:
+            list(opened.scan())
+        assert str(scanned.value) == error
+        with pytest.raises(segstore.errors.CorruptDataError) as failed:
+            list(opened.read("T", 0))
+        assert str(failed.value) == error
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--offset", 0, "--count", 100)
+    assert code == 1 and error in err
+    shown = [line.split()[0] for line in out.splitlines()]
+    assert shown and shown == [f"T/0@{i}" for i in range(len(shown))]
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--timestamp", T + 40_000)
+    assert code == 1 and error in err
+
+
+def test_a_rocketmq_queue_entry_at_unwritten_space_says_so_in_words(rocketmq_store, tmp_path):
+    """An entry pointing at zeros: ``found unwritten space ...``, not a Python repr (``found End()``)."""
+    copy = tmp_path / "r"
+    shutil.copytree(rocketmq_store, copy)
+    with segstore.open(str(copy)) as opened:
+        victim = list(opened.read("T", 1))[3]
+    name = copy / "commitlog" / f"{victim.physical_offset // 4096 * 4096:020d}"
+    with open(name, "r+b") as f:
+        f.seek(victim.physical_offset % 4096)
+        f.write(bytes(8))
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 1, "--offset", 0, "--count", 10)
+    assert code == 1
+    assert [line.split()[0] for line in out.splitlines()] == ["T/1@0", "T/1@1", "T/1@2"]
+    assert (f"{name}:{victim.physical_offset % 4096}: expected a message at physical offset "
+            f"{victim.physical_offset}, found unwritten space (a zero size and magic code)") in err

@@ -448,11 +448,17 @@ class CommitLog:
 
         :raises CorruptDataError: no message there (a BLANK, unwritten space or garbage).
         """
+        for path, gone, end in self.missing:   # a file lost between others: its own error, as a walk's
+            if gone <= offset < end:
+                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
+                                       "found none: the messages they held are lost", path)
         seg = self.file_for(offset)
         pos = offset - seg.base
         record = _decode_at(seg, pos, self.file_size, check_crc)
         if not isinstance(record, RocketMQMessage):
-            raise CorruptDataError(f"expected a message at physical offset {offset}, found {record!r}",
+            found = (f"the end-of-file BLANK filler ({record.size} bytes)" if isinstance(record, Blank)
+                     else "unwritten space (a zero size and magic code)")
+            raise CorruptDataError(f"expected a message at physical offset {offset}, found {found}",
                                    seg.path, pos)
         wrong = columnar.contradiction(record.physical_offset, record.queue_id, offset)
         if wrong is not None:
