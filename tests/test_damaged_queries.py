@@ -17,6 +17,8 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
 - A RocketMQ queue read reaching a commitlog file lost between others raised an OffsetOutOfRangeError
   naming no file, where the commitlog walk names the lost files; an entry at unwritten space said
   ``found End()``.
+- A Kafka key query (no key index: a scan of the key column) meeting damage printed none of the
+  hits before it.
 """
 
 from __future__ import annotations
@@ -254,3 +256,21 @@ def test_a_rocketmq_queue_entry_at_unwritten_space_says_so_in_words(rocketmq_sto
     assert [line.split()[0] for line in out.splitlines()] == ["T/1@0", "T/1@1", "T/1@2"]
     assert (f"{name}:{victim.physical_offset % 4096}: expected a message at physical offset "
             f"{victim.physical_offset}, found unwritten space (a zero size and magic code)") in err
+
+
+@pytest.mark.parametrize("argv", [(), ("--max", "1"), ("--json",)])
+def test_a_kafka_key_query_prints_the_hits_before_the_damage_then_names_it(kafka_store, tmp_path, argv):
+    """Without the extra key index a Kafka key query scans the key column: damage after a hit printed
+    nothing, exit 1, though the hit's record reads whole (``dump`` prints it)."""
+    copy, error = _kafka_bad_crc(kafka_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--key", "k3", *argv)
+    assert code == 1 and error in err
+    if "--json" in argv:
+        assert [json.loads(line)["offset"] for line in out.splitlines()] == [3]
+    else:
+        assert out == f"T/0 offset 3 timestamp {T + 3000} key k3\n"
+    code, out, err = cli_run("query", copy, "--topic", "T", "--key", "k40")   # past the damage: unknown
+    assert (code, out) == (1, "") and error in err
+    with segstore.open(str(copy)) as opened:   # the library's find raises it, as before
+        with pytest.raises(segstore.errors.CorruptDataError, match="expected CRC-32C"):
+            opened.find("T", "k3")
