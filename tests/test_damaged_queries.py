@@ -19,6 +19,9 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   ``found End()``.
 - A Kafka key query (no key index: a scan of the key column) meeting damage printed none of the
   hits before it.
+- The Kafka record decoder's and the codecs' damage messages lacked the house form's ``expected``
+  (``log:351: record 0 of 5: well-formed varints, found ...``, ``a valid gzip stream of 85 bytes,
+  found: ...``).
 """
 
 from __future__ import annotations
@@ -274,3 +277,53 @@ def test_a_kafka_key_query_prints_the_hits_before_the_damage_then_names_it(kafka
     with segstore.open(str(copy)) as opened:   # the library's find raises it, as before
         with pytest.raises(segstore.errors.CorruptDataError, match="expected CRC-32C"):
             opened.find("T", "k3")
+
+
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_every_read(tmp_path, monkeypatch,
+                                                                                       codec, pure):
+    """Records (compressed or not) that do not decode under a CRC that holds: every read gives the records
+    before the batch, then the same ``path:pos: expected ..., found ...`` (the record decoder's and the
+    codecs' messages lacked the ``expected``: ``...: a valid gzip stream of 85 bytes, found: ...``)."""
+    import random
+
+    import crc32c
+
+    if pure:
+        monkeypatch.setenv("SEGSTORE_PURE_PYTHON", "1")
+    path = tmp_path / "k"
+    with segstore.open(str(path), format="kafka", mode="a", **{"compression.type": codec}) as store:
+        for b in range(4):
+            store.append_batch([{"topic": "T", "partition": 0, "key": f"k{b * 5 + j}", "value": "v" * 30,
+                                 "timestamp": T + b * 5 + j} for j in range(5)])
+    log = path / "T-0" / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    pos = 0
+    for _ in range(2):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    rng = random.Random(7)
+    data[pos + 61:end] = bytes(rng.randrange(256) for _ in range(end - pos - 61))
+    if codec == "none":
+        data[pos + 61] = 0xFF    # a first record length varint too long to decode
+    struct.pack_into(">I", data, pos + 17, crc32c.crc32c(bytes(data[pos + 21:end])))
+    log.write_bytes(bytes(data))
+    errors = set()
+    code, out, err = cli_run("dump", path, "--json")
+    assert code == 1 and [json.loads(line)["offset"] for line in out.splitlines()] == list(range(10))
+    errors.add(err.strip())
+    code, out, err = cli_run("query", path, "--topic", "T", "--offset", 5, "--count", 20)
+    assert code == 1 and out
+    errors.add(err.strip())
+    with segstore.open(str(path)) as opened:
+        for read in (lambda: list(opened.read("T", 0)), lambda: list(opened.scan()),
+                     lambda: list(opened.scan_arrow(threads=1)), lambda: list(opened.scan_arrow(threads=3))):
+            with pytest.raises(segstore.errors.CorruptDataError) as failed:
+                read()
+            errors.add(str(failed.value))
+    (error,) = errors
+    assert error.startswith(f"{log}:")
+    assert ": expected " in error.split(f"{log}:", 1)[1]
+    if codec != "none":
+        assert f"expected a valid {codec} stream of" in error
