@@ -22,6 +22,9 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
 - The Kafka record decoder's and the codecs' damage messages lacked the house form's ``expected``
   (``log:351: record 0 of 5: well-formed varints, found ...``, ``a valid gzip stream of 85 bytes,
   found: ...``).
+- A RocketMQ time lookup read each probed message whole, body CRC checked, where 4.9.7 reads its
+  store time alone: damage outside the window asked failed ``query --timestamp`` and
+  ``dump --begin/--end``, and a window starting at the damaged message printed nothing.
 """
 
 from __future__ import annotations
@@ -327,3 +330,39 @@ def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_eve
     assert ": expected " in error.split(f"{log}:", 1)[1]
     if codec != "none":
         assert f"expected a valid {codec} stream of" in error
+
+
+def _rocketmq_bad_body(store: Path, tmp_path: Path) -> tuple[Path, str]:
+    """T/0's message at queue offset 5 (stored at T + 10 s) with a flipped body byte: its body CRC fails,
+    its header holds."""
+    copy = tmp_path / "r"
+    shutil.copytree(store, copy)
+    with segstore.open(str(copy)) as opened:
+        victim = list(opened.read("T", 0))[5]
+    assert victim.store_timestamp == T + 10_000
+    name = copy / "commitlog" / f"{victim.physical_offset // 4096 * 4096:020d}"
+    _flip(name, victim.physical_offset % 4096 + 90)     # the body's third byte (IPv4 hosts: body at 88)
+    return copy, f"{name}:{victim.physical_offset % 4096}: expected a well-formed message"
+
+
+def test_a_rocketmq_time_lookup_passes_over_a_damaged_body_it_need_not_read(rocketmq_store, tmp_path):
+    """4.9.7 ``ConsumeQueue.getOffsetInQueueByTime`` reads each probed message's store time alone
+    (``CommitLog.pickupStoreTimestamp``): a damaged body does not stop it.  segstore read the whole
+    message, body CRC checked, so ``query --timestamp`` and ``dump --begin/--end`` failed on damage
+    outside the window asked (exit 1, nothing printed); and a window starting at the damaged message
+    printed none of the messages before it in the commitlog."""
+    copy, error = _rocketmq_bad_body(rocketmq_store, tmp_path)
+    code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--timestamp", T + 12_000)
+    assert (code, err) == (0, "")
+    assert out == f"T/0: offset 6 is the first stored at or after {T + 12_000}\n"
+    with segstore.open(str(copy)) as opened:
+        assert opened.offset_for_time("T", 0, T + 10_000) == 5
+        assert opened.offsets_between("T", 0, T + 11_000, T + 20_000) == (6, 11)
+    code, out, err = cli_run("dump", copy, "--begin", T + 11_000, "--end", T + 12_000, "--json")
+    assert (code, err) == (0, "")
+    assert [(m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == [(1, 5), (0, 6)]
+    for threads in ("1", "3"):   # the window holds the damaged message: the one before it, then the damage
+        code, out, err = cli_run("dump", copy, "--begin", T + 9_000, "--end", T + 12_000, "--json",
+                                 "--threads", threads)
+        assert code == 1 and error in err
+        assert [(m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == [(1, 4)]
