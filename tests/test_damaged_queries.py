@@ -25,6 +25,8 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
 - A RocketMQ time lookup read each probed message whole, body CRC checked, where 4.9.7 reads its
   store time alone: damage outside the window asked failed ``query --timestamp`` and
   ``dump --begin/--end``, and a window starting at the damaged message printed nothing.
+- A Kafka segment whose batches do not walk whole (damage mid-log) failed every time lookup, even of
+  times only later segments hold; 3.8 takes its largest timestamp from its time index.
 """
 
 from __future__ import annotations
@@ -366,3 +368,29 @@ def test_a_rocketmq_time_lookup_passes_over_a_damaged_body_it_need_not_read(rock
                                  "--threads", threads)
         assert code == 1 and error in err
         assert [(m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == [(1, 4)]
+
+
+def test_a_kafka_time_lookup_past_a_damaged_segment_answers_from_the_segments_after_it(kafka_store, tmp_path):
+    """Zeros over the end of segment 20's first batch and the header of its second: a walk of its batches
+    stops there, so its largest timestamp was unknown and every time lookup raised, even of a time only
+    a later segment holds, and ``dump --begin/--end`` printed nothing.  Kafka 3.8 takes a segment's
+    largest timestamp from its time index (``LogSegment.readMaxTimestampAndOffsetSoFar``), and
+    ``UnifiedLog.fetchOffsetByTimestamp`` passes over a segment whose largest timestamp is older."""
+    copy = tmp_path / "k"
+    shutil.copytree(kafka_store, copy)
+    log = copy / "T-0" / f"{20:020d}.log"
+    first = 12 + struct.unpack(">i", log.read_bytes()[8:12])[0]
+    with open(log, "r+b") as f:
+        f.seek(first - 40)
+        f.write(bytes(100))
+    error = f"{log}:17: expected CRC-32C"    # the first batch's, as every read names it
+    with segstore.open(str(copy)) as opened:
+        assert opened.offset_for_time("T", 0, T + 45_000) == 45
+        assert opened.offset_for_time("T", 0, T + 12_000) == 12
+        with pytest.raises(segstore.errors.CorruptDataError):
+            opened.offset_for_time("T", 0, T + 26_000)    # a time the damaged segment may hold
+    code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", T + 45_000)
+    assert code == 0 and out.startswith(f"T-0: offset 45 is the first stored at or after {T + 45_000}\n")
+    code, out, err = cli_run("dump", copy, "--begin", T + 1000, "--end", T + 30_000, "--json")
+    assert code == 1 and error in err
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(1, 20))

@@ -431,6 +431,23 @@ def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
     return header, codec_number
 
 
+def _largest_timestamp_for_lookup(seg: LogSegment) -> int:
+    """The largest timestamp a time lookup takes ``seg`` to hold (3.8 ``LogSegment.largestTimestamp``):
+    :meth:`LogSegment.max_timestamp_so_far`, or where damage stops its walk of the batches, the time
+    index's last entry, as the broker loads it (``readMaxTimestampAndOffsetSoFar``): a lookup of a
+    later time passes over the damaged segment as Kafka's does; one of a time it may hold walks it
+    and names the damage (:meth:`LogSegment.find_offset_by_timestamp`).
+
+    :raises CorruptDataError: the walk met damage and the time index is empty.
+    """
+    try:
+        return seg.max_timestamp_so_far().timestamp
+    except CorruptDataError:
+        if not len(seg.time_index):
+            raise
+        return seg.time_index.last_entry.timestamp
+
+
 class Partition:
     """One partition directory.
 
@@ -1002,7 +1019,7 @@ class Partition:
             latest = max(segments, key=lambda seg: seg.max_timestamp_so_far().timestamp)
             return latest.offset_of_max_timestamp()
         for seg in self.segments:
-            if seg.max_timestamp_so_far().timestamp >= timestamp:
+            if _largest_timestamp_for_lookup(seg) >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return found
