@@ -27,6 +27,8 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   ``dump --begin/--end``, and a window starting at the damaged message printed nothing.
 - A Kafka segment whose batches do not walk whole (damage mid-log) failed every time lookup, even of
   times only later segments hold; 3.8 takes its largest timestamp from its time index.
+- A Kafka time lookup landing in a batch cut short in a closed segment (a length past the file's end)
+  answered the next segment's first offset, exit 0, where every read names the batch.
 """
 
 from __future__ import annotations
@@ -394,3 +396,27 @@ def test_a_kafka_time_lookup_past_a_damaged_segment_answers_from_the_segments_af
     code, out, err = cli_run("dump", copy, "--begin", T + 1000, "--end", T + 30_000, "--json")
     assert code == 1 and error in err
     assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(1, 20))
+
+
+def test_a_kafka_time_lookup_does_not_answer_past_a_cut_batch_of_a_closed_segment(kafka_store, tmp_path):
+    """Segment 20's second batch (offsets 25..29) with a length reaching past the file's end: a time
+    lookup of a time it holds answered offset 30 from the next segment, exit 0, where every read names
+    the batch.  A batch the log ends inside is a live writer's only in the active segment."""
+    copy = tmp_path / "k"
+    shutil.copytree(kafka_store, copy)
+    log = copy / "T-0" / f"{20:020d}.log"
+    data = bytearray(log.read_bytes())
+    first = 12 + struct.unpack_from(">i", data, 8)[0]
+    struct.pack_into(">i", data, first + 8, 100_000)
+    log.write_bytes(bytes(data))
+    error = f"{log}:{first}: expected a 100012-byte batch, found {len(data) - first} bytes"
+    code, _, err = cli_run("dump", copy)
+    assert code == 1 and error in err
+    with segstore.open(str(copy)) as opened:
+        with pytest.raises(segstore.errors.TruncatedDataError) as failed:
+            opened.offset_for_time("T", 0, T + 26_000)
+        assert str(failed.value) == error
+        assert opened.offset_for_time("T", 0, T + 22_000) == 22
+        assert opened.offset_for_time("T", 0, T + 31_000) == 31
+    code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", T + 26_000)
+    assert (code, out) == (1, "") and error in err

@@ -638,14 +638,17 @@ class LogSegment:
             position += size
         return None
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampAndOffset | None:
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
+                                 closed: bool = False) -> TimestampAndOffset | None:
         """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``.
 
         Kafka ``LogSegment.findOffsetByTimestamp``: the time index gives an offset,
         the offset index its position; batch headers are walked to the first batch
         whose max timestamp reaches the target, and only that batch's records are
         decoded (no CRC check, as Kafka).  The walk ends at a last batch the log ends inside (a
-        live writer's, or one a crash tore): it holds no record a reader is given.
+        live writer's, or one a crash tore): it holds no record a reader is given.  In a ``closed``
+        segment (not the active one) no writer is at work: such a batch is damage, raised as a read
+        of it raises it, not passed over for an answer from the next segment.
         ``O(log(entries) + batches walked + records of one batch)``.
         """
         entry = self.time_index.lookup_timestamp(timestamp)
@@ -657,6 +660,8 @@ class LogSegment:
             try:
                 fields = header_fields(view, position, path)
             except TruncatedDataError:
+                if closed:
+                    raise
                 return None
             if fields[H_MAX_TIMESTAMP] >= timestamp:
                 full = codec.read_batch_header(view, position, path=path)
