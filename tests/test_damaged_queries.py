@@ -420,3 +420,17 @@ def test_a_kafka_time_lookup_does_not_answer_past_a_cut_batch_of_a_closed_segmen
         assert opened.offset_for_time("T", 0, T + 31_000) == 31
     code, out, err = cli_run("query", copy, "--topic", "T", "--timestamp", T + 26_000)
     assert (code, out) == (1, "") and error in err
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_rocketmq_queue_scan_arrow_into_a_lost_middle_file_names_it(rocketmq_store, tmp_path, threads):
+    """``scan_arrow(topic=, partition=)`` reads a queue through its entries, as ``read`` does: into a
+    commitlog file lost between others it raised ``OffsetOutOfRangeError`` naming no file."""
+    copy = tmp_path / "r"
+    shutil.copytree(rocketmq_store, copy)
+    (copy / "commitlog" / f"{4096:020d}").unlink()
+    with segstore.open(str(copy)) as opened:
+        with pytest.raises(segstore.errors.CorruptDataError) as failed:
+            list(opened.scan_arrow(topic="T", partition=0, threads=threads))
+    assert str(failed.value).endswith("expected commitlog files from physical offset 4096 to 8192, found "
+                                      "none: the messages they held are lost")

@@ -448,10 +448,7 @@ class CommitLog:
 
         :raises CorruptDataError: no message there (a BLANK, unwritten space or garbage).
         """
-        for path, gone, end in self.missing:   # a file lost between others: its own error, as a walk's
-            if gone <= offset < end:
-                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
-                                       "found none: the messages they held are lost", path)
+        self.check_not_lost(offset)
         seg = self.file_for(offset)
         pos = offset - seg.base
         record = _decode_at(seg, pos, self.file_size, check_crc)
@@ -464,6 +461,18 @@ class CommitLog:
         if wrong is not None:
             raise CorruptDataError(wrong, seg.path, pos)
         return record
+
+    def check_not_lost(self, offset: int) -> None:
+        """Raise where physical ``offset`` lies in files missing between others, as a walk names them
+        (:meth:`check_gap_before`): a queue's read of a message there is that loss, not an offset out
+        of the log's range.
+
+        :raises CorruptDataError: naming the first missing file of the gap.
+        """
+        for path, gone, end in self.missing:
+            if gone <= offset < end:
+                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
+                                       "found none: the messages they held are lost", path)
 
     def check_gap_before(self, seg: CommitLogFile, start: int) -> None:
         """Raise when files are missing between the walk's ``start`` and ``seg`` (their messages are

@@ -1980,6 +1980,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 cut = int(changes[0]) + 1
             cut = max(1, min(cut, int(np.searchsorted(np.cumsum(sizes[:cut]), columnar.BATCH_BYTES)) + 1))
             phys, sizes = phys[:cut], sizes[:cut]
+            cl.check_not_lost(int(phys[0]))   # a file lost between others: named as read() names it
             seg = cl.file_for(int(phys[0]))
             view = seg.file.view()
             rows = columnar.Rows(cut)
