@@ -1274,6 +1274,8 @@ def _query_each_queue(store: Store, request: QueryRequest, queues: list[int], ar
             said = [line.text for line in result.lines if not line.problem]
             for text in said or [_no_hit_message(replace(request, partition=queue))]:
                 sys.stderr.write(f"segstore query: {text}\n")
+        if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
+            raise result.damage
     return EXIT_OK if found else EXIT_NO_HITS
 
 

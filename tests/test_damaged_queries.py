@@ -434,3 +434,21 @@ def test_a_rocketmq_queue_scan_arrow_into_a_lost_middle_file_names_it(rocketmq_s
             list(opened.scan_arrow(topic="T", partition=0, threads=threads))
     assert str(failed.value).endswith("expected commitlog files from physical offset 4096 to 8192, found "
                                       "none: the messages they held are lost")
+
+
+def test_a_kafka_time_query_of_every_partition_names_damage_after_the_records_before_it(tmp_path):
+    """``query --timestamp --count`` without ``--partition`` answers partition by partition: damage
+    met after some of a partition's records must still end it with the error, exit 1, not a shorter
+    answer and exit 0."""
+    path = tmp_path / "k"
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        for p in (0, 1):
+            for b in range(4):
+                store.append_batch([{"topic": "T", "partition": p, "key": f"k{b * 5 + j}", "value": "v" * 30,
+                                     "timestamp": T + (b * 5 + j) * 1000} for j in range(5)])
+    log = path / "T-0" / f"{0:020d}.log"
+    first = 12 + struct.unpack(">i", log.read_bytes()[8:12])[0]
+    _flip(log, first + 100)
+    code, out, err = cli_run("query", path, "--topic", "T", "--timestamp", T + 2000, "--count", 10)
+    assert code == 1 and f"{log}:{first + 17}: expected CRC-32C" in err
+    assert [int(line.split()[2]) for line in out.splitlines() if line.startswith("| offset:")] == [2, 3, 4]
