@@ -29,17 +29,22 @@ damage, then the damage named at its file and byte, exit 1 (docs/cli.md, "Exit c
   times only later segments hold; 3.8 takes its largest timestamp from its time index.
 - A Kafka time lookup landing in a batch cut short in a closed segment (a length past the file's end)
   answered the next segment's first offset, exit 0, where every read names the batch.
+- The pure-Python RocketMQ dump of a time window walked the whole commitlog, so it met damage
+  before or after the window that the C dump, walking the window's messages only, does not.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli_run
+from conftest import ROOT, cli_run
 
 import segstore
 
@@ -68,6 +73,16 @@ def rocketmq_store(tmp_path_factory) -> Path:
                            "--config", "mappedFileSizeCommitLog=4096")
     assert code == 0, err
     return root / "base"
+
+
+def _cli_pure(*argv: object) -> tuple[int, str, str]:
+    """``segstore ARGV`` in a process of its own with ``SEGSTORE_PURE_PYTHON=1`` (the C accelerators
+    are chosen at import): exit code, stdout, stderr."""
+    path = os.pathsep.join([str(ROOT), str(ROOT / "formats"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "SEGSTORE_PURE_PYTHON": "1", "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-m", "segstore.cli", *map(str, argv)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _flip(path: Path, pos: int) -> None:
@@ -177,13 +192,10 @@ def _kafka_undecodable(store: Path, tmp_path: Path, segment: int) -> tuple[Path,
     return copy, f"{log}:{second + 17}: expected CRC-32C"
 
 
-@pytest.mark.parametrize("pure", [False, True])
-def test_a_kafka_time_lookup_names_the_damage_where_every_read_does(kafka_store, tmp_path, monkeypatch, pure):
+def test_a_kafka_time_lookup_names_the_damage_where_every_read_does(kafka_store, tmp_path):
     """A time inside a batch whose records do not decode: its bad CRC, at the CRC's byte, as read, dump
     and scan name it (Kafka's time lookup checks no CRC: a batch that decodes still answers), not the
     record its damage left undecodable."""
-    if pure:
-        monkeypatch.setenv("SEGSTORE_PURE_PYTHON", "1")
     copy, error = _kafka_undecodable(kafka_store, tmp_path, 20)
     code, _, dump_err = cli_run("dump", copy)
     assert code == 1 and error in dump_err
@@ -288,8 +300,8 @@ def test_a_kafka_key_query_prints_the_hits_before_the_damage_then_names_it(kafka
 
 @pytest.mark.parametrize("pure", [False, True])
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_every_read(tmp_path, monkeypatch,
-                                                                                       codec, pure):
+def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_every_read(tmp_path, codec,
+                                                                                       pure):
     """Records (compressed or not) that do not decode under a CRC that holds: every read gives the records
     before the batch, then the same ``path:pos: expected ..., found ...`` (the record decoder's and the
     codecs' messages lacked the ``expected``: ``...: a valid gzip stream of 85 bytes, found: ...``)."""
@@ -297,8 +309,6 @@ def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_eve
 
     import crc32c
 
-    if pure:
-        monkeypatch.setenv("SEGSTORE_PURE_PYTHON", "1")
     path = tmp_path / "k"
     with segstore.open(str(path), format="kafka", mode="a", **{"compression.type": codec}) as store:
         for b in range(4):
@@ -329,6 +339,10 @@ def test_a_batch_whose_payload_is_garbage_under_a_good_crc_is_named_alike_by_eve
             with pytest.raises(segstore.errors.CorruptDataError) as failed:
                 read()
             errors.add(str(failed.value))
+    if pure:   # the pure-Python decoders (a process of their own: the choice is made at import)
+        code, out, err = _cli_pure("dump", path, "--json")
+        assert code == 1 and [json.loads(line)["offset"] for line in out.splitlines()] == list(range(10))
+        errors.add(err.strip())
     (error,) = errors
     assert error.startswith(f"{log}:")
     assert ": expected " in error.split(f"{log}:", 1)[1]
@@ -349,12 +363,16 @@ def _rocketmq_bad_body(store: Path, tmp_path: Path) -> tuple[Path, str]:
     return copy, f"{name}:{victim.physical_offset % 4096}: expected a well-formed message"
 
 
-def test_a_rocketmq_time_lookup_passes_over_a_damaged_body_it_need_not_read(rocketmq_store, tmp_path):
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_rocketmq_time_lookup_passes_over_a_damaged_body_it_need_not_read(rocketmq_store, tmp_path, pure):
     """4.9.7 ``ConsumeQueue.getOffsetInQueueByTime`` reads each probed message's store time alone
     (``CommitLog.pickupStoreTimestamp``): a damaged body does not stop it.  segstore read the whole
     message, body CRC checked, so ``query --timestamp`` and ``dump --begin/--end`` failed on damage
     outside the window asked (exit 1, nothing printed); and a window starting at the damaged message
-    printed none of the messages before it in the commitlog."""
+    printed none of the messages before it in the commitlog.  The pure-Python dump walked the whole
+    commitlog for a window, so it met damage before or after it that the C dump (which walks the
+    window's messages only) does not."""
+    run = _cli_pure if pure else cli_run
     copy, error = _rocketmq_bad_body(rocketmq_store, tmp_path)
     code, out, err = cli_run("query", copy, "--topic", "T", "--queue", 0, "--timestamp", T + 12_000)
     assert (code, err) == (0, "")
@@ -362,11 +380,13 @@ def test_a_rocketmq_time_lookup_passes_over_a_damaged_body_it_need_not_read(rock
     with segstore.open(str(copy)) as opened:
         assert opened.offset_for_time("T", 0, T + 10_000) == 5
         assert opened.offsets_between("T", 0, T + 11_000, T + 20_000) == (6, 11)
-    code, out, err = cli_run("dump", copy, "--begin", T + 11_000, "--end", T + 12_000, "--json")
+    code, out, err = run("dump", copy, "--begin", T + 11_000, "--end", T + 12_000, "--json")
     assert (code, err) == (0, "")
     assert [(m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == [(1, 5), (0, 6)]
+    code, out, err = run("dump", copy, "--begin", T + 2000, "--end", T + 3000)   # before the damage
+    assert (code, err, len(out.splitlines())) == (0, "", 2)
     for threads in ("1", "3"):   # the window holds the damaged message: the one before it, then the damage
-        code, out, err = cli_run("dump", copy, "--begin", T + 9_000, "--end", T + 12_000, "--json",
+        code, out, err = run("dump", copy, "--begin", T + 9_000, "--end", T + 12_000, "--json",
                                  "--threads", threads)
         assert code == 1 and error in err
         assert [(m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == [(1, 4)]

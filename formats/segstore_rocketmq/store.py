@@ -1553,7 +1553,15 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        for offset, record in self.commitlog.walk():
+        yield from self._scan(committed)
+
+    def _scan(self, committed: bool = False, window: _Windows | None = None) -> Iterator[RocketMQMessage]:
+        """:meth:`scan`; with a ``window``, only from its first message to its last (as the C dumps
+        walk it: damage outside it is not met)."""
+        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
+        for offset, record in self.commitlog.walk(lo):
+            if hi is not None and offset >= hi:
+                return
             if isinstance(record, RocketMQMessage):
                 if record.physical_offset != offset or record.queue_id < 0:
                     seg = self.commitlog.file_for(offset)
@@ -2321,7 +2329,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                        json_lines)
             self._check_queue_ends(topic, partition)
             return
-        for msg in self.scan():
+        for msg in self._scan(window=window if window is not None and window.lo is not None else None):
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
@@ -2421,7 +2429,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 yield from self._dump_indexes(topic, partition)
             return
         window = self._windows(topic, partition, begin, end, offsets)
-        for msg in self.scan():
+        for msg in self._scan(window=window if window is not None and window.lo is not None else None):
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
