@@ -1342,6 +1342,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
             _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
+        if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
+            raise result.damage
         if not result.found:
             missing = _missing_selection(store, args)   # a miss because the selectors name nothing held
             if missing is not None:
@@ -1375,6 +1377,8 @@ def _query_each_queue(store: Store, request: QueryRequest, queues: list[int], ar
             said = [line.text for line in result.lines if not line.problem]
             for text in said or [_no_hit_message(replace(request, partition=queue))]:
                 sys.stderr.write(f"segstore query: {text}\n")
+        if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
+            raise result.damage
     return EXIT_OK if found else EXIT_NO_HITS
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import (
     ConfigError,
+    CorruptDataError,
     ReadOnlyError,
     SegstoreError,
     StoreClosedError,
@@ -130,13 +131,27 @@ class QueryResult:
     ``records``: the records found, in the order shown; ``offset``: the answer of a lookup
     by time that yields an offset rather than records (RocketMQ); ``lines``: how the CLI
     shows the answer (each line's ``text``, or its ``data`` as one JSON object);
-    ``found``: whether anything matched (the CLI exits 1 when not).
+    ``found``: whether anything matched (the CLI exits 1 when not); ``damage``: the error a read met
+    after the records listed (the CLI prints them, then names it and exits 1, as ``dump`` does).
     """
 
     records: list[Record] = field(default_factory=list)
     lines: list[DumpLine] = field(default_factory=list)
     found: bool = False
     offset: int | None = None
+    damage: CorruptDataError | None = None
+
+
+def read_until_damage(records: Iterable[_T]) -> tuple[list[_T], CorruptDataError | None]:
+    """The records of a read up to the damage it meets, and that damage (None: it read whole): what
+    a query answers with the records before the damage, then the error (never none of them)."""
+    found: list[_T] = []
+    try:
+        for record in records:
+            found.append(record)
+    except CorruptDataError as err:
+        return found, err
+    return found, None
 
 
 #: a concrete store class (``with KafkaStore(...) as store`` gives a ``KafkaStore``)

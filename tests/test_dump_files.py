@@ -703,7 +703,7 @@ def test_a_batch_whose_records_do_not_decode_is_named_and_the_batches_after_it_d
     assert f"position: {len(first)} " in lines[3]
     assert lines[4].endswith("key: k payload: v2") and len(lines) == 5
     assert err.splitlines() == [
-        f"{log}:61: record 0 of 2: a length >= 0, found -64",
+        f"{log}:61: record 0 of 2: expected a length >= 0, found -64",
         f"Found 5 invalid bytes at the end of {log.name} ({log}:{len(first) + len(second)}: expected a batch "
         "header of at least 17 bytes, found 5)",
     ]

@@ -235,26 +235,26 @@ decode_records(PyObject *module, PyObject *args)
         int32_t length;
         int rc = read_varint(buf, end, &pos, &length);
         if (rc == VARINT_SHORT) {
-            set_problem(start, "%zd records within %zd bytes, found record %zd of %zd runs past them",
+            set_problem(start, "expected %zd records within %zd bytes, found record %zd of %zd runs past them",
                         count, end, index, count);
             goto fail;
         }
         if (rc == VARINT_BAD) {
-            set_problem(start, "record %zd of %zd: well-formed varints, found one too long or out of range",
+            set_problem(start, "record %zd of %zd: expected well-formed varints, found one too long or out of range",
                         index, count);
             goto fail;
         }
         if (length < 0) {
-            set_problem(start, "record %zd of %zd: a length >= 0, found %d", index, count, (int)length);
+            set_problem(start, "record %zd of %zd: expected a length >= 0, found %d", index, count, (int)length);
             goto fail;
         }
         if (length > end - pos) {
-            set_problem(start, "%zd records within %zd bytes, found record %zd of %zd runs past them",
+            set_problem(start, "expected %zd records within %zd bytes, found record %zd of %zd runs past them",
                         count, end, index, count);
             goto fail;
         }
         if (index >= capacity) { /* unreachable: records are >= MIN_RECORD_SIZE bytes; kept as a guard */
-            set_problem(start, "%zd records within %zd bytes, found record %zd of %zd runs past them",
+            set_problem(start, "expected %zd records within %zd bytes, found record %zd of %zd runs past them",
                         count, end, index, count);
             goto fail;
         }
@@ -264,26 +264,26 @@ decode_records(PyObject *module, PyObject *args)
             clear_body(&b);
             switch (rc) {
             case BODY_PAST:
-                set_problem(start, "record %zd of %zd: fields within its %d bytes, found one running past them",
+                set_problem(start, "record %zd of %zd: expected fields within its %d bytes, found one running past them",
                             index, count, (int)length);
                 break;
             case BODY_VARINT:
-                set_problem(start, "record %zd of %zd: well-formed varints, found one too long or out of range",
+                set_problem(start, "record %zd of %zd: expected well-formed varints, found one too long or out of range",
                             index, count);
                 break;
             case BODY_HCOUNT:
-                set_problem(start, "record %zd of %zd: a header count >= 0, found %d", index, count,
+                set_problem(start, "record %zd of %zd: expected a header count >= 0, found %d", index, count,
                             (int)b.bad_count);
                 break;
             case BODY_HKEY:
-                set_problem(start, "record %zd of %zd: a header key length >= 0, found %d", index, count,
+                set_problem(start, "record %zd of %zd: expected a header key length >= 0, found %d", index, count,
                             (int)b.bad_count);
                 break;
             case BODY_UTF8:
-                set_problem(start, "record %zd of %zd: UTF-8 header keys, found invalid UTF-8", index, count);
+                set_problem(start, "record %zd of %zd: expected UTF-8 header keys, found invalid UTF-8", index, count);
                 break;
             case BODY_LEFT:
-                set_problem(start, "record %zd of %zd: fields filling its %d bytes, found %zd bytes after them",
+                set_problem(start, "record %zd of %zd: expected fields filling its %d bytes, found %zd bytes after them",
                             index, count, (int)length, b.left);
                 break;
             default: /* BODY_ERROR: a Python exception (memory) is already set */
@@ -301,7 +301,7 @@ decode_records(PyObject *module, PyObject *args)
         }
         if (overflow) {
             clear_body(&b);
-            set_problem(start, "record %zd of %zd: an offset and timestamp within int64, found them past it",
+            set_problem(start, "record %zd of %zd: expected an offset and timestamp within int64, found them past it",
                         index, count);
             goto fail;
         }
@@ -316,7 +316,7 @@ decode_records(PyObject *module, PyObject *args)
         PyList_SET_ITEM(out, index, record);
     }
     if (pos != end) {
-        set_problem(pos, "%zd records filling %zd bytes, found %zd bytes after them", count, end, end - pos);
+        set_problem(pos, "expected %zd records filling %zd bytes, found %zd bytes after them", count, end, end - pos);
         goto fail;
     }
     PyBuffer_Release(&view);

@@ -224,22 +224,22 @@ def _decode_body(body) -> tuple:
     value, pos = _read_blob(body, pos)
     header_count, pos = decode_varint(body, pos)
     if header_count < 0:
-        raise _RecordProblem(f"a header count >= 0, found {header_count}")
+        raise _RecordProblem(f"expected a header count >= 0, found {header_count}")
     headers = []
     for _ in range(header_count):
         key_length, pos = decode_varint(body, pos)
         if key_length < 0:
-            raise _RecordProblem(f"a header key length >= 0, found {key_length}")
+            raise _RecordProblem(f"expected a header key length >= 0, found {key_length}")
         if pos + key_length > len(body):
             raise IndexError(pos)
         try:
             header_key = str(body[pos:pos + key_length], "utf-8")
         except UnicodeDecodeError as err:
-            raise _RecordProblem("UTF-8 header keys, found invalid UTF-8") from err
+            raise _RecordProblem("expected UTF-8 header keys, found invalid UTF-8") from err
         header_value, pos = _read_blob(body, pos + key_length)
         headers.append((header_key, header_value))
     if pos != len(body):
-        raise _RecordProblem(f"fields filling its {len(body)} bytes, "
+        raise _RecordProblem(f"expected fields filling its {len(body)} bytes, "
                              f"found {len(body) - pos} bytes after them")
     return attributes, ts_delta, offset_delta, key, value, headers
 
@@ -261,36 +261,39 @@ def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int
         try:
             length, pos = decode_varint(view, pos)
         except IndexError as err:
-            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them",
+            raise ValueError(f"expected {count} records within {end} bytes, found {where} runs past them",
                              start) from err
         except ValueError as err:
-            raise ValueError(f"{where}: well-formed varints, found one too long or out of range",
+            raise ValueError(f"{where}: expected well-formed varints, found one too long or out of range",
                              start) from err
         if length < 0:
-            raise ValueError(f"{where}: a length >= 0, found {length}", start)
+            raise ValueError(f"{where}: expected a length >= 0, found {length}", start)
         if length > end - pos:
-            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them", start)
+            raise ValueError(f"expected {count} records within {end} bytes, found {where} runs past them",
+                             start)
         try:
             attributes, ts_delta, offset_delta, key, value, headers = _decode_body(view[pos:pos + length])
         except IndexError as err:
-            raise ValueError(f"{where}: fields within its {length} bytes, found one running past them",
-                             start) from err
+            raise ValueError(f"{where}: expected fields within its {length} bytes, found one running past "
+                             "them", start) from err
         except _RecordProblem as err:
             raise ValueError(f"{where}: {err}", start) from err
         except ValueError as err:
-            raise ValueError(f"{where}: well-formed varints, found one too long or out of range",
+            raise ValueError(f"{where}: expected well-formed varints, found one too long or out of range",
                              start) from err
         pos += length
         offset = base_offset + offset_delta
         timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
         if not (INT64_MIN <= offset <= INT64_MAX and INT64_MIN <= timestamp <= INT64_MAX):
-            raise ValueError(f"{where}: an offset and timestamp within int64, found them past it", start)
+            raise ValueError(f"{where}: expected an offset and timestamp within int64, found them past it",
+                             start)
         sequence = NO_SEQUENCE
         if base_sequence != NO_SEQUENCE:
             sequence = increment_sequence(base_sequence, offset_delta)
         out.append(Record(offset, timestamp, key, value, headers, attributes, pos - start, sequence))
     if pos != end:
-        raise ValueError(f"{count} records filling {end} bytes, found {end - pos} bytes after them", pos)
+        raise ValueError(f"expected {count} records filling {end} bytes, found {end - pos} bytes after them",
+                         pos)
     return out
 
 

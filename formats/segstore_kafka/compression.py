@@ -399,8 +399,8 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
         if not isinstance(err, _codec_errors()):
             raise
         raise CorruptDataError(
-            f"a valid {COMPRESSION_NAMES[codec]} stream of {len(data)} bytes, found: {err}", path, pos
-        ) from err
+            f"expected a valid {COMPRESSION_NAMES[codec]} stream of {len(data)} bytes, found: {err}", path,
+            pos) from err
 
 
 def _codec_errors() -> tuple[type[Exception], ...]:

@@ -445,6 +445,29 @@ def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
     return header, codec_number
 
 
+def _largest_timestamp_for_lookup(seg: LogSegment, closed: bool) -> int:
+    """The largest timestamp a time lookup takes ``seg`` to hold (3.8 ``LogSegment.largestTimestamp``):
+    :meth:`LogSegment.max_timestamp_so_far`, or where damage stops its walk of the batches, the time
+    index's last entry, as the broker loads it (``readMaxTimestampAndOffsetSoFar``): a lookup of a
+    later time passes over the damaged segment as Kafka's does; one of a time it may hold walks it
+    and names the damage (:meth:`LogSegment.find_offset_by_timestamp`).  A ``closed`` segment (not the
+    active one) takes its time index's last entry where that is larger: the broker wrote it at the
+    roll, and no live writer's batch is unfinished there, so a batch cut short in it is damage whose
+    times its index still holds, not records yet to come.
+
+    :raises CorruptDataError: the walk met damage and the time index is empty.
+    """
+    try:
+        largest = seg.max_timestamp_so_far().timestamp
+    except CorruptDataError:
+        if not len(seg.time_index):
+            raise
+        return seg.time_index.last_entry.timestamp
+    if closed and len(seg.time_index):
+        largest = max(largest, seg.time_index.last_entry.timestamp)
+    return largest
+
+
 class Partition:
     """One partition directory.
 
@@ -1016,8 +1039,9 @@ class Partition:
             latest = max(segments, key=lambda seg: seg.max_timestamp_so_far().timestamp)
             return latest.offset_of_max_timestamp()
         for seg in self.segments:
-            if seg.max_timestamp_so_far().timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            closed = seg is not self.log.active
+            if _largest_timestamp_for_lookup(seg, closed) >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, closed=closed)
                 if found is not None:
                     return found
         return None

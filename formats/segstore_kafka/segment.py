@@ -159,6 +159,21 @@ class TransactionTracker:
 ChunkSource = Callable[["LogSegment", int], Iterator[columnar.Chunk]]
 
 
+def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
+    """``batch``'s records, decoded without a CRC check (Kafka's time lookups check none); records that
+    do not decode under a CRC that does not hold raise the CRC's error, where every read of the batch
+    (``read``, ``dump``, ``scan``, ``verify``) names the damage, not the record it left undecodable.
+
+    :raises CorruptDataError: the records do not decode.
+    """
+    try:
+        return batch.records()
+    except CorruptDataError:
+        if not batch.is_valid():
+            next(codec.iter_batches(view, path=batch.path, start=position))   # raises the CRC's error
+        raise
+
+
 class LogSegment:
     """A ``.log`` file and its indexes, starting at absolute offset ``base``.
 
@@ -623,14 +638,17 @@ class LogSegment:
             position += size
         return None
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampAndOffset | None:
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
+                                 closed: bool = False) -> TimestampAndOffset | None:
         """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``.
 
         Kafka ``LogSegment.findOffsetByTimestamp``: the time index gives an offset,
         the offset index its position; batch headers are walked to the first batch
         whose max timestamp reaches the target, and only that batch's records are
         decoded (no CRC check, as Kafka).  The walk ends at a last batch the log ends inside (a
-        live writer's, or one a crash tore): it holds no record a reader is given.
+        live writer's, or one a crash tore): it holds no record a reader is given.  In a ``closed``
+        segment (not the active one) no writer is at work: such a batch is damage, raised as a read
+        of it raises it, not passed over for an answer from the next segment.
         ``O(log(entries) + batches walked + records of one batch)``.
         """
         entry = self.time_index.lookup_timestamp(timestamp)
@@ -642,10 +660,12 @@ class LogSegment:
             try:
                 fields = header_fields(view, position, path)
             except TruncatedDataError:
+                if closed:
+                    raise
                 return None
             if fields[H_MAX_TIMESTAMP] >= timestamp:
                 full = codec.read_batch_header(view, position, path=path)
-                for record in full.records():
+                for record in _records_or_crc_error(full, view, position):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         epoch = full.partition_leader_epoch
                         return TimestampAndOffset(record.timestamp, record.offset,
@@ -665,13 +685,14 @@ class LogSegment:
             for header in self.headers(position):
                 if header.max_timestamp == best.timestamp:
                     epoch = header.partition_leader_epoch
-                    for record in header.records():
+                    for record in _records_or_crc_error(header, self.log.view(), header.position):
                         if record.timestamp == best.timestamp:
                             return TimestampAndOffset(record.timestamp, record.offset,
                                                       epoch if epoch >= 0 else None)
                     return None
-        except CorruptDataError:
-            pass
+        except TruncatedDataError:
+            pass   # a last batch the log ends inside holds no record a reader is given
+        # other damage is the answer's: a batch whose records do not decode is not "no record"
         return None
 
     # -- recovery ---------------------------------------------------------------

@@ -61,6 +61,7 @@ from segstore.store import (
     check_decompress,
     check_isolation,
     newest_hits,
+    read_until_damage,
     reads_while_open,
 )
 
@@ -1222,10 +1223,12 @@ class KafkaStore(Store):
         self._check_read(partition, offset, count)
         check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
-        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
-            if count is not None and n >= count:
-                return
+        if count is not None and count <= 0:
+            return
+        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation), 1):
             yield record
+            if count is not None and n >= count:
+                return   # before the next record is decoded: damage past the count is not this read's
 
     @reads_while_open
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
@@ -2335,42 +2338,67 @@ class KafkaStore(Store):
         partition (:meth:`scan_arrow`, in C where built): ``O(bytes of the topic's logs)``.
         A topic or partition the store does not hold has no records: ``[]``.
         """
-        import pyarrow as pa
-        import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+        found, damage = self._find_until_damage(topic, key, partition=partition, begin=begin, end=end,
+                                                max_hits=max_hits)
+        if damage is not None:
+            raise damage
+        return found
 
+    def _find_until_damage(self, topic: str, key: str | bytes, *, partition: int | None, begin: int | None,
+                           end: int | None, max_hits: int | None
+                           ) -> tuple[list[Record], CorruptDataError | None]:
+        """:meth:`find`'s hits, and the damage its scan of the key column met (None: it read whole):
+        then the hits are those of the records before it (what ``query --key`` prints before naming
+        the damage, as ``dump`` prints the records before it)."""
         self._check_open()
         raw = self._find_key(key, partition, begin, end, max_hits, topic=topic)
         if self._has_key_index():
             # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
             # answers them); find means the record key, as the scan below and as Spark and conversion
             indexed = super().find(topic, key, partition=partition, begin=begin, end=end)
-            return newest_hits([r for r in indexed if r.key == raw], max_hits)
+            return newest_hits([r for r in indexed if r.key == raw], max_hits), None
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
         wanted = binary_scalar(raw)
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
-        for _t, p, part in self._selected(topic, partition):
-            parts[p] = part
-            for batch in self.scan_arrow(["key", "offset", "timestamp", "isControl"], topic=topic,
-                                         partition=p):
-                equal = pc.equal(batch.column("key"), wanted)     # null where the key is
-                keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
-                # a transaction marker's key is its version and type, no record key: never a hit, as the
-                # key index never holds one and no consumer is given one
-                keep &= ~to_numpy(batch.column("isControl"), np.bool_)
-                stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
-                if begin is not None:
-                    keep &= stamps >= begin
-                if end is not None:
-                    keep &= stamps <= end
-                rows = np.flatnonzero(keep)
-                offsets = to_numpy(batch.column("offset"), np.int64)[rows]
-                hits += [(t, p, o) for t, o in zip(stamps[rows].tolist(), offsets.tolist(), strict=True)]
+        damage: CorruptDataError | None = None
+        try:
+            for _t, p, part in self._selected(topic, partition):
+                parts[p] = part
+                self._key_hits(topic, p, wanted, begin, end, hits)
+        except CorruptDataError as err:   # the hits before it stand; the damage is named after them
+            damage = err
         if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
             hits = sorted(hits)
             hits = hits[-max_hits:] if max_hits > 0 else []   # every hit when fewer than max_hits
-        return [self._record_at(parts[p], o) for _t, p, o in sorted(hits, key=lambda hit: hit[1:])]
+        ordered = sorted(hits, key=lambda hit: hit[1:])
+        return [self._record_at(parts[p], o) for _t, p, o in ordered], damage
+
+    def _key_hits(self, topic: str, p: int, wanted: Any, begin: int | None, end: int | None,
+                  hits: list[tuple[int, int, int]]) -> None:
+        """Add to ``hits`` the (timestamp, partition, offset) of each record of ``topic``-``p`` whose key
+        is ``wanted`` (timestamps in ``[begin, end]``), batch by batch: those before damage stand.
+
+        :raises CorruptDataError: damage met in the partition's key column.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+
+        for batch in self.scan_arrow(["key", "offset", "timestamp", "isControl"], topic=topic, partition=p):
+            equal = pc.equal(batch.column("key"), wanted)     # null where the key is
+            keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
+            # a transaction marker's key is its version and type, no record key: never a hit, as the
+            # key index never holds one and no consumer is given one
+            keep &= ~to_numpy(batch.column("isControl"), np.bool_)
+            stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
+            if begin is not None:
+                keep &= stamps >= begin
+            if end is not None:
+                keep &= stamps <= end
+            rows = np.flatnonzero(keep)
+            offsets = to_numpy(batch.column("offset"), np.int64)[rows]
+            hits += [(t, p, o) for t, o in zip(stamps[rows].tolist(), offsets.tolist(), strict=True)]
 
     def _has_key_index(self) -> bool:
         """Whether the extra key index layout is attached or on disk (``segstore.layouts``)."""
@@ -2456,7 +2484,11 @@ class KafkaStore(Store):
         if offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "
                                             "found none", self.path)
-        records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
+        # the records before damage the read meets are answered, then the damage (as dump does)
+        records, damage = read_until_damage(self.read(topic, partition, offset, request.count,
+                                                      isolation=isolation))
+        if damage is not None and not records:
+            raise damage
         if not records:
             if earliest:
                 # UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the log start offset
@@ -2505,7 +2537,7 @@ class KafkaStore(Store):
                 crcs = {r.offset: crc for r, crc in batch.records_with_crcs()}
             line = record_line(batch, record.record, crcs.get(record.offset))
             lines.append(DumpLine(line, self.to_json(record)))
-        return QueryResult(records=list(records), lines=lines, found=True)
+        return QueryResult(records=list(records), lines=lines, found=True, damage=damage)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
         """Key hits as :meth:`find` answers them (of every topic when none is given): the newest
@@ -2514,10 +2546,16 @@ class KafkaStore(Store):
         assert request.key is not None
         topics = [request.topic] if request.topic is not None else self.topics()
         records: list[Record] = []
+        damage: CorruptDataError | None = None
         for topic in topics:
             if request.partition is None or request.partition in self.partitions(topic):
-                records += self.find(topic, request.key, partition=request.partition, begin=request.begin,
-                                     end=request.end)
+                found, damage = self._find_until_damage(topic, request.key, partition=request.partition,
+                                                        begin=request.begin, end=request.end, max_hits=None)
+                records += found
+                if damage is not None:   # the hits before it are printed, then it is named (as dump)
+                    break
+        if damage is not None and not records:
+            raise damage
         if request.isolation == READ_COMMITTED:
             records = [r for r in records if self._committed_record(r)]
         if request.max < len(records):   # kept in topic, partition, offset order
@@ -2525,7 +2563,7 @@ class KafkaStore(Store):
             records = [r for r in records if id(r) in chosen]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
                           f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
-        return QueryResult(records=records, lines=lines, found=bool(records))
+        return QueryResult(records=records, lines=lines, found=bool(records), damage=damage)
 
     def _committed_record(self, record: Record) -> bool:
         """Whether a read_committed consumer fetching from ``record``'s offset is given it."""

@@ -448,16 +448,31 @@ class CommitLog:
 
         :raises CorruptDataError: no message there (a BLANK, unwritten space or garbage).
         """
+        self.check_not_lost(offset)
         seg = self.file_for(offset)
         pos = offset - seg.base
         record = _decode_at(seg, pos, self.file_size, check_crc)
         if not isinstance(record, RocketMQMessage):
-            raise CorruptDataError(f"expected a message at physical offset {offset}, found {record!r}",
+            found = (f"the end-of-file BLANK filler ({record.size} bytes)" if isinstance(record, Blank)
+                     else "unwritten space (a zero size and magic code)")
+            raise CorruptDataError(f"expected a message at physical offset {offset}, found {found}",
                                    seg.path, pos)
         wrong = columnar.contradiction(record.physical_offset, record.queue_id, offset)
         if wrong is not None:
             raise CorruptDataError(wrong, seg.path, pos)
         return record
+
+    def check_not_lost(self, offset: int) -> None:
+        """Raise where physical ``offset`` lies in files missing between others, as a walk names them
+        (:meth:`check_gap_before`): a queue's read of a message there is that loss, not an offset out
+        of the log's range.
+
+        :raises CorruptDataError: naming the first missing file of the gap.
+        """
+        for path, gone, end in self.missing:
+            if gone <= offset < end:
+                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
+                                       "found none: the messages they held are lost", path)
 
     def check_gap_before(self, seg: CommitLogFile, start: int) -> None:
         """Raise when files are missing between the walk's ``start`` and ``seg`` (their messages are

@@ -45,6 +45,7 @@ from segstore.store import (
     QueryRequest,
     QueryResult,
     check_isolation,
+    read_until_damage,
 )
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
@@ -158,7 +159,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
-    def _hits(self, found: list[RocketMQMessage], decompress: bool = False) -> QueryResult: ...
+    def _hits(self, found: list[RocketMQMessage], decompress: bool = False,
+              damage: CorruptDataError | None = None) -> QueryResult: ...
     def consumed(self, msg: RocketMQMessage) -> RocketMQMessage: ...
     def _key_hits(self, topic: str, key: str | bytes, partition: int | None, begin: int | None,
                   end: int | None, max_hits: int | None, *,
@@ -656,15 +658,20 @@ class LifecycleMixin:
         if request.offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a RocketMQ query, "
                                             "found none", self.path)
-        return self._hits(list(self.read(request.topic, queue, request.offset, request.count)),
-                          request.decompress)
+        # the messages before damage the read meets are answered, then the damage (as dump does)
+        found, damage = read_until_damage(self.read(request.topic, queue, request.offset, request.count))
+        if damage is not None and not found:
+            raise damage
+        return self._hits(found, request.decompress, damage)
 
-    def _hits(self: _Lifecycle, found: list[RocketMQMessage], decompress: bool = False) -> QueryResult:
-        """The answer listing ``found`` (``decompress``: as consumers read them, :meth:`consumed`)."""
+    def _hits(self: _Lifecycle, found: list[RocketMQMessage], decompress: bool = False,
+              damage: CorruptDataError | None = None) -> QueryResult:
+        """The answer listing ``found`` (``decompress``: as consumers read them, :meth:`consumed`), then
+        ``damage`` met after them."""
         if decompress:
             found = [self.consumed(m) for m in found]
         lines = [DumpLine(self.describe(m), self.to_json(m)) for m in found]
-        return QueryResult(records=list(found), lines=lines, found=bool(found))
+        return QueryResult(records=list(found), lines=lines, found=bool(found), damage=damage)
 
     def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
         """One human-readable line for a message; ``keys`` and ``tags`` as ``dump`` shows them

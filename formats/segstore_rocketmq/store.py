@@ -300,8 +300,10 @@ class _Windows:
             if not len(first) or not len(last):
                 continue
             lo, hi = int(first["offset"][0]), int(last["offset"][0]) + int(last["size"][0])
-            # the walk starts at lo (aligned): the entry must point at its message, as read() checks
-            store._entry_message(t, q, start, lo, int(first["size"][0]), isinstance(cq, ConsumeQueue))
+            # the walk starts at lo (aligned): the entry must point at its message, as read() checks;
+            # its body is the walk's to check, after the messages before it are given
+            store._entry_message(t, q, start, lo, int(first["size"][0]), isinstance(cq, ConsumeQueue),
+                                 check_crc=False)
             self.lo = lo if self.lo is None else min(self.lo, lo)
             self.hi = hi if self.hi is None else max(self.hi, hi)
 
@@ -1511,10 +1513,15 @@ class RocketMQStore(LifecycleMixin, Store):
     def _stored_at(self, cq: ConsumeQueue | ScannedQueue, offset: int) -> int | None:
         """The store time of the message ``cq``'s entry at ``offset`` points at (None: no such entry).
 
+        Its body CRC is not checked: 4.9.7 ``ConsumeQueue.getOffsetInQueueByTime`` reads the store time
+        alone (``CommitLog.pickupStoreTimestamp``), so a time lookup (``query --timestamp``, ``dump
+        --begin/--end``) passes over a damaged body it need not read; a read of that message names it.
+
         :raises CorruptDataError: the entry points at no message.
         """
         rows = cq.entries(offset, 1)
-        return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
+        return self.commitlog.read(int(rows["offset"][0]), check_crc=False).store_timestamp if len(rows) \
+            else None
 
     def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
         """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
@@ -1569,7 +1576,15 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        for offset, record in self.commitlog.walk():
+        yield from self._scan(committed)
+
+    def _scan(self, committed: bool = False, window: _Windows | None = None) -> Iterator[RocketMQMessage]:
+        """:meth:`scan`; with a ``window``, only from its first message to its last (as the C dumps
+        walk it: damage outside it is not met)."""
+        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
+        for offset, record in self.commitlog.walk(lo):
+            if hi is not None and offset >= hi:
+                return
             if isinstance(record, RocketMQMessage):
                 if record.physical_offset != offset or record.queue_id < 0:
                     seg = self.commitlog.file_for(offset)
@@ -1996,6 +2011,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 cut = int(changes[0]) + 1
             cut = max(1, min(cut, int(np.searchsorted(np.cumsum(sizes[:cut]), columnar.BATCH_BYTES)) + 1))
             phys, sizes = phys[:cut], sizes[:cut]
+            cl.check_not_lost(int(phys[0]))   # a file lost between others: named as read() names it
             seg = cl.file_for(int(phys[0]))
             view = seg.file.view()
             rows = columnar.Rows(cut)
@@ -2016,14 +2032,15 @@ class RocketMQStore(LifecycleMixin, Store):
             position += cut
 
     def _entry_message(self, topic: str, partition: int, queue_offset: int, phys: int, size: int,
-                       checks_offset: bool) -> RocketMQMessage:
+                       checks_offset: bool, *, check_crc: bool = True) -> RocketMQMessage:
         """The message a consume-queue entry (``queue_offset``: commitlog ``phys``, ``size`` bytes)
         points at, checked to be it: its size, topic, queue and (``checks_offset``: a consume queue
-        the broker wrote, not one rebuilt from a scan) queue offset.
+        the broker wrote, not one rebuilt from a scan) queue offset; its body CRC unless not
+        ``check_crc``.
 
         :raises CorruptDataError: it is not (:meth:`_wrong_entry`).
         """
-        msg = self.commitlog.read(phys)
+        msg = self.commitlog.read(phys, check_crc=check_crc)
         if (msg.size != size or msg.topic != topic or msg.queue_id != partition
                 or (checks_offset and msg.queue_offset != queue_offset)) \
                 and not multidispatch.is_entry(msg, topic, partition, queue_offset, size):
@@ -2335,7 +2352,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                        json_lines)
             self._check_queue_ends(topic, partition)
             return
-        for msg in self.scan():
+        for msg in self._scan(window=window if window is not None and window.lo is not None else None):
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
@@ -2435,7 +2452,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 yield from self._dump_indexes(topic, partition)
             return
         window = self._windows(topic, partition, begin, end, offsets)
-        for msg in self.scan():
+        for msg in self._scan(window=window if window is not None and window.lo is not None else None):
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
