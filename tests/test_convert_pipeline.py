@@ -786,6 +786,46 @@ def test_killed_conversion_leaves_no_store_and_resumes(tmp_path: Path, src: Path
     assert scan_json(out, to) == scan_json(tmp_path / "clean", to)
 
 
+INSTALLED_KILL_SCRIPT = """
+import json, os, signal, sys
+from segstore.convert import convert, pipeline
+original = pipeline._install
+def install(tmp, dst):
+    original(tmp, dst)
+    os.kill(os.getpid(), signal.SIGKILL)       # installed, but killed before it could say so
+pipeline._install = install
+convert(sys.argv[1], sys.argv[2], to=sys.argv[3], config=json.loads(sys.argv[4]))
+"""
+
+
+@pytest.mark.parametrize(("src", "to"), [(BASIC, "kafka"), (KAFKA_TXN, "rocketmq")])
+def test_resume_of_a_run_killed_after_it_installed_the_store_does_nothing(tmp_path: Path, src: Path,
+                                                                         to: str) -> None:
+    """A conversion killed between installing DST and reporting: ``--resume`` (what the docs say to run
+    after a crash) found DST and refused it ("pass --force"), and --force converted it all again.
+    The store in DST is that very run's, done: the resume reports it, converting nothing, and the
+    same resume over a source appended to since is still refused."""
+    out = tmp_path / "out"
+    config = ROCKETMQ_CONFIG if to == "rocketmq" else {}
+    killed = subprocess.run([sys.executable, "-c", INSTALLED_KILL_SCRIPT, str(src), str(out), to,
+                             json.dumps(config)], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    assert out.is_dir() and not Path(temp_path(str(out))).exists()
+    before = scan_json(out, to)
+    report = convert(src, out, to=to, resume=True, verify=True, config=config)
+    assert report.messages == 0 and report.already_present == len(before) > 0 and report.verified
+    assert scan_json(out, to) == before
+    grown, fmt = copy_writable(src, tmp_path / "grown" / src.name), "rocketmq" if to == "kafka" else "kafka"
+    shutil.rmtree(out)
+    convert(grown, out, to=to, config=config)
+    with segstore.open(grown, fmt, "a") as store:
+        topic = store.topics()[0]
+        store.append_batch([{"topic": topic, "partition": 0, "value": b"later", "timestamp": 1}]
+                           if fmt == "kafka" else [{"topic": topic, "queue_id": 0, "body": b"later"}])
+    with pytest.raises(ConversionError, match="destination that does not exist"):
+        convert(grown, out, to=to, resume=True, config=config)
+
+
 def test_foreign_record_in_a_converted_partition_is_refused(tmp_path: Path) -> None:
     kafka = tmp_path / "k"
     convert(BASIC, kafka, to="kafka")

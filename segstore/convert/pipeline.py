@@ -664,6 +664,33 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     return journal
 
 
+def _finished(src: str, dst: str, tmp: str, options: _RunOptions, source_format: str,
+              source_side: FormatConversion, report: ConversionReport) -> bool:
+    """Whether ``dst`` is this very conversion, done: a run killed after it installed the store but
+    before it said so is resumed by doing nothing (``report.already_present`` set to what it holds).
+
+    Only with no ``.DST.converting`` left, a journal in ``dst`` saying ``done`` with this run's options
+    and the source's streams as the journal recorded them (a source appended to since is refused as
+    before: the destination exists).  ``O(streams)``.
+    """
+    if not files.is_dir(dst) or files.exists(tmp):
+        return False
+    journal = _read_journal(dst)
+    if journal is None or journal.get("state") != STATE_DONE:
+        return False
+    wanted = options.journal(src, source_format)
+    if any(_comparable(k, journal.get(k, _JOURNAL_DEFAULTS.get(k))) != _comparable(k, wanted[k])
+           for k in wanted):
+        return False
+    with open_store(src, format=source_format, mode="r") as source:
+        reading, _ = options.sides(source_side, _side(options.to, "target"), source_format)
+        extents = _extents(source_side, source, reading, src, options.to)
+    if [[e.topic, e.partition, e.start, e.end] for e in extents] != journal.get("streams"):
+        return False
+    report.already_present = int(journal.get("messages") or 0)
+    return True
+
+
 def _check_replaceable(path: str, to: str, *, marked: bool = False) -> None:
     """Refuse to let ``--force`` delete ``path`` unless it is what a conversion into format ``to``
     would replace: an empty directory or a store of format ``to`` (``marked``, for the temporary
@@ -925,6 +952,15 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     # its place, and then could not remove the link it had renamed (rmtree refuses links).
     dst = os.path.realpath(dst) if os.path.islink(dst) else dst
     tmp = temp_path(dst)
+    if resume and not force and _finished(src, dst, tmp, options, source_format, source_side, report):
+        if verify:
+            check = _Progress(progress, f"convert {source_format} -> {to}: verify", report.already_present)
+            try:
+                _verify(src, source_format, dst, options, _destination_config(src, options), check)
+            finally:
+                check.close()
+            report.verified = True
+        return report
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     started = time.perf_counter()
     bar = None
