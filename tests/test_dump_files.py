@@ -330,6 +330,26 @@ def test_leader_epoch_checkpoint_dump(capsys):
     assert [[row["epoch"], row["start_offset"]] for row in map(json.loads, out.splitlines())] == expected
 
 
+
+def test_every_json_line_of_a_file_dump_names_its_kind(tmp_path, capsys):
+    """docs/cli.md promises each ``dump FILE --json`` object ``file``, ``format``, ``file_kind`` and
+    ``kind``: a reader that dispatches on ``kind`` (as it must for a ``.log``: ``start``, ``batch``,
+    ``record``...) found none on the checkpoint files' lines."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 5\nt 1 7\n")
+    files = [KAFKA_PART / "leader-epoch-checkpoint", logs / "recovery-point-offset-checkpoint",
+             KAFKA_PART / "00000000000000000000.index", ROCKETMQ / "checkpoint"]
+    code, out, _ = run(capsys, "dump", *files, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and {r["file_kind"] for r in rows} == {
+        "leader-epoch-checkpoint", "offset-checkpoint", "index", "checkpoint"}
+    assert [r for r in rows if not {"file", "format", "file_kind", "kind"} <= r.keys()] == []
+    checkpoint = [r for r in rows if r["file_kind"] == "offset-checkpoint"]
+    assert [(r["kind"], r["topic"], r["partition"], r["offset"]) for r in checkpoint] == [
+        ("entry", "t", 0, 5), ("entry", "t", 1, 7)]
+
+
 # -- producer-state snapshots -------------------------------------------------------------------
 
 
