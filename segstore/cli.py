@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from . import allocator, files, overlap, progress, registry
+from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -140,7 +140,7 @@ def _partition(args: argparse.Namespace) -> int | None:
 
 
 def _json_line(obj: Any, out: TextIO) -> None:
-    out.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
+    out.write(jsontext.dumps(obj, sort_keys=True) + "\n")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -282,7 +282,7 @@ def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: 
 
 def _json_object(obj: Any, out: TextIO) -> None:
     """One record's (or answer's) JSON object a line, as ``dump --json`` writes records."""
-    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    out.write(jsontext.dumps(obj) + "\n")
 
 
 def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
