@@ -273,7 +273,7 @@ def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: 
     count = 0
     for record in records:
         if as_json:
-            _json_object(store.to_json(record), out)
+            out.write(store.json_line(record) + "\n")
         else:
             out.write(store.describe(record) + "\n")
         count += 1
@@ -292,6 +292,8 @@ def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
     for line in lines:
         if not as_json:
             out.write(line.text + "\n")
+        elif line.json and line.json_text is not None:   # the format's own (a record's dump --json line)
+            out.write(line.json_text + "\n")
         elif line.json:
             _json_object(line.data, out)
         else:

@@ -49,3 +49,21 @@ def test_a_stored_lone_surrogate_is_escaped_not_written_as_bytes_that_are_not_ut
     rows = [json.loads(line) for line in out.decode("utf-8").splitlines()]   # strict UTF-8
     assert [row["properties"]["p"] for row in rows] == ["\ud800"]
     assert b"\\ud800" in out
+
+
+KAFKA = Path(__file__).resolve().parents[1] / "compat_fixtures" / "kafka" / "logappendtime"
+
+
+@pytest.mark.parametrize("argv", [["--offset", "0", "--count", "500"], ["--timestamp", "0", "--count", "500"],
+                                  ["--topic", "topic", "--key", "key-0"]])
+def test_query_json_lines_are_the_dump_json_lines_of_the_same_records(capsys, argv):
+    """A Kafka header key outside ASCII (``ü-hdr``): ``dump --json`` writes it ``\\u00fc-hdr``
+    (``json.dumps`` as its C loop writes every line), and ``query --json`` wrote it raw, so the hits'
+    lines were not the dump's lines of the same records (``grep -F -f hits.jsonl dump.jsonl``)."""
+    code, dump, _ = run(capsys, "dump", KAFKA, "--json")
+    assert code == 0 and b"\\u00fc" in dump
+    code, hits, err = run(capsys, "query", KAFKA, *argv, "--json")
+    assert code == 0, err
+    hit_lines = hits.splitlines()
+    assert any(b"\\u00fc" in line for line in hit_lines)
+    assert [line for line in hit_lines if line not in set(dump.splitlines())] == []
