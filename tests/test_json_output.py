@@ -67,3 +67,12 @@ def test_query_json_lines_are_the_dump_json_lines_of_the_same_records(capsys, ar
     hit_lines = hits.splitlines()
     assert any(b"\\u00fc" in line for line in hit_lines)
     assert [line for line in hit_lines if line not in set(dump.splitlines())] == []
+
+
+def test_a_commitlog_file_dump_escapes_a_stored_lone_surrogate_too(tmp_path, capsys):
+    """``dump FILE --json`` of the same commitlog died with a UnicodeEncodeError traceback."""
+    store = surrogate_store(tmp_path, capsys)
+    code, out, err = run(capsys, "dump", next((store / "commitlog").iterdir()), "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.decode("utf-8").splitlines()]
+    assert [row["properties"]["p"] for row in rows if row["kind"] == "message"] == ["\ud800"]
