@@ -350,6 +350,19 @@ def test_every_json_line_of_a_file_dump_names_its_kind(tmp_path, capsys):
         ("entry", "t", 0, 5), ("entry", "t", 1, 7)]
 
 
+
+def test_an_indexfile_header_json_names_its_fields_in_one_style(capsys):
+    """The header object's geometry came as ``maxHashSlotNum``/``maxIndexNum`` beside
+    ``hash_slot_count``, ``index_count``...: a reader of one object had to know two spellings."""
+    index = sorted((ROCKETMQ / "index").iterdir())[0]
+    code, out, _ = run(capsys, "dump", index, "--json")
+    header = json.loads(out.splitlines()[0])
+    data = index.read_bytes()
+    slots = (len(data) - 40 - 20 * header["max_index_num"]) // 4
+    assert code == 0 and header["kind"] == "header" and header["max_hash_slot_num"] == slots > 0
+    assert [key for key in header if key != key.lower()] == []
+
+
 # -- producer-state snapshots -------------------------------------------------------------------
 
 
