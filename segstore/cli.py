@@ -2437,8 +2437,10 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             return _rows_out(args, HALF_HEADER, _HALF_FIELDS, rows, out)
         for method in ("producers", "hanging_transactions", "open_transaction", "abort_transaction"):
             if not hasattr(store, method):
-                raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
-                                 "producer state", args.path)
+                given = "--producers" if args.producers else "--abort" if args.abort else "--find-hanging"
+                hint = " (their transactions are half messages: --find-hanging)" \
+                    if hasattr(store, "half_messages") else ""
+                raise UsageError(f"{given}: {store.format} stores keep no producer state{hint}", args.path)
         missing = _missing_selection(store, args)  # named with what the log dir holds, as other commands
         if missing is not None:
             raise missing
