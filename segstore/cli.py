@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from . import allocator, files, overlap, progress, registry
+from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -140,7 +140,7 @@ def _partition(args: argparse.Namespace) -> int | None:
 
 
 def _json_line(obj: Any, out: TextIO) -> None:
-    out.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
+    out.write(jsontext.dumps(obj, sort_keys=True) + "\n")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -273,7 +273,7 @@ def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: 
     count = 0
     for record in records:
         if as_json:
-            _json_object(store.to_json(record), out)
+            out.write(store.json_line(record) + "\n")
         else:
             out.write(store.describe(record) + "\n")
         count += 1
@@ -282,7 +282,7 @@ def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: 
 
 def _json_object(obj: Any, out: TextIO) -> None:
     """One record's (or answer's) JSON object a line, as ``dump --json`` writes records."""
-    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    out.write(jsontext.dumps(obj) + "\n")
 
 
 def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
@@ -292,6 +292,8 @@ def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
     for line in lines:
         if not as_json:
             out.write(line.text + "\n")
+        elif line.json and line.json_text is not None:   # the format's own (a record's dump --json line)
+            out.write(line.json_text + "\n")
         elif line.json:
             _json_object(line.data, out)
         else:
@@ -2435,8 +2437,10 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             return _rows_out(args, HALF_HEADER, _HALF_FIELDS, rows, out)
         for method in ("producers", "hanging_transactions", "open_transaction", "abort_transaction"):
             if not hasattr(store, method):
-                raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
-                                 "producer state", args.path)
+                given = "--producers" if args.producers else "--abort" if args.abort else "--find-hanging"
+                hint = " (their transactions are half messages: --find-hanging)" \
+                    if hasattr(store, "half_messages") else ""
+                raise UsageError(f"{given}: {store.format} stores keep no producer state{hint}", args.path)
         missing = _missing_selection(store, args)  # named with what the log dir holds, as other commands
         if missing is not None:
             raise missing

@@ -93,7 +93,9 @@ class DumpLine:
     reports a finding rather than content.  A ``note`` line remarks on the content without it
     being a problem (kafka-dump-log's non-consecutive offsets, which a compacted log has by
     design).  ``json=False`` marks a line only the human-readable output shows (a heading, a
-    batch header).  The CLI decides where each goes and what the exit code is.
+    batch header).  ``json_text``: the ``--json`` line itself where the format writes ``data``
+    otherwise than :func:`segstore.jsontext.dumps` (a record's line as its ``dump --json`` writes
+    it, :meth:`Store.json_line`).  The CLI decides where each goes and what the exit code is.
     """
 
     text: str
@@ -101,6 +103,7 @@ class DumpLine:
     problem: bool = False
     json: bool = True
     note: bool = False
+    json_text: str | None = None
 
 
 @dataclass(slots=True)
@@ -555,6 +558,17 @@ class Store(abc.ABC):
         :raises ConfigError: not a record of this format (the built-in formats; :meth:`_check_record`).
         """
 
+    def json_line(self, record: Any) -> str:
+        """The record's ``dump --json`` line (without its newline), the very text :meth:`dump_json`
+        writes for it, so ``query --json`` prints what ``dump --json`` prints: by default
+        :func:`segstore.jsontext.dumps` of :meth:`to_json` (a format whose dump writes otherwise says so).
+
+        :raises ConfigError: as :meth:`to_json`.
+        """
+        from . import jsontext
+
+        return jsontext.dumps(self.to_json(record))
+
     def _check_record(self, record: Any, kind: type) -> None:
         """:raises ConfigError: ``record`` is not a ``kind`` (a record this format's reads give): another
             format's record or a :class:`Message` has none of this layout's fields (an AttributeError
@@ -651,10 +665,8 @@ class Store(abc.ABC):
         :raises ConfigError: an unknown isolation level.
         :raises UnsupportedOperationError: an isolation level the format cannot apply.
         """
-        import json
-
         for record in self._dump_records(topic, partition, isolation, begin, end, offsets):
-            yield (json.dumps(self.to_json(record), ensure_ascii=False) + "\n").encode("utf-8")
+            yield (self.json_line(record) + "\n").encode("utf-8")
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,

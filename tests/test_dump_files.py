@@ -330,6 +330,39 @@ def test_leader_epoch_checkpoint_dump(capsys):
     assert [[row["epoch"], row["start_offset"]] for row in map(json.loads, out.splitlines())] == expected
 
 
+
+def test_every_json_line_of_a_file_dump_names_its_kind(tmp_path, capsys):
+    """docs/cli.md promises each ``dump FILE --json`` object ``file``, ``format``, ``file_kind`` and
+    ``kind``: a reader that dispatches on ``kind`` (as it must for a ``.log``: ``start``, ``batch``,
+    ``record``...) found none on the checkpoint files' lines."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 5\nt 1 7\n")
+    files = [KAFKA_PART / "leader-epoch-checkpoint", logs / "recovery-point-offset-checkpoint",
+             KAFKA_PART / "00000000000000000000.index", ROCKETMQ / "checkpoint"]
+    code, out, _ = run(capsys, "dump", *files, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and {r["file_kind"] for r in rows} == {
+        "leader-epoch-checkpoint", "offset-checkpoint", "index", "checkpoint"}
+    assert [r for r in rows if not {"file", "format", "file_kind", "kind"} <= r.keys()] == []
+    checkpoint = [r for r in rows if r["file_kind"] == "offset-checkpoint"]
+    assert [(r["kind"], r["topic"], r["partition"], r["offset"]) for r in checkpoint] == [
+        ("entry", "t", 0, 5), ("entry", "t", 1, 7)]
+
+
+
+def test_an_indexfile_header_json_names_its_fields_in_one_style(capsys):
+    """The header object's geometry came as ``maxHashSlotNum``/``maxIndexNum`` beside
+    ``hash_slot_count``, ``index_count``...: a reader of one object had to know two spellings."""
+    index = sorted((ROCKETMQ / "index").iterdir())[0]
+    code, out, _ = run(capsys, "dump", index, "--json")
+    header = json.loads(out.splitlines()[0])
+    data = index.read_bytes()
+    slots = (len(data) - 40 - 20 * header["max_index_num"]) // 4
+    assert code == 0 and header["kind"] == "header" and header["max_hash_slot_num"] == slots > 0
+    assert [key for key in header if key != key.lower()] == []
+
+
 # -- producer-state snapshots -------------------------------------------------------------------
 
 

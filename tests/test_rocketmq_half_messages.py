@@ -108,6 +108,9 @@ def test_a_store_without_transactions_says_so(tmp_path):
     assert "no RMQ_SYS_TRANS_HALF_TOPIC queue here" in err
     code, out, err = run("transactions", path, "--producers")
     assert (code, out) == (2, "") and "rocketmq stores keep no producer state" in err
+    # the flag given, not a list with --find-hanging, which this same store just answered
+    assert ": --producers: rocketmq stores keep no producer state" in err and "--find-hanging)" in err
+    assert "--abort" not in err
     code, out, err = run("transactions", path)
     assert (code, out) == (2, "") and "transactions --find-hanging" in err
 

@@ -135,7 +135,7 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         for entry in read_leader_epochs(path):
             yield DumpLine(
                 f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
-                {"epoch": entry.epoch, "start_offset": entry.start_offset},
+                {"kind": "entry", "epoch": entry.epoch, "start_offset": entry.start_offset},
             )
     elif kind == "ignored":
         # DumpLogSegments.main: System.err.println(s"Ignoring unknown file $file"), and on to the next file
@@ -144,7 +144,7 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         for (topic, partition), offset in read_offsets(path).items():
             yield DumpLine(
                 f"topic: {topic} partition: {partition} offset: {offset}",
-                {"topic": topic, "partition": partition, "offset": offset},
+                {"kind": "entry", "topic": topic, "partition": partition, "offset": offset},
             )
     else:
         raise CorruptDataError(

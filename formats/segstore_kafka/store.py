@@ -1519,6 +1519,11 @@ class KafkaStore(Store):
                 "headers": [{"key": k, "value": _b64(v)} for k, v in record.headers],
                 "batch": batch_json(record.batch)}
 
+    def json_line(self, record: KafkaRecord) -> str:
+        """``json.dumps(self.to_json(record))``: ASCII, header keys escaped (``\\u00fc``), as
+        :meth:`dump_json` writes every line."""
+        return jsonlib.dumps(self.to_json(record))
+
     # -- tooling ------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
         """Partitions (offsets, the high watermark consumers read up to, segments, sizes, leader epochs,
@@ -2536,7 +2541,8 @@ class KafkaStore(Store):
                 lines.append(DumpLine(batch_line(batch), json=False))
                 crcs = {r.offset: crc for r, crc in batch.records_with_crcs()}
             line = record_line(batch, record.record, crcs.get(record.offset))
-            lines.append(DumpLine(line, self.to_json(record)))
+            data = self.to_json(record)
+            lines.append(DumpLine(line, data, json_text=jsonlib.dumps(data)))   # as dump_json writes it
         return QueryResult(records=list(records), lines=lines, found=True, damage=damage)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
@@ -2562,7 +2568,8 @@ class KafkaStore(Store):
             chosen = {id(r) for r in newest_hits(records, request.max)}
             records = [r for r in records if id(r) in chosen]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
-                          f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
+                          f"key {request.key}", data, json_text=jsonlib.dumps(data))   # dump_json's line
+                 for r in records for data in [self.to_json(cast(KafkaRecord, r))]]
         return QueryResult(records=records, lines=lines, found=bool(records), damage=damage)
 
     def _committed_record(self, record: Record) -> bool:

@@ -18,12 +18,24 @@ put_text_n(uint8_t *o, const char *s, size_t n)
 /* A string literal, its length known at compile time. */
 #define put_text(o, lit) put_text_n((o), (lit), sizeof(lit) - 1)
 
-/* s[0:n] between the quotes of a JSON string as json.dumps(ensure_ascii=False) writes it. */
+/* s[0:n] between the quotes of a JSON string as json.dumps(ensure_ascii=False) writes it, but a
+ * lone surrogate (ED A0..BF xx, which the properties' surrogatepass reading lets through) escaped,
+ * \ud800, as segstore.jsontext.dumps writes it: the line stays UTF-8. */
 static uint8_t *
 put_json_chars(uint8_t *o, const uint8_t *s, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t c = s[i];
+        if (c == 0xED && i + 2 < n && (s[i + 1] & 0xE0) == 0xA0) {
+            unsigned cp = 0xD000u | ((unsigned)(s[i + 1] & 0x3F) << 6) | (unsigned)(s[i + 2] & 0x3F);
+            o = put_text(o, "\\u");
+            *o++ = (uint8_t)HEX_LOWER[cp >> 12];
+            *o++ = (uint8_t)HEX_LOWER[(cp >> 8) & 15];
+            *o++ = (uint8_t)HEX_LOWER[(cp >> 4) & 15];
+            *o++ = (uint8_t)HEX_LOWER[cp & 15];
+            i += 2;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\') {
             *o++ = c;
             continue;

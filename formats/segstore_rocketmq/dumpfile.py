@@ -258,7 +258,9 @@ def dump_index_file(path: str) -> Iterator[DumpLine]:
             "end_phy_offset": header.end_phy_offset,
             "hash_slot_count": header.hash_slot_count,
             "index_count": header.index_count,
-            **geometry,
+            # the geometry under the names of the header's other fields (snake case), not the config's
+            "max_hash_slot_num": geometry["maxHashSlotNum"],
+            "max_index_num": geometry["maxIndexNum"],
         },
     )
     for number, (key_hash, phy_offset, time_diff, prev) in enumerate(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
-from segstore import files
+from segstore import files, jsontext
 from segstore.columns import pooled, project
 from segstore.errors import (
     ConfigError,
@@ -2752,5 +2752,6 @@ def _has_compressed(rows: columnar.Rows) -> bool:
 
 
 def _json_line(record: dict[str, Any]) -> bytes:
-    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference)."""
-    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference): a lone surrogate (stored
+    ``ED A0 80``..., read with ``surrogatepass``) escaped, ``\\ud800``, so the line is UTF-8."""
+    return (jsontext.dumps(record) + "\n").encode("utf-8")
