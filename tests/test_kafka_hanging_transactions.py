@@ -91,21 +91,40 @@ def test_the_producers_table_prints_no_open_transaction_as_the_tool_does(tmp_pat
     assert [r["current_transaction_start_offset"] for r in json.loads(out)] == [None, 3, None, None]
 
 
-def test_a_log_cut_below_its_first_segment_starts_from_the_snapshot(tmp_path):
-    """Retention deleted producer 21's batches; the broker's snapshot named for the first segment kept it."""
+def _retained_log(tmp_path: Path, batches: int = 6) -> tuple[Path, Path, list[int], int]:
+    """A log of ``batches`` one-record batches in segments of 200 bytes: ``(logs, part_dir, bases, end)``,
+    the segments' base offsets and the log end offset.  :func:`_delete_below` then plays retention."""
     logs = tmp_path / "logs"
     with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
-        for i in range(6):
+        for i in range(batches):
             store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
-        first = [seg.base for seg in store.partition_of("t", 0).segments][-1]
-    part_dir = logs / "t-0"
+        bases = [seg.base for seg in store.partition_of("t", 0).segments]
+        end = store.partition_of("t", 0).next_offset
+    return logs, logs / "t-0", bases, end
+
+
+def _delete_below(part_dir: Path, first: int) -> None:
+    """Delete the segments below ``first`` as retention does (their log and index files)."""
     for name in list(part_dir.iterdir()):
         if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
             name.unlink()
-    (part_dir / "log-start-offset-checkpoint").unlink(missing_ok=True)
+
+
+def _producer_21(first: int, txn_start: int) -> np.ndarray:
+    """A snapshot's one entry: producer 21, epoch 4, last sequence 17 at ``first - 1``, coordinator epoch 6,
+    its transaction open from ``txn_start`` (-1: none)."""
     entries = np.zeros(1, snapshot.ENTRY)
-    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
-    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, txn_start)
+    return entries
+
+
+def test_a_log_cut_below_its_first_segment_starts_from_the_snapshot(tmp_path):
+    """Retention deleted producer 21's batches; the broker's snapshot named for the first segment kept it."""
+    logs, part_dir, bases, _ = _retained_log(tmp_path)
+    first = bases[-1]
+    _delete_below(part_dir, first)
+    (part_dir / "log-start-offset-checkpoint").unlink(missing_ok=True)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(_producer_21(first, first - 1)))
     with segstore.open(logs) as store:
         (producer,) = store.producers(now_ms=T0)["t", 0]
     assert producer == {"producer_id": 21, "producer_epoch": 4, "coordinator_epoch": 6, "last_sequence": 17,
@@ -362,20 +381,11 @@ def test_a_transaction_open_from_a_deleted_offset_holds_the_last_stable_offset_a
     does not read is dropped, as the broker's loader drops it (``loadFromSnapshot``)."""
     from segstore_kafka import compaction
 
-    logs = tmp_path / "logs"
-    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
-        for i in range(6):
-            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
-        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
-        end = store.partition_of("t", 0).next_offset
-    part_dir = logs / "t-0"
-    for name in list(part_dir.iterdir()):
-        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
-            name.unlink()
-    entries = np.zeros(1, snapshot.ENTRY)
-    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    logs, part_dir, bases, end = _retained_log(tmp_path)
+    first = bases[-2]
+    _delete_below(part_dir, first)
     snap = part_dir / f"{first:020d}.snapshot"
-    snap.write_bytes(snapshot.write_snapshot(entries))
+    snap.write_bytes(snapshot.write_snapshot(_producer_21(first, first - 1)))
     with segstore.open(logs) as store:
         assert store.producers(now_ms=T0)["t", 0][0]["current_transaction_start_offset"] == first - 1
         assert store.offset_range("t", 0) == (first, end)
@@ -400,18 +410,10 @@ def test_aborts_after_a_cut_log_index_the_snapshots_open_transaction(tmp_path):
     abort's entry said no transaction was open, and producer 21's abort got no entry at all."""
     from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
 
-    logs = tmp_path / "logs"
-    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
-        for i in range(6):
-            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
-        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
-    part_dir = logs / "t-0"
-    for name in list(part_dir.iterdir()):
-        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
-            name.unlink()
-    entries = np.zeros(1, snapshot.ENTRY)
-    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
-    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    logs, part_dir, bases, _ = _retained_log(tmp_path)
+    first = bases[-2]
+    _delete_below(part_dir, first)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(_producer_21(first, first - 1)))
     with segstore.open(logs, format="kafka", mode="a") as store:
         with store.transaction(30, 0) as txn:
             txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)])
@@ -432,18 +434,10 @@ def test_a_producer_known_only_from_the_snapshot_goes_on_with_its_next_sequence(
     17, so Kafka 3.8.0 ``ProducerAppendInfo.checkSequence`` takes only 18 next in that epoch
     (``OutOfOrderSequenceException`` otherwise), which its producer sends.  ``store.transaction(21, 4)``
     started again at 0; a new epoch still starts at 0."""
-    logs = tmp_path / "logs"
-    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
-        for i in range(6):
-            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
-        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
-    part_dir = logs / "t-0"
-    for name in list(part_dir.iterdir()):
-        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
-            name.unlink()
-    entries = np.zeros(1, snapshot.ENTRY)
-    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, -1)
-    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    logs, part_dir, bases, _ = _retained_log(tmp_path)
+    first = bases[-2]
+    _delete_below(part_dir, first)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(_producer_21(first, -1)))
     with segstore.open(logs, format="kafka", mode="a") as store:
         with store.transaction(21, 4, coordinator_epoch=6) as txn:
             txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)] * 2)
@@ -521,19 +515,10 @@ def test_after_a_broker_restart_the_state_is_in_its_newest_snapshot(tmp_path):
     the later snapshots hold it, and segstore, which looked only for one named for the first segment,
     neither listed the producer (``--producers``, ``--find-hanging``) nor held the last stable offset at
     the log start."""
-    logs = tmp_path / "logs"
-    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
-        for i in range(8):
-            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
-        bases = [seg.base for seg in store.partition_of("t", 0).segments]
-        end = store.partition_of("t", 0).next_offset
+    logs, part_dir, bases, end = _retained_log(tmp_path, 8)
     first, later = bases[-4], bases[-2]
-    part_dir = logs / "t-0"
-    for name in list(part_dir.iterdir()):
-        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
-            name.unlink()
-    entries = np.zeros(1, snapshot.ENTRY)
-    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    _delete_below(part_dir, first)
+    entries = _producer_21(first, first - 1)
     (part_dir / f"{later:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
     (part_dir / f"{end:020d}.snapshot").write_bytes(b"\0\1torn")          # the newest does not read
     (part_dir / f"{end + 5:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries[:0]))  # past the end
