@@ -554,3 +554,46 @@ def test_unchecked_iteration_reports_validity_separately() -> None:
     (batch,) = codec.iter_batches(bytes(data), check_crc=False)
     assert not batch.is_valid() and batch.compute_crc() != batch.crc
     assert codec.valid_prefix(bytes(data))[0] == 0
+
+
+def _legacy_message(offset: int, magic: int, attributes: int, value: bytes | None, timestamp: int = 0,
+                    key: bytes | None = None) -> bytes:
+    """One legacy log entry (LegacyRecord.write) with a correct CRC."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic else b"")
+    for blob in (key, value):
+        body += struct.pack(">i", -1) if blob is None else struct.pack(">i", len(blob)) + blob
+    return struct.pack(">qiI", offset, len(body) + 4, legacy.zlib.crc32(body)) + body
+
+
+def _legacy_wrapper(offset: int, magic: int, codec_id: int, inner: bytes, timestamp: int = 0,
+                    log_append_time: bool = False, raw: bytes | None = None) -> bytes:
+    value = compression.compress(codec_id, inner) if raw is None else raw
+    flags = codec_id | (legacy.TIMESTAMP_TYPE_FLAG if log_append_time else 0)
+    return _legacy_message(offset, magic, flags, value, timestamp)
+
+
+def _bad_inner_crc_set() -> bytes:
+    inner = bytearray(b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3)))
+    inner[legacy.MESSAGE_PREFIX.size + 2] ^= 1          # the first inner message's timestamp
+    return bytes(inner)
+
+
+@pytest.mark.parametrize("damage", ["inner CRC", "gzip stream", "codec id"])
+def test_a_wrapper_whose_own_crc_holds_is_whole_its_inner_damage_is_its_records(damage: str) -> None:
+    """Kafka 3.8 ``LogSegment.recover`` checks a legacy entry with ``batch.ensureValid()``, which
+    ``AbstractLegacyRecordBatch`` answers with ``outerRecord().ensureValid()``: the wrapper's own size
+    and CRC.  The inner set is decompressed only when the records are read (``DeepRecordsIterator``),
+    and fails there.  The batches were cut at such a wrapper (recover lost the good entries after it)."""
+    wrapper = {"inner CRC": _legacy_wrapper(3, 1, 1, _bad_inner_crc_set()),
+               "gzip stream": _legacy_wrapper(3, 1, 1, b"", raw=b"\x1f\x8b\x08garbage"),
+               "codec id": _legacy_message(3, 1, compression.ZSTD, b"abc")}[damage]
+    first, after = _legacy_message(0, 1, 0, b"first", 5), _legacy_message(4, 1, 0, b"after", 5)
+    data = first + wrapper + after
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    batches = list(codec.iter_batches(data, path="old.log"))
+    assert [b.position for b in batches] == [0, len(first), len(first) + len(wrapper)]
+    assert batches[1].last_offset == 3 and batches[1].is_valid()
+    with pytest.raises(CorruptDataError) as info:
+        batches[1].records()
+    assert (info.value.path, info.value.pos) == ("old.log", len(first))
+    assert [r.value for r in batches[2].records()] == [b"after"]

@@ -403,6 +403,8 @@ class RecordBatch:
     data: bytes | memoryview = field(default=b"", repr=False, compare=False)
     path: str = field(default="<memory>", repr=False, compare=False)
     legacy_messages: list | None = field(default=None, repr=False, compare=False)
+    #: why a legacy wrapper's inner set does not read (raised by :meth:`records`, not by the walk)
+    legacy_error: CorruptDataError | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -488,6 +490,9 @@ class RecordBatch:
             raise CorruptDataError(message, self.path, region_pos + where) from err
 
     def _legacy_messages(self) -> list:
+        if self.legacy_error is not None:
+            raise CorruptDataError(self.legacy_error.message, self.legacy_error.path,
+                                   self.legacy_error.pos) from self.legacy_error
         messages = self.legacy_messages
         if messages is None:
             # An uncompressed entry is its own message: iter_batches checked its CRC where asked to (as
@@ -590,20 +595,28 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
 def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
     entry = legacy.read_entry(data, path=path, base_pos=at, check_crc=check_crc)
     messages = None
+    error = None
     base_offset = entry.offset
     count = 1
     if entry.attributes & CODEC_MASK != NONE:
-        messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
-        count = len(messages)
-        if messages:
-            base_offset = messages[0].offset
+        try:
+            messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
+        except CorruptDataError as err:
+            # The entry is whole: Kafka checks a legacy batch by its own size and CRC only
+            # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls) and decompresses
+            # the inner set when its records are read (DeepRecordsIterator), where this is raised.
+            error = err
+        else:
+            count = len(messages)
+            if messages:
+                base_offset = messages[0].offset
     return RecordBatch(
         base_offset=base_offset, length=len(data) - LOG_OVERHEAD,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, magic=entry.magic, crc=entry.crc,
         attributes=entry.attributes, last_offset_delta=entry.offset - base_offset,
         base_timestamp=entry.timestamp, max_timestamp=entry.timestamp, producer_id=NO_PRODUCER_ID,
         producer_epoch=NO_PRODUCER_EPOCH, base_sequence=NO_SEQUENCE, record_count=count, position=at,
-        data=data, path=path, legacy_messages=messages)
+        data=data, path=path, legacy_messages=messages, legacy_error=error)
 
 
 def iter_batches(buf, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool = True,
