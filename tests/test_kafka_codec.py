@@ -597,3 +597,18 @@ def test_a_wrapper_whose_own_crc_holds_is_whole_its_inner_damage_is_its_records(
         batches[1].records()
     assert (info.value.path, info.value.pos) == ("old.log", len(first))
     assert [r.value for r in batches[2].records()] == [b"after"]
+
+
+def test_v1_wrapper_offsets_as_kafkas_deep_iterator_resolves_them() -> None:
+    """``AbstractLegacyRecordBatch.DeepRecordsIterator`` (Kafka 3.8): a v1 wrapper of offset 0 (what
+    some librdkafka versions produce) takes its inner relative offsets as they are; a wrapper offset
+    below the last inner offset is an ``InvalidRecordException``.  Both gave negative offsets."""
+    inner = b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3))
+    (batch,) = codec.iter_batches(_legacy_wrapper(0, 1, 1, inner), path="old.log")
+    assert [r.offset for r in batch.records()] == [0, 1, 2] and batch.base_offset == 0
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 1, inner), path="old.log")
+    with pytest.raises(CorruptDataError, match=r"last inner offset 2 .*found wrapper offset 1") as info:
+        batch.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    (batch,) = codec.iter_batches(_legacy_wrapper(9, 1, 1, inner), path="old.log")
+    assert [r.offset for r in batch.records()] == [7, 8, 9]

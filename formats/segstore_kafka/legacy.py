@@ -15,7 +15,9 @@ version) hold these.  Each log entry is one message (``LegacyRecord.java``)::
 
 A compressed message is a *wrapper*: its value is a compressed message set of
 inner messages.  Inner v0 offsets are absolute; inner v1 offsets are relative,
-the absolute offset being ``wrapper offset - last inner offset + inner offset``.
+the absolute offset being ``wrapper offset - last inner offset + inner offset`` (a
+wrapper offset of 0 leaves them as they are; one below the last inner offset is
+invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).
 Under LogAppendTime every inner message takes the wrapper's timestamp; v0 has
 no timestamps (-1).  Wrappers do not nest.
 
@@ -171,7 +173,13 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
     if not inner:
         return []
     shift = 0
-    if wrapper.magic > 0:
+    # AbstractLegacyRecordBatch.DeepRecordsIterator: a v1 wrapper of offset 0 (some librdkafka
+    # versions) leaves the relative offsets as they are; one below the last inner offset is invalid.
+    if wrapper.magic > 0 and wrapper.offset != 0:
+        if wrapper.offset < inner[-1].offset:
+            raise CorruptDataError(f"expected a v1 wrapper offset of at least its last inner offset "
+                                   f"{inner[-1].offset} (or 0), found wrapper offset {wrapper.offset}",
+                                   path, base_pos)
         shift = wrapper.offset - inner[-1].offset
     log_append = wrapper.magic > 0 and wrapper.attributes & TIMESTAMP_TYPE_FLAG
     return [m._replace(offset=m.offset + shift,
