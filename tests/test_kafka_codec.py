@@ -612,3 +612,16 @@ def test_v1_wrapper_offsets_as_kafkas_deep_iterator_resolves_them() -> None:
     assert (info.value.path, info.value.pos) == ("old.log", 0)
     (batch,) = codec.iter_batches(_legacy_wrapper(9, 1, 1, inner), path="old.log")
     assert [r.offset for r in batch.records()] == [7, 8, 9]
+
+
+@pytest.mark.parametrize("codec_id", [1, 2, 3])
+def test_a_wrapper_of_no_inner_message_is_invalid_as_kafka_reads_it(codec_id: int) -> None:
+    """``DeepRecordsIterator`` (Kafka 3.8): "Found invalid compressed record set with no inner records".
+    It read as a batch of no records; the entry itself stays whole (its own CRC holds)."""
+    data = _legacy_wrapper(5, 1, codec_id, b"") + _legacy_message(6, 1, 0, b"after")
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    wrapper, after = codec.iter_batches(data, path="old.log")
+    with pytest.raises(CorruptDataError, match="no inner message") as info:
+        wrapper.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    assert [r.offset for r in after.records()] == [6]

@@ -608,8 +608,7 @@ def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> Reco
             error = err
         else:
             count = len(messages)
-            if messages:
-                base_offset = messages[0].offset
+            base_offset = messages[0].offset   # a wrapper holds at least one (legacy.messages)
     return RecordBatch(
         base_offset=base_offset, length=len(data) - LOG_OVERHEAD,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, magic=entry.magic, crc=entry.crc,

@@ -19,7 +19,7 @@ the absolute offset being ``wrapper offset - last inner offset + inner offset`` 
 wrapper offset of 0 leaves them as they are; one below the last inner offset is
 invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).
 Under LogAppendTime every inner message takes the wrapper's timestamp; v0 has
-no timestamps (-1).  Wrappers do not nest.
+no timestamps (-1).  Wrappers do not nest, and hold at least one message.
 
 Pure (buffers in, tuples out) and thread-safe.
 """
@@ -170,8 +170,9 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                                    path, base_pos)
         inner.append(message)
         pos += message.size
-    if not inner:
-        return []
+    if not inner:  # DeepRecordsIterator: "Found invalid compressed record set with no inner records"
+        raise CorruptDataError(f"expected a compressed message set of at least one inner message, found no "
+                               f"inner message in {len(inner_set)} decompressed bytes", path, base_pos)
     shift = 0
     # AbstractLegacyRecordBatch.DeepRecordsIterator: a v1 wrapper of offset 0 (some librdkafka
     # versions) leaves the relative offsets as they are; one below the last inner offset is invalid.
