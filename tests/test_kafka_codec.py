@@ -625,3 +625,12 @@ def test_a_wrapper_of_no_inner_message_is_invalid_as_kafka_reads_it(codec_id: in
         wrapper.records()
     assert (info.value.path, info.value.pos) == ("old.log", 0)
     assert [r.offset for r in after.records()] == [6]
+
+
+def test_log_append_time_stamps_inner_v1_messages_only() -> None:
+    """``DeepRecordsIterator`` (Kafka 3.8) hands the wrapper's timestamp and type to inner messages of
+    magic 1 only, and ``LegacyRecord.timestamp()`` of a magic 0 message is -1 whatever its wrapper:
+    a v1 LogAppendTime wrapper's v0 inner messages were stamped with its time."""
+    inner = _legacy_message(0, 0, 0, b"old") + _legacy_message(1, 1, 0, b"new", 7)
+    (batch,) = codec.iter_batches(_legacy_wrapper(11, 1, 1, inner, 1_650_000_000_000, log_append_time=True))
+    assert [(r.offset, r.timestamp) for r in batch.records()] == [(10, -1), (11, 1_650_000_000_000)]

@@ -14,12 +14,13 @@ version) hold these.  Each log entry is one message (``LegacyRecord.java``)::
     ..      4     value length (-1 = null), value
 
 A compressed message is a *wrapper*: its value is a compressed message set of
-inner messages.  Inner v0 offsets are absolute; inner v1 offsets are relative,
-the absolute offset being ``wrapper offset - last inner offset + inner offset`` (a
-wrapper offset of 0 leaves them as they are; one below the last inner offset is
-invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).
-Under LogAppendTime every inner message takes the wrapper's timestamp; v0 has
-no timestamps (-1).  Wrappers do not nest, and hold at least one message.
+inner messages.  Under a v0 wrapper inner offsets are absolute; under a v1 wrapper
+relative, the absolute offset being ``wrapper offset - last inner offset + inner
+offset`` (a wrapper offset of 0 leaves them as they are; one below the last inner
+offset is invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).  Under
+LogAppendTime every inner v1 message takes the wrapper's timestamp; v0 messages
+have no timestamps (-1), whatever their wrapper.  Wrappers do not nest, and hold
+at least one message.
 
 Pure (buffers in, tuples out) and thread-safe.
 """
@@ -183,6 +184,7 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                                    path, base_pos)
         shift = wrapper.offset - inner[-1].offset
     log_append = wrapper.magic > 0 and wrapper.attributes & TIMESTAMP_TYPE_FLAG
+    # DeepRecordsIterator gives the wrapper's time to inner messages of magic 1 only (v0 has none)
     return [m._replace(offset=m.offset + shift,
-                       timestamp=wrapper.timestamp if log_append else m.timestamp)
+                       timestamp=wrapper.timestamp if log_append and m.magic > 0 else m.timestamp)
             for m in inner]
