@@ -634,3 +634,20 @@ def test_log_append_time_stamps_inner_v1_messages_only() -> None:
     inner = _legacy_message(0, 0, 0, b"old") + _legacy_message(1, 1, 0, b"new", 7)
     (batch,) = codec.iter_batches(_legacy_wrapper(11, 1, 1, inner, 1_650_000_000_000, log_append_time=True))
     assert [(r.offset, r.timestamp) for r in batch.records()] == [(10, -1), (11, 1_650_000_000_000)]
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 11, b"partial", "cut message"])
+def test_an_inner_set_ending_inside_an_entry_ends_there_as_kafka_reads_it(tail) -> None:
+    """``AbstractLegacyRecordBatch.DataLogInputStream.nextBatch`` (Kafka 3.8) returns null, ending the
+    inner set, when the decompressed bytes end inside an entry's offset and size or inside the
+    message its size gives: the whole messages before are read.  They were refused as corrupt."""
+    inner = b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(2))
+    if tail == "cut message":
+        tail = _legacy_message(2, 1, 0, b"v2", 102)[:-1]
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 2, inner + tail), path="old.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v0"), (1, b"v1")]
+    short = struct.pack(">qi", 2, legacy.MIN_MESSAGE_SIZE - 1) + bytes(20)
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 2, inner + short), path="old.log")
+    with pytest.raises(CorruptDataError, match="size of at least 14, found 13") as info:
+        batch.records()     # "Record size is less than the minimum record overhead (14)"
+    assert (info.value.path, info.value.pos) == ("old.log", 0)

@@ -20,7 +20,8 @@ offset`` (a wrapper offset of 0 leaves them as they are; one below the last inne
 offset is invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).  Under
 LogAppendTime every inner v1 message takes the wrapper's timestamp; v0 messages
 have no timestamps (-1), whatever their wrapper.  Wrappers do not nest, and hold
-at least one message.
+at least one message; decompressed bytes ending inside an inner entry end the set
+there, as Kafka reads it (``DataLogInputStream``).
 
 Pure (buffers in, tuples out) and thread-safe.
 """
@@ -159,7 +160,15 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                            wrapper.magic == 0)
     inner = []
     pos = 0
-    while pos < len(inner_set):
+    while len(inner_set) - pos >= LOG_OVERHEAD:
+        # DataLogInputStream.nextBatch: a size below any message's is corrupt; bytes ending inside the
+        # entry (its offset and size, or the message they give) end the inner set, read no further
+        (size,) = BYTES_LENGTH.unpack_from(inner_set, pos + LOG_OVERHEAD - BYTES_LENGTH.size)
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptDataError(f"expected an inner message size of at least {MIN_MESSAGE_SIZE}, found "
+                                   f"{size} at byte {pos} of the decompressed set", path, base_pos)
+        if len(inner_set) - pos < LOG_OVERHEAD + size:
+            break
         try:
             message = read_entry(inner_set, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
         except CorruptDataError as err:
