@@ -50,7 +50,15 @@ from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
 from . import legacy
-from .compression import CODEC_MASK, COMPRESSION_NAMES, NONE, codec_id, compress, decompress
+from .compression import (
+    CODEC_MASK,
+    COMPRESSION_NAMES,
+    NONE,
+    codec_id,
+    compress,
+    decompress,
+    stored_codec_name,
+)
 from .varint import (
     INT32_MAX,
     INT32_MIN,
@@ -413,7 +421,9 @@ class RecordBatch:
 
     @property
     def compression(self) -> str:
-        return COMPRESSION_NAMES[self.attributes & CODEC_MASK]
+        """The codec's name; :raises CorruptDataError: an id of 5 to 7 (named as :meth:`records` names it)."""
+        stream_pos = self.position + (RECORD_BATCH_OVERHEAD if self.magic >= MAGIC_V2 else 0)
+        return stored_codec_name(self.attributes & CODEC_MASK, path=self.path, pos=stream_pos)
 
     @property
     def timestamp_type(self) -> str:

@@ -129,6 +129,18 @@ def codec_id(compression: str | int) -> int:
     raise InvalidMessageError(f"expected a compression of {COMPRESSION_NAMES}, found {compression!r}")
 
 
+def stored_codec_name(codec: int, *, path: str, pos: int) -> str:
+    """The name of a stored batch's codec id (attributes bits 0-2).
+
+    :raises CorruptDataError: ids 5 to 7, on which Kafka's ``CompressionType.forId`` throws
+        (``pos``: the compressed stream's position, where :func:`decompress` names it too).
+    """
+    if not 0 <= codec < len(COMPRESSION_NAMES):
+        raise CorruptDataError(f"expected a compression codec id of 0 to {len(COMPRESSION_NAMES) - 1} "
+                               f"({', '.join(COMPRESSION_NAMES)}), found {codec}", path, pos)
+    return COMPRESSION_NAMES[codec]
+
+
 # ---------------------------------------------------------------------------------
 # compress
 
@@ -383,10 +395,8 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
     :param limit: the most bytes the stream may inflate to (:data:`MAX_DECOMPRESSED_BYTES`).
     :raises CorruptDataError: the stream does not decode, or inflates past ``limit``.
     """
-    if isinstance(compression, int) and not 0 <= compression < len(COMPRESSION_NAMES):
-        # attributes bits 0-2 of a stored batch: Kafka's CompressionType.forId throws on 5 to 7
-        raise CorruptDataError(f"expected a compression codec id of 0 to {len(COMPRESSION_NAMES) - 1} "
-                               f"({', '.join(COMPRESSION_NAMES)}), found {compression}", path, pos)
+    if isinstance(compression, int):
+        stored_codec_name(compression, path=path, pos=pos)
     codec = codec_id(compression)
     data = bytes(data)
     if codec == NONE:
