@@ -672,3 +672,27 @@ def test_an_inner_set_ending_inside_an_entry_ends_there_as_kafka_reads_it(tail) 
     with pytest.raises(CorruptDataError, match="size of at least 14, found 13") as info:
         batch.records()     # "Record size is less than the minimum record overhead (14)"
     assert (info.value.path, info.value.pos) == ("old.log", 0)
+
+
+def _legacy_raw(offset: int, magic: int, body_after_attributes: bytes, attributes: int = 0) -> bytes:
+    """A legacy log entry of any body (after magic and attributes), with a correct CRC."""
+    body = struct.pack(">bb", magic, attributes) + body_after_attributes
+    return struct.pack(">qiI", offset, len(body) + 4, legacy.zlib.crc32(body)) + body
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_key_and_value_read_as_legacy_record_reads_them(magic: int) -> None:
+    """Kafka 3.8 ``LegacyRecord.key()``/``value()`` read each through ``Utils.sizeDelimited``: any
+    negative length is null, and bytes after the value are not looked at (the message's CRC covers
+    them).  A length of -2 and 3 bytes after the value were refused as corrupt."""
+    stamp = struct.pack(">q", 77) if magic else b""
+    data = (_legacy_raw(0, magic, stamp + struct.pack(">i", -2) + struct.pack(">i", 2) + b"v0")
+            + _legacy_raw(1, magic, stamp + struct.pack(">i", 1) + b"k" + struct.pack(">i", -7))
+            + _legacy_raw(2, magic, stamp + struct.pack(">i", -1) + struct.pack(">i", 2) + b"v2" + b"xyz"))
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    records = [r for b in codec.iter_batches(data, path="old.log") for r in b.records()]
+    assert [(r.offset, r.key, r.value) for r in records] == [(0, None, b"v0"), (1, b"k", None),
+                                                             (2, None, b"v2")]
+    (wrapper,) = codec.iter_batches(_legacy_wrapper(2, magic, 1, data, 5), path="old.log")
+    assert [(r.offset, r.key, r.value) for r in wrapper.records()] == [(0, None, b"v0"), (1, b"k", None),
+                                                                       (2, None, b"v2")]

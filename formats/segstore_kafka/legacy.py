@@ -10,8 +10,9 @@ version) hold these.  Each log entry is one message (``LegacyRecord.java``)::
     16      1     magic: 0 or 1
     17      1     attributes: bits 0-2 codec (none, gzip, snappy, lz4), bit 3 LogAppendTime (v1)
     18      8     timestamp (v1 only)
-    ..      4     key length (-1 = null), key
-    ..      4     value length (-1 = null), value
+    ..      4     key length (-1, or any negative, = null), key
+    ..      4     value length (-1, or any negative, = null), value
+                  (bytes after the value, inside the message size, are not read: Kafka does not)
 
 A compressed message is a *wrapper*: its value is a compressed message set of
 inner messages.  Under a v0 wrapper inner offsets are absolute; under a v1 wrapper
@@ -83,9 +84,7 @@ def _read_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int
         raise IndexError(pos)
     (length,) = BYTES_LENGTH.unpack_from(data, pos)
     pos += BYTES_LENGTH.size
-    if length < NULL_LENGTH:
-        raise ValueError(f"a length >= -1, found {length}")
-    if length == NULL_LENGTH:
+    if length < 0:  # any negative length is null, as Utils.sizeDelimited reads it
         return None, pos
     if pos + length > end:
         raise IndexError(pos)
@@ -131,9 +130,7 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     except (IndexError, ValueError) as err:
         raise CorruptDataError(f"expected key and value within the {size}-byte message, found {err}",
                                path, at) from err
-    if cursor != end:
-        raise CorruptDataError(f"expected a {size}-byte message, found {end - cursor} bytes after its value",
-                               path, at)
+    # bytes after the value are not read (LegacyRecord.value() is a slice of its own length)
     return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value,
                          computed == crc)
 
