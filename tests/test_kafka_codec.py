@@ -696,3 +696,24 @@ def test_legacy_key_and_value_read_as_legacy_record_reads_them(magic: int) -> No
     (wrapper,) = codec.iter_batches(_legacy_wrapper(2, magic, 1, data, 5), path="old.log")
     assert [(r.offset, r.key, r.value) for r in wrapper.records()] == [(0, None, b"v0"), (1, b"k", None),
                                                                        (2, None, b"v2")]
+
+
+@pytest.mark.parametrize("body", ["v1 of size 14", "key past the end"])
+def test_a_legacy_message_whose_crc_holds_is_whole_its_fields_are_its_records(body: str) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` takes a legacy entry of any size from 14
+    (``RECORD_OVERHEAD_V0``, "stricter checking is done later") and ``LogSegment.recover`` checks it by
+    ``LegacyRecord.ensureValid``: that size and the CRC.  Its key and value are read with its records.
+    A v1 message of 14 bytes, or one whose key length runs past it, cut the log (recover lost what
+    followed)."""
+    raw = {"v1 of size 14": (1, struct.pack(">q", 5)),
+           "key past the end": (0, struct.pack(">i", 100) + b"k" + struct.pack(">i", -1))}[body]
+    bad = _legacy_raw(0, *raw)
+    after = _legacy_message(1, 1, 0, b"after", 5)
+    data = bad + after
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    first, second = codec.iter_batches(data, path="old.log")
+    assert (first.size, first.last_offset, first.is_valid()) == (len(bad), 0, True)
+    with pytest.raises(CorruptDataError) as info:
+        first.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    assert [r.value for r in second.records()] == [b"after"]

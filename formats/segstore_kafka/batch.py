@@ -603,7 +603,10 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
 
 
 def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
-    entry = legacy.read_entry(data, path=path, base_pos=at, check_crc=check_crc)
+    # The entry is whole by its own size and CRC: what Kafka checks a legacy batch by
+    # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls).  Its key and value, and a
+    # wrapper's inner set (DeepRecordsIterator), are read with its records, where their errors are raised.
+    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc)
     messages = None
     error = None
     base_offset = entry.offset
@@ -612,9 +615,6 @@ def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> Reco
         try:
             messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
         except CorruptDataError as err:
-            # The entry is whole: Kafka checks a legacy batch by its own size and CRC only
-            # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls) and decompresses
-            # the inner set when its records are read (DeepRecordsIterator), where this is raised.
             error = err
         else:
             count = len(messages)

@@ -91,12 +91,26 @@ def _read_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int
     return bytes(data[pos:pos + length]), pos + length
 
 
-def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
-               check_crc: bool = True) -> LegacyMessage:
-    """Decode the legacy message whose log entry starts at ``data[pos]`` (offset as stored).
+class LegacyHead(NamedTuple):
+    """What Kafka checks a legacy log entry by before its records are read: its size and CRC."""
+
+    offset: int
+    size: int             # bytes of the whole log entry, LOG_OVERHEAD included
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int        # -1 in v0
+    valid: bool           # the stored CRC matches the bytes
+
+
+def read_head(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
+              check_crc: bool = True) -> LegacyHead:
+    """The entry at ``data[pos]`` as Kafka's recovery takes it: ``FileLogInputStream.nextBatch`` (a
+    size of at least 14, ``RECORD_OVERHEAD_V0``, whatever the magic) and ``LegacyRecord.ensureValid``
+    (the CRC); its key and value are not read.
 
     :raises TruncatedDataError: the bytes end inside the entry.
-    :raises CorruptDataError: bad magic, size, lengths or CRC.
+    :raises CorruptDataError: bad magic, size or CRC.
     """
     view = memoryview(data)
     at = base_pos + pos
@@ -106,24 +120,39 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
     if magic not in (0, 1):
         raise CorruptDataError(f"expected message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
-    minimum = MIN_MESSAGE_SIZE if magic == 0 else MIN_MESSAGE_SIZE_V1
-    if size < minimum:
-        raise CorruptDataError(f"expected a v{magic} message size of at least {minimum}, found {size}",
-                               path, at)
+    if size < MIN_MESSAGE_SIZE:
+        raise CorruptDataError(f"expected a v{magic} message size of at least {MIN_MESSAGE_SIZE}, "
+                               f"found {size}", path, at)
     end = pos + LOG_OVERHEAD + size
     if end > len(view):
         raise TruncatedDataError(f"expected a {LOG_OVERHEAD + size}-byte message, "
                                  f"found {len(view) - pos} bytes", path, at)
     computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
-    if check_crc:
-        if computed != crc:
-            raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
-                                   f"found {computed:#010x}", path, at + LOG_OVERHEAD)
-    cursor = pos + MESSAGE_PREFIX.size
+    if check_crc and computed != crc:
+        raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
+                               f"found {computed:#010x}", path, at + LOG_OVERHEAD)
     timestamp = NO_TIMESTAMP
-    if magic == 1:
-        (timestamp,) = TIMESTAMP_V1.unpack_from(view, cursor)
-        cursor += TIMESTAMP_V1.size
+    if magic == 1:  # a size of 14 holds the timestamp (bytes 18..26 of the entry)
+        (timestamp,) = TIMESTAMP_V1.unpack_from(view, pos + MESSAGE_PREFIX.size)
+    return LegacyHead(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, computed == crc)
+
+
+def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
+               check_crc: bool = True) -> LegacyMessage:
+    """Decode the legacy message whose log entry starts at ``data[pos]`` (offset as stored).
+
+    :raises TruncatedDataError: the bytes end inside the entry.
+    :raises CorruptDataError: bad magic, size, lengths or CRC.
+    """
+    head = read_head(data, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
+    view = memoryview(data)
+    at = base_pos + pos
+    size = head.size - LOG_OVERHEAD
+    if head.magic == 1 and size < MIN_MESSAGE_SIZE_V1:
+        raise CorruptDataError(f"expected a v1 message size of at least {MIN_MESSAGE_SIZE_V1}, found {size}",
+                               path, at)
+    end = pos + head.size
+    cursor = pos + MESSAGE_PREFIX.size + (TIMESTAMP_V1.size if head.magic == 1 else 0)
     try:
         key, cursor = _read_bytes(view, cursor, end)
         value, cursor = _read_bytes(view, cursor, end)
@@ -131,8 +160,8 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         raise CorruptDataError(f"expected key and value within the {size}-byte message, found {err}",
                                path, at) from err
     # bytes after the value are not read (LegacyRecord.value() is a slice of its own length)
-    return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value,
-                         computed == crc)
+    return LegacyMessage(head.offset, head.size, head.crc, head.magic, head.attributes, head.timestamp, key,
+                         value, head.valid)
 
 
 def messages(data, *, path: str = "<memory>", base_pos: int = 0,
