@@ -374,9 +374,10 @@ def test_wrong_magic_and_bad_length() -> None:
         codec.read_batch_header(bytes(short), 0, path="m.log")
 
 
-def _with_region(region: bytes, count: int) -> bytes:
+def _with_region(region: bytes, count: int, attributes: int = 0) -> bytes:
     """A v2 batch with a hand-made record region and a correct CRC (so only the records are wrong)."""
-    header = bytearray(codec.HEADER.pack(0, codec.HEADER.size - codec.LOG_OVERHEAD + len(region), 0, 2, 0, 0,
+    header = bytearray(codec.HEADER.pack(0, codec.HEADER.size - codec.LOG_OVERHEAD + len(region), 0, 2, 0,
+                                         attributes,
                                          max(count - 1, 0), 0, 0, -1, -1, -1, count))
     crc = crc32c.crc32c(bytes(header[codec.ATTRIBUTES_OFFSET:]) + region)
     struct.pack_into(">I", header, codec.CRC_OFFSET, crc)
@@ -717,3 +718,18 @@ def test_a_legacy_message_whose_crc_holds_is_whole_its_fields_are_its_records(bo
         first.records()
     assert (info.value.path, info.value.pos) == ("old.log", 0)
     assert [r.value for r in second.records()] == [b"after"]
+
+
+def test_lz4_reads_the_first_frame_only_as_kafkas_lz4_block_input_stream() -> None:
+    """Kafka 3.8 ``Lz4BlockInputStream`` sets ``finished`` at the first frame's end mark and reads no
+    further (``read()`` returns -1).  A second frame after it was decoded too: a v1 wrapper showed
+    inner messages Kafka does not (their offsets shifted), a v2 batch was refused for bytes after its
+    records."""
+    inner = [_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3)]
+    frames = compression.compress("lz4", inner[0] + inner[1]) + compression.compress("lz4", inner[2])
+    (wrapper,) = codec.iter_batches(_legacy_wrapper(11, 1, 3, b"", raw=frames), path="old.log")
+    assert [(r.offset, r.value) for r in wrapper.records()] == [(10, b"v0"), (11, b"v1")]
+    one = codec.encode_batch([(b"k", b"v", 1), (None, b"w", 2)], base_offset=0, compression="lz4")
+    region = one[codec.HEADER.size:] + compression.compress("lz4", b"\x00" * 9)
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.LZ4), path="n.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]

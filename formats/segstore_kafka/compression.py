@@ -20,7 +20,8 @@ snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's
               cramjam's Rust encoder can differ; both decode the same)
 lz4      3    a standard LZ4 frame: FLG 0x60 (version 1, independent blocks, no block or
               content checksum, no content size), BD 0x40 (64 KiB blocks), header
-              checksum, blocks, end mark; Kafka refuses dependent blocks
+              checksum, blocks, end mark; Kafka refuses dependent blocks and reads
+              nothing after the end mark (``Lz4BlockInputStream``)
 zstd     4    a plain zstd frame at level 3 without content size or checksum; the
               data is flushed as a block before the frame ends with an empty last
               block (what zstd-jni's stream does when Kafka closes it)
@@ -312,23 +313,19 @@ def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
 
     if legacy:
         data = _lz4_fix_legacy_checksum(data)
-    out = []
-    produced = 0
-    rest = data
-    while rest:
-        if len(rest) > len(LZ4_FRAME_MAGIC) and rest.startswith(LZ4_FRAME_MAGIC):
-            flg = rest[len(LZ4_FRAME_MAGIC)]
-            if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
-                raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
-        frame = lz4.frame.LZ4FrameDecompressor()
-        chunk = frame.decompress(rest, max_length=limit - produced + 1)
-        produced += len(chunk)
-        _check_room(produced, limit)
-        out.append(chunk)
-        if not frame.eof:
-            raise ValueError("a complete LZ4 frame, found the stream cut short")
-        rest = frame.unused_data or b""
-    return b"".join(out)
+    if not data:
+        return b""
+    if len(data) > len(LZ4_FRAME_MAGIC) and data.startswith(LZ4_FRAME_MAGIC):
+        flg = data[len(LZ4_FRAME_MAGIC)]
+        if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
+            raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
+    frame = lz4.frame.LZ4FrameDecompressor()
+    chunk = frame.decompress(data, max_length=limit + 1)
+    _check_room(len(chunk), limit)
+    if not frame.eof:
+        raise ValueError("a complete LZ4 frame, found the stream cut short")
+    # Kafka's Lz4BlockInputStream is finished at the frame's end mark and reads nothing after it
+    return chunk
 
 
 def _zstd_decompress(data: bytes, limit: int) -> bytes:
