@@ -733,3 +733,14 @@ def test_lz4_reads_the_first_frame_only_as_kafkas_lz4_block_input_stream() -> No
     region = one[codec.HEADER.size:] + compression.compress("lz4", b"\x00" * 9)
     (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.LZ4), path="n.log")
     assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+
+
+@pytest.mark.parametrize("tail", [b"\x00", b"\x00\x00\x07"])
+def test_xerial_snappy_ends_where_fewer_than_four_bytes_are_left(tail: bytes) -> None:
+    """snappy-java's ``SnappyInputStream.hasNextChunk`` (what Kafka 3.8's ``SnappyCompression`` reads
+    through) ends the stream when fewer than 4 bytes are left for a block length.  Such a tail was
+    refused as a cut stream."""
+    records = [(b"k", b"v", 1), (None, b"w", 2)]
+    region = codec.encode_batch(records, base_offset=0, compression="snappy")[codec.HEADER.size:] + tail
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.SNAPPY), path="s.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]

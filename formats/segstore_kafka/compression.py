@@ -17,7 +17,8 @@ snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's
               format): magic ``82 53 4E 41 50 50 59 00``, int32 version 1, int32
               compatible version 1, then blocks of [int32 length][raw snappy] holding
               32 KiB of input each (the raw snappy bytes of snappy-java and of
-              cramjam's Rust encoder can differ; both decode the same)
+              cramjam's Rust encoder can differ; both decode the same); fewer than
+              4 bytes after the last block end the stream, as snappy-java reads it
 lz4      3    a standard LZ4 frame: FLG 0x60 (version 1, independent blocks, no block or
               content checksum, no content size), BD 0x40 (64 KiB blocks), header
               checksum, blocks, end mark; Kafka refuses dependent blocks and reads
@@ -286,7 +287,7 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
             pos += XERIAL_HEADER.size
             continue
         if pos + XERIAL_BLOCK_LENGTH.size > len(data):
-            raise ValueError(f"a xerial block length at {pos}, found the stream ends")
+            break  # SnappyInputStream.hasNextChunk: fewer than 4 bytes left end the stream
         (length,) = XERIAL_BLOCK_LENGTH.unpack_from(data, pos)
         pos += XERIAL_BLOCK_LENGTH.size
         if length < 0 or pos + length > len(data):
