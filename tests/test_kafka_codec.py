@@ -744,3 +744,20 @@ def test_xerial_snappy_ends_where_fewer_than_four_bytes_are_left(tail: bytes) ->
     region = codec.encode_batch(records, base_offset=0, compression="snappy")[codec.HEADER.size:] + tail
     (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.SNAPPY), path="s.log")
     assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 30, b"not a gzip member, padding", b"\x1f\x8b\x08"])
+def test_gzip_ignores_what_follows_a_member_unless_a_member_header_does(tail: bytes) -> None:
+    """Kafka 3.8 reads gzip through JDK's ``GZIPInputStream``, whose ``readTrailer`` reads another
+    member only where the bytes after one begin with a header ``readHeader`` takes, and ignores them
+    otherwise ("ignore any malformed, do nothing").  Zero padding or other bytes after the member were
+    refused as a corrupt stream; a second member is still read."""
+    records = [(b"k", b"v", 1), (None, b"w", 2)]
+    region = codec.encode_batch(records, base_offset=0, compression="gzip")[codec.HEADER.size:] + tail
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.GZIP), path="g.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+    two = compression.compress("gzip", b"abc") + compression.compress("gzip", b"def") + tail
+    assert compression.decompress("gzip", two) == b"abcdef"
+    bad_member = compression.compress("gzip", b"abc") + compression.compress("gzip", b"def")[:12] + bytes(20)
+    with pytest.raises(CorruptDataError):   # a header it takes, then a member that does not inflate
+        compression.decompress("gzip", bad_member)

@@ -12,7 +12,9 @@ name     id   stream
 =======  ===  =========================================================================
 none     0    the records as they are
 gzip     1    one gzip member: ``1f 8b 08 00``, mtime 0, XFL 0, OS 255 (what JDK 17's
-              ``GZIPOutputStream`` writes), raw deflate at level 6, CRC-32 and size
+              ``GZIPOutputStream`` writes), raw deflate at level 6, CRC-32 and size;
+              read as ``GZIPInputStream`` reads it: further members, and bytes after
+              a member that do not begin one are ignored
 snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's framing
               format): magic ``82 53 4E 41 50 50 59 00``, int32 version 1, int32
               compatible version 1, then blocks of [int32 length][raw snappy] holding
@@ -73,6 +75,11 @@ _GZIP_OS_UNKNOWN = 255
 _GZIP_LEVEL = 6               # Deflater.DEFAULT_COMPRESSION
 _RAW_DEFLATE_WBITS = -15
 _GZIP_WBITS = 16 + 15         # zlib: expect a gzip wrapper
+_GZIP_FHCRC, _GZIP_FEXTRA, _GZIP_FNAME, _GZIP_FCOMMENT = 0x02, 0x04, 0x08, 0x10   # FLG bits
+#: GZIPInputStream.readTrailer looks for another member only where more than 26 bytes follow the
+#: deflate data in its buffer (the 8-byte trailer included) or more are left unread: at most 18
+#: after a trailer (too few for a member, at least 20 bytes) are not looked at.
+_GZIP_MIN_FOLLOWING = 18
 _GZIP_HEADER_BYTES = GZIP_HEADER.pack(_GZIP_MAGIC, _DEFLATE_METHOD, 0, 0, 0, _GZIP_OS_UNKNOWN)
 
 # --- snappy, xerial framing (snappy-java SnappyCodec / SnappyOutputStream) ---------
@@ -228,11 +235,38 @@ def _check_room(produced: int, limit: int) -> None:
         raise _TooLarge(f"a stream inflating to at most {limit} bytes, found more")
 
 
+def _gzip_member_follows(rest: bytes) -> bool:
+    """Whether JDK's ``GZIPInputStream.readTrailer`` reads ``rest`` (the bytes after a member) as another
+    member: more than 18 bytes beginning with a header its ``readHeader`` takes (magic, method 8, the
+    fields FLG names, their CRC-16).  Otherwise it ignores them."""
+    if len(rest) <= _GZIP_MIN_FOLLOWING or not rest.startswith(_GZIP_MAGIC) or rest[2] != _DEFLATE_METHOD:
+        return False
+    flags, pos = rest[3], GZIP_HEADER.size
+    if flags & _GZIP_FEXTRA:
+        if pos + 2 > len(rest):
+            return False
+        pos += 2 + int.from_bytes(rest[pos:pos + 2], "little")
+    for flag in (_GZIP_FNAME, _GZIP_FCOMMENT):
+        if flags & flag:
+            end = rest.find(b"\x00", pos)
+            if end < 0:
+                return False
+            pos = end + 1
+    if flags & _GZIP_FHCRC:
+        header_crc = zlib.crc32(rest[:pos]) & 0xFFFF
+        if pos + 2 > len(rest) or int.from_bytes(rest[pos:pos + 2], "little") != header_crc:
+            return False
+        pos += 2
+    return pos <= len(rest)
+
+
 def _gzip_decompress(data: bytes, limit: int) -> bytes:
-    out = []
+    out: list[bytes] = []
     produced = 0
     rest = data
     while rest:
+        if out and not _gzip_member_follows(rest):
+            break  # GZIPInputStream: "ignore any malformed, do nothing"
         inflater = zlib.decompressobj(_GZIP_WBITS)
         # max_length bounds what zlib makes per call: never more than one byte past the limit.
         chunk = inflater.decompress(rest, limit - produced + 1)
