@@ -634,3 +634,6 @@ def test_a_v0_wrapper_whose_offsets_span_past_int64_is_a_typed_error(accelerated
     with pytest.raises(SegstoreError) as info:
         list(columnar.decode(data, path="w.log", accelerated=accelerated))
     assert (info.value.path, info.value.pos) == ("w.log", len(first))
+    *_, wrapper = codec.iter_batches(data, path="w.log")      # the record-by-record readers alike
+    with pytest.raises(SegstoreError, match="spanning offsets within int64"):
+        wrapper.records()

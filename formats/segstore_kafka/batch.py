@@ -619,6 +619,12 @@ def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> Reco
         else:
             count = len(messages)
             base_offset = messages[0].offset   # a wrapper holds at least one (legacy.messages)
+            if not INT64_MIN <= entry.offset - base_offset <= INT64_MAX:
+                # a v0 wrapper's absolute inner offsets, which Kafka checks against nothing: a span
+                # no last_offset_delta (an int64 in the columns) holds
+                error = CorruptDataError(f"expected a batch spanning offsets within int64, found "
+                                         f"{base_offset}..{entry.offset}", path, at)
+                messages, count, base_offset = None, 1, entry.offset
     return RecordBatch(
         base_offset=base_offset, length=len(data) - LOG_OVERHEAD,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, magic=entry.magic, crc=entry.crc,

@@ -301,10 +301,6 @@ def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows:
             if single and batches and batch.magic >= codec.MAGIC_V2:
                 break
             records = batch.records()
-            if not _INT64_MIN <= batch.last_offset_delta <= _INT64_MAX:
-                # a v0 wrapper's absolute inner offsets, which Kafka checks against nothing
-                raise CorruptDataError(f"expected a batch spanning offsets within int64, found "
-                                       f"{batch.base_offset}..{batch.last_offset}", path, batch.position)
             batches.append((batch.base_offset, batch.position, batch.base_timestamp, batch.max_timestamp,
                             batch.producer_id, batch.last_offset_delta, batch.size,
                             batch.partition_leader_epoch, batch.base_sequence, batch.record_count, batch.crc,
