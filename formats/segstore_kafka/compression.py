@@ -23,8 +23,9 @@ snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's
               4 bytes after the last block end the stream, as snappy-java reads it
 lz4      3    a standard LZ4 frame: FLG 0x60 (version 1, independent blocks, no block or
               content checksum, no content size), BD 0x40 (64 KiB blocks), header
-              checksum, blocks, end mark; Kafka refuses dependent blocks and reads
-              nothing after the end mark (``Lz4BlockInputStream``)
+              checksum, blocks, end mark; Kafka refuses dependent blocks, does not
+              verify a content checksum and reads nothing after the end mark
+              (``Lz4BlockInputStream``)
 zstd     4    a plain zstd frame at level 3 without content size or checksum; the
               data is flushed as a block before the frame ends with an empty last
               block (what zstd-jni's stream does when Kafka closes it)
@@ -108,6 +109,7 @@ LZ4_DESCRIPTOR = struct.Struct(
 assert LZ4_DESCRIPTOR.size == 7
 LZ4_FLG_INDEPENDENT_BLOCKS = 0x20
 LZ4_FLG_CONTENT_SIZE = 0x08
+LZ4_FLG_CONTENT_CHECKSUM = 0x04
 LZ4_HC_OFFSET = 6
 LZ4_CONTENT_SIZE_BYTES = 8
 
@@ -333,21 +335,30 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
     return b"".join(out)
 
 
-def _lz4_fix_legacy_checksum(data: bytes) -> bytes:
-    """Recompute the frame header checksum (v0 clients hashed the magic too)."""
+def _lz4_as_kafka_reads(data: bytes, legacy: bool) -> bytes:
+    """The frame as Kafka's ``Lz4BlockInputStream`` reads it, for liblz4 to decode: the header
+    checksum of message format v0 not checked (its clients hashed the magic too, KAFKA-3160), and the
+    content checksum not verified (``readBlock``: "TODO: verify this content checksum").  The FLG's
+    content-checksum bit is cleared and the header checksum redone (a wrong one of v1/v2 is left for
+    liblz4 to name); the 4 checksum bytes are then left after the end mark, where nothing is read."""
     if len(data) < LZ4_DESCRIPTOR.size or not data.startswith(LZ4_FRAME_MAGIC):
         return data
     flg = data[len(LZ4_FRAME_MAGIC)]
     descriptor_end = LZ4_HC_OFFSET + (LZ4_CONTENT_SIZE_BYTES if flg & LZ4_FLG_CONTENT_SIZE else 0)
-    checksum = (_xxh32(data[len(LZ4_FRAME_MAGIC):descriptor_end]) >> 8) & 0xFF
-    return data[:descriptor_end] + bytes((checksum,)) + data[descriptor_end + 1:]
+    if descriptor_end >= len(data) or not (legacy or flg & LZ4_FLG_CONTENT_CHECKSUM):
+        return data
+    descriptor = data[len(LZ4_FRAME_MAGIC):descriptor_end]
+    if not legacy and data[descriptor_end] != (_xxh32(descriptor) >> 8) & 0xFF:
+        return data
+    descriptor = bytes((flg & ~LZ4_FLG_CONTENT_CHECKSUM,)) + descriptor[1:]
+    checksum = (_xxh32(descriptor) >> 8) & 0xFF
+    return LZ4_FRAME_MAGIC + descriptor + bytes((checksum,)) + data[descriptor_end + 1:]
 
 
 def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
     import lz4.frame
 
-    if legacy:
-        data = _lz4_fix_legacy_checksum(data)
+    data = _lz4_as_kafka_reads(data, legacy)
     if not data:
         return b""
     if len(data) > len(LZ4_FRAME_MAGIC) and data.startswith(LZ4_FRAME_MAGIC):
