@@ -757,3 +757,39 @@ def test_findings_name_the_file_as_java_s_get_absolute_path_does(tmp_path, capsy
     assert code == 0
     assert err == f"Non-consecutive offsets in {tmp_path}/other/./../sub/00000000000000000000.log\n" \
                   "  0 is followed by 2\n"
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_batch_of_an_unknown_codec_id_is_a_typed_error_not_a_traceback(tmp_path, capsys, pure):
+    """Kafka 3.8 ``CompressionType.forId`` throws on attribute codec ids 5 to 7, and
+    ``DumpLogSegments.printBatchLevel`` asks for ``batch.compressionType`` first.  A batch whose CRC
+    holds over codec id 7 made ``dump FILE`` (and, in pure Python, ``dump DIR``) die of an
+    ``IndexError`` in ``RecordBatch.compression``; it is the error reading its records gives."""
+    import subprocess
+    import sys
+
+    import crc32c
+
+    first = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    bad = bytearray(codec.encode_batch([(b"k", b"v", 2)], base_offset=1))
+    bad[codec.ATTRIBUTES_OFFSET + 1] |= 7
+    struct.pack_into(">I", bad, codec.CRC_OFFSET, crc32c.crc32c(bytes(bad[codec.ATTRIBUTES_OFFSET:])))
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(first + bytes(bad))
+    message = f"{log}:{len(first) + codec.HEADER.size}: expected a compression codec id of 0 to 4 (none, " \
+              "gzip, snappy, lz4, zstd), found 7"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "SEGSTORE_PURE_PYTHON": "1",
+           "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "formats")])}
+    for argv in (["dump", log, "--deep-iteration"], ["dump", log], ["dump", log, "--json"], ["dump", part],
+                 ["dump", part, "--json"]):
+        if pure:
+            proc = subprocess.run([sys.executable, "-m", "segstore.cli", *map(str, argv)],
+                                  capture_output=True, text=True, env=env, timeout=120)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        else:
+            code, out, err = run(capsys, *argv)
+        # --json: the file dump's "invalid-bytes" object carries the error
+        assert code == 1 and message in err + out and "Traceback" not in err, (argv, err)

@@ -130,6 +130,27 @@ def test_codec_round_trip(name: str, size: int) -> None:
     assert compression.decompress(name, compression.compress(name, data)) == data
 
 
+# Values a producer sends: empty, binary, repetitive, and past the codecs' block sizes (xerial 32 KiB, LZ4
+# 64 KiB, zstd 128 KiB): a random piece repeated, then random bytes.
+codec_payloads = st.builds(lambda piece, times, tail: piece * times + tail, st.binary(max_size=3000),
+                           st.integers(0, 120), st.binary(max_size=3000))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=codec_payloads, name=st.sampled_from(compression.COMPRESSION_NAMES[1:]))
+def test_codec_round_trip_and_kafka_pythons_decoders_read_it(data: bytes, name: str) -> None:
+    """Every codec's output decodes to the input here and in kafka-python's ``kafka.codec`` (gzip,
+    xerial-aware snappy, the LZ4 frame, zstd), as a consumer's client reads a batch."""
+    import kafka.codec
+
+    out = compression.compress(name, data)
+    assert compression.decompress(name, out) == data
+    theirs = {"gzip": kafka.codec.gzip_decode, "snappy": kafka.codec.snappy_decode,
+              "lz4": kafka.codec.lz4_decode, "zstd": kafka.codec.zstd_decode}[name]
+    if data or name != "snappy":   # kafka-python takes a header-only xerial stream (len 16) for raw snappy;
+        assert theirs(out) == data  # snappy-java reads it as empty, and Kafka writes no record-less batch
+
+
 def test_codecs_are_thread_safe() -> None:
     errors: list[int] = []
 
@@ -353,9 +374,10 @@ def test_wrong_magic_and_bad_length() -> None:
         codec.read_batch_header(bytes(short), 0, path="m.log")
 
 
-def _with_region(region: bytes, count: int) -> bytes:
+def _with_region(region: bytes, count: int, attributes: int = 0) -> bytes:
     """A v2 batch with a hand-made record region and a correct CRC (so only the records are wrong)."""
-    header = bytearray(codec.HEADER.pack(0, codec.HEADER.size - codec.LOG_OVERHEAD + len(region), 0, 2, 0, 0,
+    header = bytearray(codec.HEADER.pack(0, codec.HEADER.size - codec.LOG_OVERHEAD + len(region), 0, 2, 0,
+                                         attributes,
                                          max(count - 1, 0), 0, 0, -1, -1, -1, count))
     crc = crc32c.crc32c(bytes(header[codec.ATTRIBUTES_OFFSET:]) + region)
     struct.pack_into(">I", header, codec.CRC_OFFSET, crc)
@@ -554,3 +576,198 @@ def test_unchecked_iteration_reports_validity_separately() -> None:
     (batch,) = codec.iter_batches(bytes(data), check_crc=False)
     assert not batch.is_valid() and batch.compute_crc() != batch.crc
     assert codec.valid_prefix(bytes(data))[0] == 0
+
+
+def _legacy_message(offset: int, magic: int, attributes: int, value: bytes | None, timestamp: int = 0,
+                    key: bytes | None = None) -> bytes:
+    """One legacy log entry (LegacyRecord.write) with a correct CRC."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic else b"")
+    for blob in (key, value):
+        body += struct.pack(">i", -1) if blob is None else struct.pack(">i", len(blob)) + blob
+    return struct.pack(">qiI", offset, len(body) + 4, legacy.zlib.crc32(body)) + body
+
+
+def _legacy_wrapper(offset: int, magic: int, codec_id: int, inner: bytes, timestamp: int = 0,
+                    log_append_time: bool = False, raw: bytes | None = None) -> bytes:
+    value = compression.compress(codec_id, inner) if raw is None else raw
+    flags = codec_id | (legacy.TIMESTAMP_TYPE_FLAG if log_append_time else 0)
+    return _legacy_message(offset, magic, flags, value, timestamp)
+
+
+def _bad_inner_crc_set() -> bytes:
+    inner = bytearray(b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3)))
+    inner[legacy.MESSAGE_PREFIX.size + 2] ^= 1          # the first inner message's timestamp
+    return bytes(inner)
+
+
+@pytest.mark.parametrize("damage", ["inner CRC", "gzip stream", "codec id"])
+def test_a_wrapper_whose_own_crc_holds_is_whole_its_inner_damage_is_its_records(damage: str) -> None:
+    """Kafka 3.8 ``LogSegment.recover`` checks a legacy entry with ``batch.ensureValid()``, which
+    ``AbstractLegacyRecordBatch`` answers with ``outerRecord().ensureValid()``: the wrapper's own size
+    and CRC.  The inner set is decompressed only when the records are read (``DeepRecordsIterator``),
+    and fails there.  The batches were cut at such a wrapper (recover lost the good entries after it)."""
+    wrapper = {"inner CRC": _legacy_wrapper(3, 1, 1, _bad_inner_crc_set()),
+               "gzip stream": _legacy_wrapper(3, 1, 1, b"", raw=b"\x1f\x8b\x08garbage"),
+               "codec id": _legacy_message(3, 1, compression.ZSTD, b"abc")}[damage]
+    first, after = _legacy_message(0, 1, 0, b"first", 5), _legacy_message(4, 1, 0, b"after", 5)
+    data = first + wrapper + after
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    batches = list(codec.iter_batches(data, path="old.log"))
+    assert [b.position for b in batches] == [0, len(first), len(first) + len(wrapper)]
+    assert batches[1].last_offset == 3 and batches[1].is_valid()
+    with pytest.raises(CorruptDataError) as info:
+        batches[1].records()
+    assert (info.value.path, info.value.pos) == ("old.log", len(first))
+    assert [r.value for r in batches[2].records()] == [b"after"]
+
+
+def test_v1_wrapper_offsets_as_kafkas_deep_iterator_resolves_them() -> None:
+    """``AbstractLegacyRecordBatch.DeepRecordsIterator`` (Kafka 3.8): a v1 wrapper of offset 0 (what
+    some librdkafka versions produce) takes its inner relative offsets as they are; a wrapper offset
+    below the last inner offset is an ``InvalidRecordException``.  Both gave negative offsets."""
+    inner = b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3))
+    (batch,) = codec.iter_batches(_legacy_wrapper(0, 1, 1, inner), path="old.log")
+    assert [r.offset for r in batch.records()] == [0, 1, 2] and batch.base_offset == 0
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 1, inner), path="old.log")
+    with pytest.raises(CorruptDataError, match=r"last inner offset 2 .*found wrapper offset 1") as info:
+        batch.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    (batch,) = codec.iter_batches(_legacy_wrapper(9, 1, 1, inner), path="old.log")
+    assert [r.offset for r in batch.records()] == [7, 8, 9]
+
+
+@pytest.mark.parametrize("codec_id", [1, 2, 3])
+def test_a_wrapper_of_no_inner_message_is_invalid_as_kafka_reads_it(codec_id: int) -> None:
+    """``DeepRecordsIterator`` (Kafka 3.8): "Found invalid compressed record set with no inner records".
+    It read as a batch of no records; the entry itself stays whole (its own CRC holds)."""
+    data = _legacy_wrapper(5, 1, codec_id, b"") + _legacy_message(6, 1, 0, b"after")
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    wrapper, after = codec.iter_batches(data, path="old.log")
+    with pytest.raises(CorruptDataError, match="no inner message") as info:
+        wrapper.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    assert [r.offset for r in after.records()] == [6]
+
+
+def test_log_append_time_stamps_inner_v1_messages_only() -> None:
+    """``DeepRecordsIterator`` (Kafka 3.8) hands the wrapper's timestamp and type to inner messages of
+    magic 1 only, and ``LegacyRecord.timestamp()`` of a magic 0 message is -1 whatever its wrapper:
+    a v1 LogAppendTime wrapper's v0 inner messages were stamped with its time."""
+    inner = _legacy_message(0, 0, 0, b"old") + _legacy_message(1, 1, 0, b"new", 7)
+    (batch,) = codec.iter_batches(_legacy_wrapper(11, 1, 1, inner, 1_650_000_000_000, log_append_time=True))
+    assert [(r.offset, r.timestamp) for r in batch.records()] == [(10, -1), (11, 1_650_000_000_000)]
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 11, b"partial", "cut message"])
+def test_an_inner_set_ending_inside_an_entry_ends_there_as_kafka_reads_it(tail) -> None:
+    """``AbstractLegacyRecordBatch.DataLogInputStream.nextBatch`` (Kafka 3.8) returns null, ending the
+    inner set, when the decompressed bytes end inside an entry's offset and size or inside the
+    message its size gives: the whole messages before are read.  They were refused as corrupt."""
+    inner = b"".join(_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(2))
+    if tail == "cut message":
+        tail = _legacy_message(2, 1, 0, b"v2", 102)[:-1]
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 2, inner + tail), path="old.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v0"), (1, b"v1")]
+    short = struct.pack(">qi", 2, legacy.MIN_MESSAGE_SIZE - 1) + bytes(20)
+    (batch,) = codec.iter_batches(_legacy_wrapper(1, 1, 2, inner + short), path="old.log")
+    with pytest.raises(CorruptDataError, match="size of at least 14, found 13") as info:
+        batch.records()     # "Record size is less than the minimum record overhead (14)"
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+
+
+def _legacy_raw(offset: int, magic: int, body_after_attributes: bytes, attributes: int = 0) -> bytes:
+    """A legacy log entry of any body (after magic and attributes), with a correct CRC."""
+    body = struct.pack(">bb", magic, attributes) + body_after_attributes
+    return struct.pack(">qiI", offset, len(body) + 4, legacy.zlib.crc32(body)) + body
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_key_and_value_read_as_legacy_record_reads_them(magic: int) -> None:
+    """Kafka 3.8 ``LegacyRecord.key()``/``value()`` read each through ``Utils.sizeDelimited``: any
+    negative length is null, and bytes after the value are not looked at (the message's CRC covers
+    them).  A length of -2 and 3 bytes after the value were refused as corrupt."""
+    stamp = struct.pack(">q", 77) if magic else b""
+    data = (_legacy_raw(0, magic, stamp + struct.pack(">i", -2) + struct.pack(">i", 2) + b"v0")
+            + _legacy_raw(1, magic, stamp + struct.pack(">i", 1) + b"k" + struct.pack(">i", -7))
+            + _legacy_raw(2, magic, stamp + struct.pack(">i", -1) + struct.pack(">i", 2) + b"v2" + b"xyz"))
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    records = [r for b in codec.iter_batches(data, path="old.log") for r in b.records()]
+    assert [(r.offset, r.key, r.value) for r in records] == [(0, None, b"v0"), (1, b"k", None),
+                                                             (2, None, b"v2")]
+    (wrapper,) = codec.iter_batches(_legacy_wrapper(2, magic, 1, data, 5), path="old.log")
+    assert [(r.offset, r.key, r.value) for r in wrapper.records()] == [(0, None, b"v0"), (1, b"k", None),
+                                                                       (2, None, b"v2")]
+
+
+@pytest.mark.parametrize("body", ["v1 of size 14", "key past the end"])
+def test_a_legacy_message_whose_crc_holds_is_whole_its_fields_are_its_records(body: str) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` takes a legacy entry of any size from 14
+    (``RECORD_OVERHEAD_V0``, "stricter checking is done later") and ``LogSegment.recover`` checks it by
+    ``LegacyRecord.ensureValid``: that size and the CRC.  Its key and value are read with its records.
+    A v1 message of 14 bytes, or one whose key length runs past it, cut the log (recover lost what
+    followed)."""
+    raw = {"v1 of size 14": (1, struct.pack(">q", 5)),
+           "key past the end": (0, struct.pack(">i", 100) + b"k" + struct.pack(">i", -1))}[body]
+    bad = _legacy_raw(0, *raw)
+    after = _legacy_message(1, 1, 0, b"after", 5)
+    data = bad + after
+    assert codec.valid_prefix(data, path="old.log") == (len(data), None)
+    first, second = codec.iter_batches(data, path="old.log")
+    assert (first.size, first.last_offset, first.is_valid()) == (len(bad), 0, True)
+    with pytest.raises(CorruptDataError) as info:
+        first.records()
+    assert (info.value.path, info.value.pos) == ("old.log", 0)
+    assert [r.value for r in second.records()] == [b"after"]
+
+
+def test_lz4_reads_the_first_frame_only_as_kafkas_lz4_block_input_stream() -> None:
+    """Kafka 3.8 ``Lz4BlockInputStream`` sets ``finished`` at the first frame's end mark and reads no
+    further (``read()`` returns -1).  A second frame after it was decoded too: a v1 wrapper showed
+    inner messages Kafka does not (their offsets shifted), a v2 batch was refused for bytes after its
+    records."""
+    inner = [_legacy_message(i, 1, 0, b"v%d" % i, 100 + i) for i in range(3)]
+    frames = compression.compress("lz4", inner[0] + inner[1]) + compression.compress("lz4", inner[2])
+    (wrapper,) = codec.iter_batches(_legacy_wrapper(11, 1, 3, b"", raw=frames), path="old.log")
+    assert [(r.offset, r.value) for r in wrapper.records()] == [(10, b"v0"), (11, b"v1")]
+    one = codec.encode_batch([(b"k", b"v", 1), (None, b"w", 2)], base_offset=0, compression="lz4")
+    region = one[codec.HEADER.size:] + compression.compress("lz4", b"\x00" * 9)
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.LZ4), path="n.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+
+
+@pytest.mark.parametrize("tail", [b"\x00", b"\x00\x00\x07"])
+def test_xerial_snappy_ends_where_fewer_than_four_bytes_are_left(tail: bytes) -> None:
+    """snappy-java's ``SnappyInputStream.hasNextChunk`` (what Kafka 3.8's ``SnappyCompression`` reads
+    through) ends the stream when fewer than 4 bytes are left for a block length.  Such a tail was
+    refused as a cut stream."""
+    records = [(b"k", b"v", 1), (None, b"w", 2)]
+    region = codec.encode_batch(records, base_offset=0, compression="snappy")[codec.HEADER.size:] + tail
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.SNAPPY), path="s.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 30, b"not a gzip member, padding", b"\x1f\x8b\x08"])
+def test_gzip_ignores_what_follows_a_member_unless_a_member_header_does(tail: bytes) -> None:
+    """Kafka 3.8 reads gzip through JDK's ``GZIPInputStream``, whose ``readTrailer`` reads another
+    member only where the bytes after one begin with a header ``readHeader`` takes, and ignores them
+    otherwise ("ignore any malformed, do nothing").  Zero padding or other bytes after the member were
+    refused as a corrupt stream; a second member is still read."""
+    records = [(b"k", b"v", 1), (None, b"w", 2)]
+    region = codec.encode_batch(records, base_offset=0, compression="gzip")[codec.HEADER.size:] + tail
+    (batch,) = codec.iter_batches(_with_region(region, 2, attributes=compression.GZIP), path="g.log")
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b"v"), (1, b"w")]
+    two = compression.compress("gzip", b"abc") + compression.compress("gzip", b"def") + tail
+    assert compression.decompress("gzip", two) == b"abcdef"
+    bad_member = compression.compress("gzip", b"abc") + compression.compress("gzip", b"def")[:12] + bytes(20)
+    with pytest.raises(CorruptDataError):   # a header it takes, then a member that does not inflate
+        compression.decompress("gzip", bad_member)
+
+
+@pytest.mark.parametrize("magic_v0", [False, True])
+def test_lz4_content_checksum_is_not_verified_as_kafka_does_not(magic_v0: bool) -> None:
+    """Kafka 3.8 ``Lz4BlockInputStream.readBlock`` at the end mark: ``if (flg.isContentChecksumSet())
+    in.getInt(); // TODO: verify this content checksum``.  A frame whose content checksum does not
+    match (block checksums are verified) was refused by liblz4's check."""
+    frame = bytearray(lz4.frame.compress(b"payload " * 50, content_checksum=True, store_size=magic_v0))
+    frame[-1] ^= 0xFF
+    assert compression.decompress("lz4", bytes(frame), legacy_lz4=magic_v0) == b"payload " * 50

@@ -614,3 +614,26 @@ def test_dump_json_batch_tails_are_json_dumps_of_batch_json(rows) -> None:
     batches = [columnar.record_batch(row) for row in array.tolist()]
     assert types == [json.dumps(b.timestamp_type) for b in batches]
     assert tails == [f', "batch": {json.dumps(batch_json(b))}}}\n' for b in batches]
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_v0_wrapper_whose_offsets_span_past_int64_is_a_typed_error(accelerated: bool) -> None:
+    """A v0 wrapper's inner offsets are absolute and Kafka 3.8 checks none against the wrapper's
+    (``DeepRecordsIterator``): its first inner offset is the batch's base offset, the wrapper's its
+    last.  A first inner offset near -2**63 under a wrapper at 3 spans more than an int64, which the
+    columns' ``last_offset_delta`` (int64) cannot hold: an ``OverflowError`` escaped the decoder."""
+    import zlib
+
+    def message(offset: int, attributes: int, value: bytes) -> bytes:
+        body = struct.pack(">bbi", 0, attributes, -1) + struct.pack(">i", len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    inner = message(-(2**63) + 3, 0, b"a") + message(3, 0, b"b")
+    first = message(0, 0, b"x") + message(1, 0, b"y") + message(2, 0, b"z")
+    data = first + message(3, 1, compression.compress("gzip", inner))
+    with pytest.raises(SegstoreError) as info:
+        list(columnar.decode(data, path="w.log", accelerated=accelerated))
+    assert (info.value.path, info.value.pos) == ("w.log", len(first))
+    *_, wrapper = codec.iter_batches(data, path="w.log")      # the record-by-record readers alike
+    with pytest.raises(SegstoreError, match="spanning offsets within int64"):
+        wrapper.records()

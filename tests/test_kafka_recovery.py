@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -787,3 +788,37 @@ def test_recover_says_when_it_adds_leader_epochs_the_checkpoint_lacked(tmp_path:
     assert checkpoint.read_text() == "0\n3\n0 0\n1 123\n3 238\n"
     assert main(["recover", str(part)]) == 0
     assert capsys.readouterr().out == f"{part}: nothing to recover\n"
+
+
+def test_recover_keeps_a_legacy_wrapper_whose_inner_set_does_not_read_and_what_follows(
+        tmp_path: Path) -> None:
+    """Kafka 3.8 ``LogSegment.recover`` checks each batch with ``ensureValid()``: for a v0/v1 entry
+    ``AbstractLegacyRecordBatch.ensureValid`` checks the outer message's own size and CRC, never the
+    compressed inner set.  recover cut the segment at a gzip wrapper whose first inner message's CRC
+    fails (``cut 145 bytes at 39``), the good message after it lost; it stays, and verify names it."""
+    import zlib
+
+    from segstore_kafka import compression
+
+    def message(offset: int, attributes: int, value: bytes, timestamp: int) -> bytes:
+        body = struct.pack(">bbqi", 1, attributes, timestamp, -1) + struct.pack(">i", len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    inner = bytearray(b"".join(message(i, 0, b"v%d" % i, 100 + i) for i in range(3)))
+    inner[20] ^= 1                                                  # its first message's timestamp
+    first = message(0, 0, b"first", 5)
+    wrapper = message(3, 1, compression.compress("gzip", bytes(inner)), 0)
+    data = first + wrapper + message(4, 0, b"after", 5)
+    part = tmp_path / "old-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError):
+            store.recover()
+    assert log.read_bytes() == data and list(part.glob("*.cut-*")) == []
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(log), len(first))]
+        with pytest.raises(CorruptDataError) as info:
+            _values(store)
+        assert (info.value.path, info.value.pos) == (str(log), len(first))

@@ -25,6 +25,7 @@ from segstore_kafka import columnar, compression
 from segstore_kafka.store import KafkaStore, _below, _json_chunk, _text_chunk, batch_line, record_line
 
 from segstore import cli
+from segstore.errors import SegstoreError
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
 
@@ -174,3 +175,45 @@ def test_cli_text_dump_prints_the_reference_lines(monkeypatch, argv, accelerated
     assert cli.main(["dump", str(path), *argv], out) == 0
     isolation = argv[1] if "--isolation" in argv else "read_uncommitted"
     assert out.getvalue().encode() == python_dump(path, index="--index" in argv, isolation=isolation)
+
+
+def _lines_then_error(lines) -> tuple[bytes, tuple]:
+    out = []
+    try:
+        for line in lines:
+            out.append(line)
+    except SegstoreError as err:
+        return b"".join(out), (type(err).__name__, err.path, err.pos, err.message)
+    return b"".join(out), ()
+
+
+@needs_c
+@pytest.mark.parametrize("damage", ["v2 gzip stream cut", "v1 wrapper inner CRC"])
+def test_a_batch_whose_records_do_not_decode_dumps_alike_in_c_and_python(tmp_path, damage):
+    """``dump DIR`` (text) stops at a whole batch whose records do not decode, the batches before it
+    printed: the C walk prints no line of it, and the record-by-record dump (``SEGSTORE_PURE_PYTHON``)
+    printed its batch line first, then the same error."""
+    import zlib
+
+    import crc32c
+
+    first = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    if damage == "v2 gzip stream cut":
+        bad = bytearray(codec.encode_batch([(b"k", b"v", 2), (b"k", b"w", 3)], base_offset=1,
+                                           compression="gzip")[:-5])
+        struct.pack_into(">i", bad, 8, len(bad) - codec.LOG_OVERHEAD)
+        struct.pack_into(">I", bad, codec.CRC_OFFSET, crc32c.crc32c(bytes(bad[codec.ATTRIBUTES_OFFSET:])))
+    else:
+        body = struct.pack(">bbqi", 1, 0, 5, -1) + struct.pack(">i", 1) + b"v"
+        inner = bytearray(struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body)
+        inner[20] ^= 1
+        value = compression.compress("gzip", bytes(inner))
+        body = struct.pack(">bbqi", 1, 1, 5, -1) + struct.pack(">i", len(value)) + value
+        bad = bytearray(struct.pack(">qiI", 1, len(body) + 4, zlib.crc32(body)) + body)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(first + bytes(bad))
+    with KafkaStore(str(tmp_path), "r") as store:
+        fast = _lines_then_error(bytes(block) for block in store.dump_text())
+        slow = _lines_then_error(line.text.encode() + b"\n" for line in store.dump())
+    assert fast == slow and fast[1][2] is not None and f"position: {len(first)} ".encode() not in fast[0]

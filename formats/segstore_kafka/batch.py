@@ -50,7 +50,15 @@ from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
 from . import legacy
-from .compression import CODEC_MASK, COMPRESSION_NAMES, NONE, codec_id, compress, decompress
+from .compression import (
+    CODEC_MASK,
+    COMPRESSION_NAMES,
+    NONE,
+    codec_id,
+    compress,
+    decompress,
+    stored_codec_name,
+)
 from .varint import (
     INT32_MAX,
     INT32_MIN,
@@ -403,6 +411,8 @@ class RecordBatch:
     data: bytes | memoryview = field(default=b"", repr=False, compare=False)
     path: str = field(default="<memory>", repr=False, compare=False)
     legacy_messages: list | None = field(default=None, repr=False, compare=False)
+    #: why a legacy wrapper's inner set does not read (raised by :meth:`records`, not by the walk)
+    legacy_error: CorruptDataError | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -411,7 +421,9 @@ class RecordBatch:
 
     @property
     def compression(self) -> str:
-        return COMPRESSION_NAMES[self.attributes & CODEC_MASK]
+        """The codec's name; :raises CorruptDataError: an id of 5 to 7 (named as :meth:`records` names it)."""
+        stream_pos = self.position + (RECORD_BATCH_OVERHEAD if self.magic >= MAGIC_V2 else 0)
+        return stored_codec_name(self.attributes & CODEC_MASK, path=self.path, pos=stream_pos)
 
     @property
     def timestamp_type(self) -> str:
@@ -488,6 +500,9 @@ class RecordBatch:
             raise CorruptDataError(message, self.path, region_pos + where) from err
 
     def _legacy_messages(self) -> list:
+        if self.legacy_error is not None:
+            raise CorruptDataError(self.legacy_error.message, self.legacy_error.path,
+                                   self.legacy_error.pos) from self.legacy_error
         messages = self.legacy_messages
         if messages is None:
             # An uncompressed entry is its own message: iter_batches checked its CRC where asked to (as
@@ -588,22 +603,35 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
 
 
 def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
-    entry = legacy.read_entry(data, path=path, base_pos=at, check_crc=check_crc)
+    # The entry is whole by its own size and CRC: what Kafka checks a legacy batch by
+    # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls).  Its key and value, and a
+    # wrapper's inner set (DeepRecordsIterator), are read with its records, where their errors are raised.
+    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc)
     messages = None
+    error = None
     base_offset = entry.offset
     count = 1
     if entry.attributes & CODEC_MASK != NONE:
-        messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
-        count = len(messages)
-        if messages:
-            base_offset = messages[0].offset
+        try:
+            messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
+        except CorruptDataError as err:
+            error = err
+        else:
+            count = len(messages)
+            base_offset = messages[0].offset   # a wrapper holds at least one (legacy.messages)
+            if not INT64_MIN <= entry.offset - base_offset <= INT64_MAX:
+                # a v0 wrapper's absolute inner offsets, which Kafka checks against nothing: a span
+                # no last_offset_delta (an int64 in the columns) holds
+                error = CorruptDataError(f"expected a batch spanning offsets within int64, found "
+                                         f"{base_offset}..{entry.offset}", path, at)
+                messages, count, base_offset = None, 1, entry.offset
     return RecordBatch(
         base_offset=base_offset, length=len(data) - LOG_OVERHEAD,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, magic=entry.magic, crc=entry.crc,
         attributes=entry.attributes, last_offset_delta=entry.offset - base_offset,
         base_timestamp=entry.timestamp, max_timestamp=entry.timestamp, producer_id=NO_PRODUCER_ID,
         producer_epoch=NO_PRODUCER_EPOCH, base_sequence=NO_SEQUENCE, record_count=count, position=at,
-        data=data, path=path, legacy_messages=messages)
+        data=data, path=path, legacy_messages=messages, legacy_error=error)
 
 
 def iter_batches(buf, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool = True,

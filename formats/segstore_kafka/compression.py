@@ -12,15 +12,20 @@ name     id   stream
 =======  ===  =========================================================================
 none     0    the records as they are
 gzip     1    one gzip member: ``1f 8b 08 00``, mtime 0, XFL 0, OS 255 (what JDK 17's
-              ``GZIPOutputStream`` writes), raw deflate at level 6, CRC-32 and size
+              ``GZIPOutputStream`` writes), raw deflate at level 6, CRC-32 and size;
+              read as ``GZIPInputStream`` reads it: further members, and bytes after
+              a member that do not begin one are ignored
 snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's framing
               format): magic ``82 53 4E 41 50 50 59 00``, int32 version 1, int32
               compatible version 1, then blocks of [int32 length][raw snappy] holding
               32 KiB of input each (the raw snappy bytes of snappy-java and of
-              cramjam's Rust encoder can differ; both decode the same)
+              cramjam's Rust encoder can differ; both decode the same); fewer than
+              4 bytes after the last block end the stream, as snappy-java reads it
 lz4      3    a standard LZ4 frame: FLG 0x60 (version 1, independent blocks, no block or
               content checksum, no content size), BD 0x40 (64 KiB blocks), header
-              checksum, blocks, end mark; Kafka refuses dependent blocks
+              checksum, blocks, end mark; Kafka refuses dependent blocks, does not
+              verify a content checksum and reads nothing after the end mark
+              (``Lz4BlockInputStream``)
 zstd     4    a plain zstd frame at level 3 without content size or checksum; the
               data is flushed as a block before the frame ends with an empty last
               block (what zstd-jni's stream does when Kafka closes it)
@@ -71,6 +76,11 @@ _GZIP_OS_UNKNOWN = 255
 _GZIP_LEVEL = 6               # Deflater.DEFAULT_COMPRESSION
 _RAW_DEFLATE_WBITS = -15
 _GZIP_WBITS = 16 + 15         # zlib: expect a gzip wrapper
+_GZIP_FHCRC, _GZIP_FEXTRA, _GZIP_FNAME, _GZIP_FCOMMENT = 0x02, 0x04, 0x08, 0x10   # FLG bits
+#: GZIPInputStream.readTrailer looks for another member only where more than 26 bytes follow the
+#: deflate data in its buffer (the 8-byte trailer included) or more are left unread: at most 18
+#: after a trailer (too few for a member, at least 20 bytes) are not looked at.
+_GZIP_MIN_FOLLOWING = 18
 _GZIP_HEADER_BYTES = GZIP_HEADER.pack(_GZIP_MAGIC, _DEFLATE_METHOD, 0, 0, 0, _GZIP_OS_UNKNOWN)
 
 # --- snappy, xerial framing (snappy-java SnappyCodec / SnappyOutputStream) ---------
@@ -99,6 +109,7 @@ LZ4_DESCRIPTOR = struct.Struct(
 assert LZ4_DESCRIPTOR.size == 7
 LZ4_FLG_INDEPENDENT_BLOCKS = 0x20
 LZ4_FLG_CONTENT_SIZE = 0x08
+LZ4_FLG_CONTENT_CHECKSUM = 0x04
 LZ4_HC_OFFSET = 6
 LZ4_CONTENT_SIZE_BYTES = 8
 
@@ -127,6 +138,18 @@ def codec_id(compression: str | int) -> int:
     elif compression in COMPRESSION_NAMES:
         return COMPRESSION_NAMES.index(compression)
     raise InvalidMessageError(f"expected a compression of {COMPRESSION_NAMES}, found {compression!r}")
+
+
+def stored_codec_name(codec: int, *, path: str, pos: int) -> str:
+    """The name of a stored batch's codec id (attributes bits 0-2).
+
+    :raises CorruptDataError: ids 5 to 7, on which Kafka's ``CompressionType.forId`` throws
+        (``pos``: the compressed stream's position, where :func:`decompress` names it too).
+    """
+    if not 0 <= codec < len(COMPRESSION_NAMES):
+        raise CorruptDataError(f"expected a compression codec id of 0 to {len(COMPRESSION_NAMES) - 1} "
+                               f"({', '.join(COMPRESSION_NAMES)}), found {codec}", path, pos)
+    return COMPRESSION_NAMES[codec]
 
 
 # ---------------------------------------------------------------------------------
@@ -214,11 +237,38 @@ def _check_room(produced: int, limit: int) -> None:
         raise _TooLarge(f"a stream inflating to at most {limit} bytes, found more")
 
 
+def _gzip_member_follows(rest: bytes) -> bool:
+    """Whether JDK's ``GZIPInputStream.readTrailer`` reads ``rest`` (the bytes after a member) as another
+    member: more than 18 bytes beginning with a header its ``readHeader`` takes (magic, method 8, the
+    fields FLG names, their CRC-16).  Otherwise it ignores them."""
+    if len(rest) <= _GZIP_MIN_FOLLOWING or not rest.startswith(_GZIP_MAGIC) or rest[2] != _DEFLATE_METHOD:
+        return False
+    flags, pos = rest[3], GZIP_HEADER.size
+    if flags & _GZIP_FEXTRA:
+        if pos + 2 > len(rest):
+            return False
+        pos += 2 + int.from_bytes(rest[pos:pos + 2], "little")
+    for flag in (_GZIP_FNAME, _GZIP_FCOMMENT):
+        if flags & flag:
+            end = rest.find(b"\x00", pos)
+            if end < 0:
+                return False
+            pos = end + 1
+    if flags & _GZIP_FHCRC:
+        header_crc = zlib.crc32(rest[:pos]) & 0xFFFF
+        if pos + 2 > len(rest) or int.from_bytes(rest[pos:pos + 2], "little") != header_crc:
+            return False
+        pos += 2
+    return pos <= len(rest)
+
+
 def _gzip_decompress(data: bytes, limit: int) -> bytes:
-    out = []
+    out: list[bytes] = []
     produced = 0
     rest = data
     while rest:
+        if out and not _gzip_member_follows(rest):
+            break  # GZIPInputStream: "ignore any malformed, do nothing"
         inflater = zlib.decompressobj(_GZIP_WBITS)
         # max_length bounds what zlib makes per call: never more than one byte past the limit.
         chunk = inflater.decompress(rest, limit - produced + 1)
@@ -273,7 +323,7 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
             pos += XERIAL_HEADER.size
             continue
         if pos + XERIAL_BLOCK_LENGTH.size > len(data):
-            raise ValueError(f"a xerial block length at {pos}, found the stream ends")
+            break  # SnappyInputStream.hasNextChunk: fewer than 4 bytes left end the stream
         (length,) = XERIAL_BLOCK_LENGTH.unpack_from(data, pos)
         pos += XERIAL_BLOCK_LENGTH.size
         if length < 0 or pos + length > len(data):
@@ -285,38 +335,43 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
     return b"".join(out)
 
 
-def _lz4_fix_legacy_checksum(data: bytes) -> bytes:
-    """Recompute the frame header checksum (v0 clients hashed the magic too)."""
+def _lz4_as_kafka_reads(data: bytes, legacy: bool) -> bytes:
+    """The frame as Kafka's ``Lz4BlockInputStream`` reads it, for liblz4 to decode: the header
+    checksum of message format v0 not checked (its clients hashed the magic too, KAFKA-3160), and the
+    content checksum not verified (``readBlock``: "TODO: verify this content checksum").  The FLG's
+    content-checksum bit is cleared and the header checksum redone (a wrong one of v1/v2 is left for
+    liblz4 to name); the 4 checksum bytes are then left after the end mark, where nothing is read."""
     if len(data) < LZ4_DESCRIPTOR.size or not data.startswith(LZ4_FRAME_MAGIC):
         return data
     flg = data[len(LZ4_FRAME_MAGIC)]
     descriptor_end = LZ4_HC_OFFSET + (LZ4_CONTENT_SIZE_BYTES if flg & LZ4_FLG_CONTENT_SIZE else 0)
-    checksum = (_xxh32(data[len(LZ4_FRAME_MAGIC):descriptor_end]) >> 8) & 0xFF
-    return data[:descriptor_end] + bytes((checksum,)) + data[descriptor_end + 1:]
+    if descriptor_end >= len(data) or not (legacy or flg & LZ4_FLG_CONTENT_CHECKSUM):
+        return data
+    descriptor = data[len(LZ4_FRAME_MAGIC):descriptor_end]
+    if not legacy and data[descriptor_end] != (_xxh32(descriptor) >> 8) & 0xFF:
+        return data
+    descriptor = bytes((flg & ~LZ4_FLG_CONTENT_CHECKSUM,)) + descriptor[1:]
+    checksum = (_xxh32(descriptor) >> 8) & 0xFF
+    return LZ4_FRAME_MAGIC + descriptor + bytes((checksum,)) + data[descriptor_end + 1:]
 
 
 def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
     import lz4.frame
 
-    if legacy:
-        data = _lz4_fix_legacy_checksum(data)
-    out = []
-    produced = 0
-    rest = data
-    while rest:
-        if len(rest) > len(LZ4_FRAME_MAGIC) and rest.startswith(LZ4_FRAME_MAGIC):
-            flg = rest[len(LZ4_FRAME_MAGIC)]
-            if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
-                raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
-        frame = lz4.frame.LZ4FrameDecompressor()
-        chunk = frame.decompress(rest, max_length=limit - produced + 1)
-        produced += len(chunk)
-        _check_room(produced, limit)
-        out.append(chunk)
-        if not frame.eof:
-            raise ValueError("a complete LZ4 frame, found the stream cut short")
-        rest = frame.unused_data or b""
-    return b"".join(out)
+    data = _lz4_as_kafka_reads(data, legacy)
+    if not data:
+        return b""
+    if len(data) > len(LZ4_FRAME_MAGIC) and data.startswith(LZ4_FRAME_MAGIC):
+        flg = data[len(LZ4_FRAME_MAGIC)]
+        if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
+            raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
+    frame = lz4.frame.LZ4FrameDecompressor()
+    chunk = frame.decompress(data, max_length=limit + 1)
+    _check_room(len(chunk), limit)
+    if not frame.eof:
+        raise ValueError("a complete LZ4 frame, found the stream cut short")
+    # Kafka's Lz4BlockInputStream is finished at the frame's end mark and reads nothing after it
+    return chunk
 
 
 def _zstd_decompress(data: bytes, limit: int) -> bytes:
@@ -383,10 +438,8 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
     :param limit: the most bytes the stream may inflate to (:data:`MAX_DECOMPRESSED_BYTES`).
     :raises CorruptDataError: the stream does not decode, or inflates past ``limit``.
     """
-    if isinstance(compression, int) and not 0 <= compression < len(COMPRESSION_NAMES):
-        # attributes bits 0-2 of a stored batch: Kafka's CompressionType.forId throws on 5 to 7
-        raise CorruptDataError(f"expected a compression codec id of 0 to {len(COMPRESSION_NAMES) - 1} "
-                               f"({', '.join(COMPRESSION_NAMES)}), found {compression}", path, pos)
+    if isinstance(compression, int):
+        stored_codec_name(compression, path=path, pos=pos)
     codec = codec_id(compression)
     data = bytes(data)
     if codec == NONE:

@@ -10,14 +10,19 @@ version) hold these.  Each log entry is one message (``LegacyRecord.java``)::
     16      1     magic: 0 or 1
     17      1     attributes: bits 0-2 codec (none, gzip, snappy, lz4), bit 3 LogAppendTime (v1)
     18      8     timestamp (v1 only)
-    ..      4     key length (-1 = null), key
-    ..      4     value length (-1 = null), value
+    ..      4     key length (-1, or any negative, = null), key
+    ..      4     value length (-1, or any negative, = null), value
+                  (bytes after the value, inside the message size, are not read: Kafka does not)
 
 A compressed message is a *wrapper*: its value is a compressed message set of
-inner messages.  Inner v0 offsets are absolute; inner v1 offsets are relative,
-the absolute offset being ``wrapper offset - last inner offset + inner offset``.
-Under LogAppendTime every inner message takes the wrapper's timestamp; v0 has
-no timestamps (-1).  Wrappers do not nest.
+inner messages.  Under a v0 wrapper inner offsets are absolute; under a v1 wrapper
+relative, the absolute offset being ``wrapper offset - last inner offset + inner
+offset`` (a wrapper offset of 0 leaves them as they are; one below the last inner
+offset is invalid: ``AbstractLegacyRecordBatch.DeepRecordsIterator``).  Under
+LogAppendTime every inner v1 message takes the wrapper's timestamp; v0 messages
+have no timestamps (-1), whatever their wrapper.  Wrappers do not nest, and hold
+at least one message; decompressed bytes ending inside an inner entry end the set
+there, as Kafka reads it (``DataLogInputStream``).
 
 Pure (buffers in, tuples out) and thread-safe.
 """
@@ -79,21 +84,33 @@ def _read_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int
         raise IndexError(pos)
     (length,) = BYTES_LENGTH.unpack_from(data, pos)
     pos += BYTES_LENGTH.size
-    if length < NULL_LENGTH:
-        raise ValueError(f"a length >= -1, found {length}")
-    if length == NULL_LENGTH:
+    if length < 0:  # any negative length is null, as Utils.sizeDelimited reads it
         return None, pos
     if pos + length > end:
         raise IndexError(pos)
     return bytes(data[pos:pos + length]), pos + length
 
 
-def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
-               check_crc: bool = True) -> LegacyMessage:
-    """Decode the legacy message whose log entry starts at ``data[pos]`` (offset as stored).
+class LegacyHead(NamedTuple):
+    """What Kafka checks a legacy log entry by before its records are read: its size and CRC."""
+
+    offset: int
+    size: int             # bytes of the whole log entry, LOG_OVERHEAD included
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int        # -1 in v0
+    valid: bool           # the stored CRC matches the bytes
+
+
+def read_head(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
+              check_crc: bool = True) -> LegacyHead:
+    """The entry at ``data[pos]`` as Kafka's recovery takes it: ``FileLogInputStream.nextBatch`` (a
+    size of at least 14, ``RECORD_OVERHEAD_V0``, whatever the magic) and ``LegacyRecord.ensureValid``
+    (the CRC); its key and value are not read.
 
     :raises TruncatedDataError: the bytes end inside the entry.
-    :raises CorruptDataError: bad magic, size, lengths or CRC.
+    :raises CorruptDataError: bad magic, size or CRC.
     """
     view = memoryview(data)
     at = base_pos + pos
@@ -103,35 +120,48 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
     if magic not in (0, 1):
         raise CorruptDataError(f"expected message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
-    minimum = MIN_MESSAGE_SIZE if magic == 0 else MIN_MESSAGE_SIZE_V1
-    if size < minimum:
-        raise CorruptDataError(f"expected a v{magic} message size of at least {minimum}, found {size}",
-                               path, at)
+    if size < MIN_MESSAGE_SIZE:
+        raise CorruptDataError(f"expected a v{magic} message size of at least {MIN_MESSAGE_SIZE}, "
+                               f"found {size}", path, at)
     end = pos + LOG_OVERHEAD + size
     if end > len(view):
         raise TruncatedDataError(f"expected a {LOG_OVERHEAD + size}-byte message, "
                                  f"found {len(view) - pos} bytes", path, at)
     computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
-    if check_crc:
-        if computed != crc:
-            raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
-                                   f"found {computed:#010x}", path, at + LOG_OVERHEAD)
-    cursor = pos + MESSAGE_PREFIX.size
+    if check_crc and computed != crc:
+        raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
+                               f"found {computed:#010x}", path, at + LOG_OVERHEAD)
     timestamp = NO_TIMESTAMP
-    if magic == 1:
-        (timestamp,) = TIMESTAMP_V1.unpack_from(view, cursor)
-        cursor += TIMESTAMP_V1.size
+    if magic == 1:  # a size of 14 holds the timestamp (bytes 18..26 of the entry)
+        (timestamp,) = TIMESTAMP_V1.unpack_from(view, pos + MESSAGE_PREFIX.size)
+    return LegacyHead(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, computed == crc)
+
+
+def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
+               check_crc: bool = True) -> LegacyMessage:
+    """Decode the legacy message whose log entry starts at ``data[pos]`` (offset as stored).
+
+    :raises TruncatedDataError: the bytes end inside the entry.
+    :raises CorruptDataError: bad magic, size, lengths or CRC.
+    """
+    head = read_head(data, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
+    view = memoryview(data)
+    at = base_pos + pos
+    size = head.size - LOG_OVERHEAD
+    if head.magic == 1 and size < MIN_MESSAGE_SIZE_V1:
+        raise CorruptDataError(f"expected a v1 message size of at least {MIN_MESSAGE_SIZE_V1}, found {size}",
+                               path, at)
+    end = pos + head.size
+    cursor = pos + MESSAGE_PREFIX.size + (TIMESTAMP_V1.size if head.magic == 1 else 0)
     try:
         key, cursor = _read_bytes(view, cursor, end)
         value, cursor = _read_bytes(view, cursor, end)
     except (IndexError, ValueError) as err:
         raise CorruptDataError(f"expected key and value within the {size}-byte message, found {err}",
                                path, at) from err
-    if cursor != end:
-        raise CorruptDataError(f"expected a {size}-byte message, found {end - cursor} bytes after its value",
-                               path, at)
-    return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value,
-                         computed == crc)
+    # bytes after the value are not read (LegacyRecord.value() is a slice of its own length)
+    return LegacyMessage(head.offset, head.size, head.crc, head.magic, head.attributes, head.timestamp, key,
+                         value, head.valid)
 
 
 def messages(data, *, path: str = "<memory>", base_pos: int = 0,
@@ -156,7 +186,15 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                            wrapper.magic == 0)
     inner = []
     pos = 0
-    while pos < len(inner_set):
+    while len(inner_set) - pos >= LOG_OVERHEAD:
+        # DataLogInputStream.nextBatch: a size below any message's is corrupt; bytes ending inside the
+        # entry (its offset and size, or the message they give) end the inner set, read no further
+        (size,) = BYTES_LENGTH.unpack_from(inner_set, pos + LOG_OVERHEAD - BYTES_LENGTH.size)
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptDataError(f"expected an inner message size of at least {MIN_MESSAGE_SIZE}, found "
+                                   f"{size} at byte {pos} of the decompressed set", path, base_pos)
+        if len(inner_set) - pos < LOG_OVERHEAD + size:
+            break
         try:
             message = read_entry(inner_set, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
         except CorruptDataError as err:
@@ -168,12 +206,20 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                                    path, base_pos)
         inner.append(message)
         pos += message.size
-    if not inner:
-        return []
+    if not inner:  # DeepRecordsIterator: "Found invalid compressed record set with no inner records"
+        raise CorruptDataError(f"expected a compressed message set of at least one inner message, found no "
+                               f"inner message in {len(inner_set)} decompressed bytes", path, base_pos)
     shift = 0
-    if wrapper.magic > 0:
+    # AbstractLegacyRecordBatch.DeepRecordsIterator: a v1 wrapper of offset 0 (some librdkafka
+    # versions) leaves the relative offsets as they are; one below the last inner offset is invalid.
+    if wrapper.magic > 0 and wrapper.offset != 0:
+        if wrapper.offset < inner[-1].offset:
+            raise CorruptDataError(f"expected a v1 wrapper offset of at least its last inner offset "
+                                   f"{inner[-1].offset} (or 0), found wrapper offset {wrapper.offset}",
+                                   path, base_pos)
         shift = wrapper.offset - inner[-1].offset
     log_append = wrapper.magic > 0 and wrapper.attributes & TIMESTAMP_TYPE_FLAG
+    # DeepRecordsIterator gives the wrapper's time to inner messages of magic 1 only (v0 has none)
     return [m._replace(offset=m.offset + shift,
-                       timestamp=wrapper.timestamp if log_append else m.timestamp)
+                       timestamp=wrapper.timestamp if log_append and m.magic > 0 else m.timestamp)
             for m in inner]

@@ -2145,8 +2145,10 @@ class KafkaStore(Store):
                 if stop is not None and batch.base_offset >= stop:
                     return
                 if batch.last_offset >= start and (keeps is None or keeps(batch)):
+                    # decoded first: a batch whose records do not decode gets no line (as in the C walk)
+                    rows = batch.records_with_crcs()
                     yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
-                    for rec, crc in batch.records_with_crcs():     # the records a consumer gets
+                    for rec, crc in rows:                           # the records a consumer gets
                         if rec.offset >= start and (stop is None or rec.offset < stop):
                             yield DumpLine(record_line(batch, rec, crc), json=False)
                 if stop is not None and batch.last_offset >= stop - 1:
