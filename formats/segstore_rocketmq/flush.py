@@ -18,6 +18,14 @@ checkpoint.  The checkpoint's ``physicMsgTimestamp`` is the store time of the
 last message whose commitlog bytes were flushed, ``logicsMsgTimestamp`` that of
 the last message whose queue entry was flushed, as the broker sets them.
 
+After a crash the broker's ``CommitLog.recoverAbnormally`` starts at the last file
+whose first message's store time is at most ``min(physic, logics) - 3 s``: with
+store times that ascend (the broker's clock) that file begins before anything not
+yet flushed.  segstore's store times need not ascend (``store_timestamp`` given,
+a conversion), so the checkpoint on disk is kept below the first store time of
+every file begun past what is flushed: no higher when it is written, and lowered
+and written before a file whose first message is older is begun.
+
 Thread-safety: :attr:`FlushService.lock` is the store's append lock; appends
 hold it, and so does the flusher while it takes a snapshot of what to flush.
 """
@@ -108,7 +116,11 @@ class FlushService:
         self._last_store_ts = 0  # store time of the last message appended
         self._cq_dirty_entries = 0
         self._cq_last_ts = 0  # store time of the last queue entry written
-        self._checkpoint_lock = threading.Lock()
+        self._cq_flushed = commitlog.end  # queue entries of the messages below this are durable
+        #: (base, first store time) of each commitlog file begun past what is durable (see file_begun)
+        self._begun: list[tuple[int, int]] = []
+        #: ``Checkpoint.min_timestamp`` of the checkpoint on disk
+        self._disk_min = checkpoint.value.min_timestamp
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         start = now_ms()
@@ -124,6 +136,20 @@ class FlushService:
         self._cq_dirty_entries += queue_entries
         if queue_entries:
             self._cq_last_ts = store_timestamp
+
+    def file_begun(self, base: int, first_store_timestamp: int) -> None:
+        """A commitlog file's first message is about to be written (call while holding :attr:`lock`).
+
+        4.9.7 ``CommitLog.isMappedFileMatchedRecover`` starts the broker's recovery after a crash at the
+        last file whose first store time is not 0 and at most the checkpoint's ``getMinTimestamp()``:
+        when this one would be, the checkpoint is lowered to its first store time and written first,
+        so that the recovery never starts past messages whose queue entries are not flushed yet.
+        """
+        if first_store_timestamp == 0:      # never a recovery start (isMappedFileMatchedRecover)
+            return
+        self._begun.append((base, first_store_timestamp))
+        if first_store_timestamp <= self._disk_min:
+            self._flush_checkpoint()
 
     def wait_durable(self, end: int) -> None:
         """``SYNC_FLUSH``: return once commitlog bytes below ``end`` are durable (group commit).
@@ -190,7 +216,8 @@ class FlushService:
         with self._cond:
             self._flushed = max(self._flushed, end)
         if stamp > 0:
-            self.checkpoint.value.physic_msg_timestamp = stamp
+            with self.lock:     # the checkpoint is written under it (_flush_checkpoint)
+                self.checkpoint.value.physic_msg_timestamp = stamp
         return True
 
     def _flush_queues(self, *, force: bool) -> bool:
@@ -201,14 +228,24 @@ class FlushService:
             for cq in self.queues():
                 cq.flush()
             self._cq_dirty_entries = 0
+            self._cq_flushed = self._appended_end
             stamp = self._cq_last_ts
-        if stamp > 0:
-            self.checkpoint.value.logics_msg_timestamp = stamp
+            if stamp > 0:
+                self.checkpoint.value.logics_msg_timestamp = stamp
         return True
 
     def _flush_checkpoint(self) -> None:
-        with self._checkpoint_lock:
+        """Write the checkpoint (``StoreCheckpoint.flush``), its two times no later than the first store
+        time of any file begun past what is durable (see :meth:`file_begun`)."""
+        with self.lock:
+            durable = min(self._flushed, self._cq_flushed)
+            self._begun = [(base, ts) for base, ts in self._begun if base > durable]
+            value = self.checkpoint.value
+            for _, ts in self._begun:
+                value.physic_msg_timestamp = min(value.physic_msg_timestamp, ts)
+                value.logics_msg_timestamp = min(value.logics_msg_timestamp, ts)
             self.checkpoint.flush()
+            self._disk_min = value.min_timestamp
 
     def _run(self) -> None:
         policy = self.policy

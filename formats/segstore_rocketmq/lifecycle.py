@@ -238,6 +238,7 @@ class LifecycleMixin:
         )
         if self.index is not None:
             self.index.on_file_full = flusher.index_file_full
+        self.commitlog.before_file_begun = flusher.file_begun
         flusher.start()
         appender = self._appender(flusher)
         if appender is not None:

@@ -535,6 +535,18 @@ def set_offsets(data: bytearray, queue_offset: int, physical_offset: int, at: in
     OFFSETS.pack_into(data, at + QUEUE_OFFSET_POS, queue_offset, physical_offset)
 
 
+STORE_TIMESTAMP = struct.Struct(">q")
+SYSFLAG = struct.Struct(">i")
+
+
+def store_timestamp_at(data: bytes | bytearray | memoryview, at: int = 0) -> int:
+    """STORETIMESTAMP of the encoded message at ``data[at:]``: after the born host, 4 or 16 bytes of
+    address by its sysFlag bit (4.9.7 ``CommitLog.isMappedFileMatchedRecover``, ``pickupStoreTimestamp``)."""
+    sys_flag = SYSFLAG.unpack_from(data, at + SYSFLAG_POS)[0]
+    host = IPV6_HOST if sys_flag & SYSFLAG_BORNHOST_V6 else IPV4_HOST
+    return int(STORE_TIMESTAMP.unpack_from(data, at + FIXED.size + host.size)[0])
+
+
 def blank_record(size: int) -> bytes:
     """The BLANK record filling the last ``size`` bytes of a commitlog file."""
     return BLANK.pack(size, BLANK_MAGIC)
