@@ -582,3 +582,25 @@ def test_a_checkpoint_written_before_the_commitlog_flush_caught_up_stays_below_l
         assert flusher.flushed_offset == durable      # the commitlog flush has not caught up
         writer.abandon()
     assert _broker_abnormal_start(store) <= durable
+
+
+def test_a_file_begun_with_a_negative_store_time_is_begun_after_everything_before_it_is_flushed(tmp_path):
+    """A Kafka record without a timestamp (magic v0, NO_TIMESTAMP -1) converts to a message stored at
+    -1.  RocketMQ 4.9.7 ``CommitLog.isMappedFileMatchedRecover`` takes any store time but 0 that is
+    at most ``StoreCheckpoint.getMinTimestamp()`` (never below 0), so ``recoverAbnormally`` may start
+    at a file whose first message is stored at -1 whatever the checkpoint says: every message
+    acknowledged before that file is begun must be flushed (commitlog and consume queues) first."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH", **BACKWARD) as writer:
+        flusher = writer._flusher
+        for i in range(20):
+            writer.append(_plain(i, NOW_MS + i))
+        writer.flush()
+        i = 20
+        while len(writer.commitlog.log.segments) < 2:
+            acknowledged = writer.commitlog.end
+            writer.append(_plain(i, -1))
+            i += 1
+        durable = flusher.durable_offset
+        writer.abandon()
+    assert _broker_abnormal_start(store) == 16384 and acknowledged <= durable

@@ -144,8 +144,14 @@ class FlushService:
         last file whose first store time is not 0 and at most the checkpoint's ``getMinTimestamp()``:
         when this one would be, the checkpoint is lowered to its first store time and written first,
         so that the recovery never starts past messages whose queue entries are not flushed yet.
+        A negative store time (Kafka's NO_TIMESTAMP, -1, converted) is at most any checkpoint's: the
+        recovery may start at this file whatever it holds, so everything before it is flushed first.
         """
         if first_store_timestamp == 0:      # never a recovery start (isMappedFileMatchedRecover)
+            return
+        if first_store_timestamp < 0:
+            self._flush_commitlog(force=True)
+            self._flush_queues(force=True)
             return
         self._begun.append((base, first_store_timestamp))
         if first_store_timestamp <= self._disk_min:
@@ -176,6 +182,11 @@ class FlushService:
     def flushed_offset(self) -> int:
         """Commitlog bytes below this offset are durable."""
         return self._flushed
+
+    @property
+    def durable_offset(self) -> int:
+        """Messages below this commitlog offset are durable: their bytes and their queue entries."""
+        return min(self._flushed, self._cq_flushed)
 
     def start(self) -> None:
         """Start the background flusher (consume queues; the commitlog too in ``ASYNC_FLUSH``)."""
@@ -238,7 +249,7 @@ class FlushService:
         """Write the checkpoint (``StoreCheckpoint.flush``), its two times no later than the first store
         time of any file begun past what is durable (see :meth:`file_begun`)."""
         with self.lock:
-            durable = min(self._flushed, self._cq_flushed)
+            durable = self.durable_offset
             self._begun = [(base, ts) for base, ts in self._begun if base > durable]
             value = self.checkpoint.value
             for _, ts in self._begun:
