@@ -526,7 +526,19 @@ def _plain(i: int, stored: int) -> dict:
     return {"topic": "Backward", "queue_id": i % 2, "body": b"x" * 300, "store_timestamp": stored}
 
 
-def test_a_file_begun_with_an_older_store_time_lowers_the_checkpoint_before_it_is_written(tmp_path):
+def _arrow_rows(tmp_path: Path, stamps: list[int]):
+    """The rows ``scan_arrow`` yields of messages stored at ``stamps`` (what ``append_arrow`` takes)."""
+    import pyarrow as pa
+
+    source = tmp_path / "source"
+    with segstore.open(source, format="rocketmq", mode="a", **BACKWARD) as writer:
+        writer.append_batch([_plain(i, stamp) for i, stamp in enumerate(stamps)])
+    with segstore.open(source, format="rocketmq") as reader:
+        return pa.Table.from_batches(list(reader.scan_arrow()))
+
+
+@pytest.mark.parametrize("how", ["append", "append_arrow"])
+def test_a_file_begun_with_an_older_store_time_lowers_the_checkpoint_before_it_is_written(tmp_path, how):
     """Store times need not ascend in segstore (``store_timestamp`` of an append, ``append_stored``,
     ``append_arrow``, a conversion from Kafka's CreateTime): messages acknowledged in ``SYNC_FLUSH``
     after the checkpoint was last written, in the tail of one file, then a new file whose first
@@ -540,15 +552,23 @@ def test_a_file_begun_with_an_older_store_time_lowers_the_checkpoint_before_it_i
     The checkpoint on disk must make it start at or before the first message whose queue entry is
     not provably flushed."""
     store = tmp_path / "store"
+    stamps = [NOW_MS + i for i in range(20)] + [NOW_MS - DAY_MS + i for i in range(20, 60)]
+    rows = _arrow_rows(tmp_path, stamps)
     with segstore.open(store, format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH", **BACKWARD) as writer:
-        for i in range(20):
-            writer.append(_plain(i, NOW_MS + i))
+        if how == "append":
+            for i in range(20):
+                writer.append(_plain(i, NOW_MS + i))
+        else:
+            writer.append_arrow(rows.slice(0, 20))
         writer.flush()
         unflushed = writer.commitlog.end         # queue entries past here wait for the 60 s flush
-        i = 20
-        while len(writer.commitlog.log.segments) < 2:
-            writer.append(_plain(i, NOW_MS - DAY_MS + i))
-            i += 1
+        if how == "append":
+            i = 20
+            while len(writer.commitlog.log.segments) < 2:
+                writer.append(_plain(i, NOW_MS - DAY_MS + i))
+                i += 1
+        else:       # one batch: the tail of the first file, then the second
+            writer.append_arrow(rows.slice(20))
         second = writer.commitlog.log.active.base
         assert unflushed < second
         writer.abandon()
