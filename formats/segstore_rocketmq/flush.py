@@ -32,6 +32,7 @@ hold it, and so does the flusher while it takes a snapshot of what to flush.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -227,8 +228,7 @@ class FlushService:
         with self._cond:
             self._flushed = max(self._flushed, end)
         if stamp > 0:
-            with self.lock:     # the checkpoint is written under it (_flush_checkpoint)
-                self.checkpoint.value.physic_msg_timestamp = stamp
+            self.checkpoint.value.physic_msg_timestamp = stamp
         return True
 
     def _flush_queues(self, *, force: bool) -> bool:
@@ -248,14 +248,16 @@ class FlushService:
     def _flush_checkpoint(self) -> None:
         """Write the checkpoint (``StoreCheckpoint.flush``), its two times no later than the first store
         time of any file begun past what is durable (see :meth:`file_begun`)."""
-        with self.lock:
+        with self.lock:     # no file is begun meanwhile (file_begun runs under it)
             durable = self.durable_offset
             self._begun = [(base, ts) for base, ts in self._begun if base > durable]
             value = self.checkpoint.value
-            for _, ts in self._begun:
-                value.physic_msg_timestamp = min(value.physic_msg_timestamp, ts)
-                value.logics_msg_timestamp = min(value.logics_msg_timestamp, ts)
-            self.checkpoint.flush()
+            if self._begun:     # a copy: the flushes set the times without the lock
+                floor = min(ts for _, ts in self._begun)
+                value = dataclasses.replace(
+                    value, physic_msg_timestamp=min(value.physic_msg_timestamp, floor),
+                    logics_msg_timestamp=min(value.logics_msg_timestamp, floor))
+            self.checkpoint.flush(value)
             self._disk_min = value.min_timestamp
 
     def _run(self) -> None:
