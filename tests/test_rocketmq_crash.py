@@ -277,3 +277,39 @@ def test_topics_a_killed_writer_created_are_in_topics_json(tmp_path):
         table = json.load(f)["topicConfigTable"]
     assert {name: table[name]["writeQueueNums"] for name in ("First", "Second", "Third")} == {
         "First": 1, "Second": 3, "Third": 2}
+
+
+def test_the_background_flush_goes_on_after_a_failed_flush(tmp_path, monkeypatch):
+    """RocketMQ 4.9.7 ``CommitLog.FlushRealTimeService.run`` (and ``DefaultMessageStore
+    .FlushConsumeQueueService.run``) catch what a flush throws, log it and flush again at the next
+    interval.  segstore's flush thread died at the first failed msync (a traceback on stderr from the
+    thread) and flushed nothing more in ``ASYNC_FLUSH`` until the store was closed."""
+    import threading
+    import time
+
+    from segstore.errors import StorageIOError
+
+    died: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    store = segstore.open(tmp_path / "s", format="rocketmq", mode="a",
+                          **{**CONFIG, "flushIntervalCommitLog": 5, "flushCommitLogLeastPages": 1})
+    try:
+        flusher = store._flusher
+        real = flusher._flush_commitlog
+        failures = [StorageIOError("msync: Input/output error", str(tmp_path / "s" / "commitlog"), 0)]
+
+        def flaky(*, force: bool) -> bool:
+            if failures:
+                raise failures.pop()
+            return real(force=force)
+
+        monkeypatch.setattr(flusher, "_flush_commitlog", flaky)
+        store.append_batch([message(i) for i in range(40)])
+        deadline = time.monotonic() + 10
+        while flusher.flushed_offset < store.commitlog.end and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not failures and died == []
+        assert flusher.flushed_offset == store.commitlog.end
+        assert isinstance(flusher.last_error, StorageIOError)
+    finally:
+        store.close()

@@ -33,6 +33,7 @@ hold it, and so does the flusher while it takes a snapshot of what to flush.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from segstore import overlap
+from segstore.errors import SegstoreError
 
 from .checkpoint import CheckpointFile
 from .commitlog import CommitLog
@@ -123,6 +125,8 @@ class FlushService:
         #: ``Checkpoint.min_timestamp`` of the checkpoint on disk
         self._disk_min = checkpoint.value.min_timestamp
         self._stop = threading.Event()
+        #: the last error the flush thread met (it flushes again at the next interval); None: none
+        self.last_error: SegstoreError | None = None
         self._thread: threading.Thread | None = None
         start = now_ms()
         self._last_thorough_commitlog = start
@@ -273,12 +277,27 @@ class FlushService:
                 thorough = now - self._last_thorough_commitlog >= policy.thorough_commitlog
                 if thorough:
                     self._last_thorough_commitlog = now
-                self._flush_commitlog(force=thorough)
+                self._background(functools.partial(self._flush_commitlog, force=thorough))
             if now - self._last_queue_flush >= policy.interval_consume_queue:
                 self._last_queue_flush = now
                 thorough = now - self._last_thorough_queues >= policy.thorough_consume_queue
                 if thorough:
                     self._last_thorough_queues = now
-                self._flush_queues(force=thorough)
-                if thorough:
-                    self._flush_checkpoint()
+                    self._background(self._flush_queues_and_checkpoint)
+                else:
+                    self._background(functools.partial(self._flush_queues, force=False))
+
+    def _flush_queues_and_checkpoint(self) -> None:
+        """The thorough queue flush and, once it succeeded, the checkpoint."""
+        self._flush_queues(force=True)
+        self._flush_checkpoint()
+
+    def _background(self, step: Callable[[], object]) -> None:
+        """Run a step of the flush thread; an error it meets is kept in :attr:`last_error` and the thread
+        goes on (4.9.7 ``FlushRealTimeService.run`` and ``FlushConsumeQueueService.run`` catch and log
+        it and flush again at the next interval).  ``flush()`` and ``close()`` flush themselves and raise
+        what they meet."""
+        try:
+            step()
+        except SegstoreError as err:
+            self.last_error = err
