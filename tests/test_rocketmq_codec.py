@@ -31,6 +31,7 @@ from segstore_rocketmq.message import (
     decode_properties,
     encode,
     encode_properties,
+    store_timestamp_at,
 )
 
 from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError
@@ -225,6 +226,8 @@ def test_round_trip_and_size(msg):
     back = decode(raw)
     assert back == msg
     assert len(back.msg_id) == (32 if len(msg.store_host.ip) == 4 else 56)
+    # where 4.9.7 CommitLog.isMappedFileMatchedRecover reads it: after a 4- or 16-byte born host
+    assert store_timestamp_at(b"pad" + raw, 3) == msg.store_timestamp
 
 
 @settings(max_examples=5, deadline=None)

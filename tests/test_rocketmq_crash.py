@@ -277,3 +277,81 @@ def test_topics_a_killed_writer_created_are_in_topics_json(tmp_path):
         table = json.load(f)["topicConfigTable"]
     assert {name: table[name]["writeQueueNums"] for name in ("First", "Second", "Third")} == {
         "First": 1, "Second": 3, "Third": 2}
+
+
+def test_the_background_flush_goes_on_after_a_failed_flush(tmp_path, monkeypatch):
+    """RocketMQ 4.9.7 ``CommitLog.FlushRealTimeService.run`` (and ``DefaultMessageStore
+    .FlushConsumeQueueService.run``) catch what a flush throws, log it and flush again at the next
+    interval.  segstore's flush thread died at the first failed msync (a traceback on stderr from the
+    thread) and flushed nothing more in ``ASYNC_FLUSH`` until the store was closed."""
+    import threading
+    import time
+
+    from segstore.errors import StorageIOError
+
+    died: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    store = segstore.open(tmp_path / "s", format="rocketmq", mode="a",
+                          **{**CONFIG, "flushIntervalCommitLog": 5, "flushCommitLogLeastPages": 1})
+    try:
+        flusher = store._flusher
+        real = flusher._flush_commitlog
+        failures = [StorageIOError("msync: Input/output error", str(tmp_path / "s" / "commitlog"), 0)]
+
+        def flaky(*, force: bool) -> bool:
+            if failures:
+                raise failures.pop()
+            return real(force=force)
+
+        monkeypatch.setattr(flusher, "_flush_commitlog", flaky)
+        store.append_batch([message(i) for i in range(40)])
+        deadline = time.monotonic() + 10
+        while flusher.flushed_offset < store.commitlog.end and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not failures and died == []
+        assert flusher.flushed_offset == store.commitlog.end
+        assert isinstance(flusher.last_error, StorageIOError)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("then", ["close", "recover"])
+def test_a_store_whose_index_put_failed_is_closed_with_its_abort_file(tmp_path, monkeypatch, then):
+    """The disk filled while the index was put, after the messages and their queue entries were
+    written (the append raises ``StorageFullError``).  RocketMQ 4.9.7 marks the store unwriteable then
+    (``IndexService.buildIndex``: ``makeIndexFileError``) and ``DefaultMessageStore.shutdown`` keeps the
+    ``abort`` file (``runningFlags.isWriteable()`` is false), so its next start recovers abnormally and
+    dispatches the messages to the index again; a clean start (``recoverNormally``,
+    ``IndexService.load(true)``) never indexes them.  segstore's close removed it; ``recover``, which
+    rebuilds the index, closes cleanly again."""
+    from segstore_rocketmq.indexfile import IndexService
+
+    from segstore.errors import StorageFullError
+
+    path = tmp_path / "s"
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(5)])
+
+    def full(*args, **kwargs):
+        raise StorageFullError("No space left on device", str(path / "index"), 0)
+
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        with monkeypatch.context() as patched:
+            patched.setattr(IndexService, "put_batch", full)
+            patched.setattr(IndexService, "put_hashes", full)
+            with pytest.raises(StorageFullError, match="not all indexed"):
+                store.append_batch([message(i) for i in range(5, 10)])
+        if then == "recover":
+            store.recover()
+    if then == "recover":
+        assert not (path / "abort").exists()
+        with segstore.open(path, format="rocketmq") as reader:
+            assert [m.physical_offset for m in reader.find("Crash", "k7")] == [
+                m.physical_offset for m in reader.read("Crash", 1, 3, 1)]
+        return
+    assert (path / "abort").exists()
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        assert store.abort_at_open
+        assert [m.physical_offset for m in store.find("Crash", "k7")] == [
+            m.physical_offset for m in store.read("Crash", 1, 3, 1)]
+    assert not (path / "abort").exists()

@@ -491,3 +491,136 @@ def test_recover_after_retention_walks_from_the_first_commitlog_file(tmp_path, m
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[:len(lines)] == [line.replace(str(store), str(pure)) for line in lines]
     assert _store_files(pure) == left and _readable(pure) == want
+
+
+# -- the checkpoint keeps the broker's abnormal recovery early enough (store times out of order) ---------
+
+BACKWARD = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
+            "maxIndexNum": 64}
+NOW_MS = 1_764_000_000_000
+DAY_MS = 86_400_000
+
+
+def _broker_abnormal_start(store: Path) -> int:
+    """Where RocketMQ 4.9.7 ``CommitLog.recoverAbnormally`` starts after a crash, from the checkpoint
+    on disk (store/src/main/java/org/apache/rocketmq/store/CommitLog.java): the last file for which
+    ``isMappedFileMatchedRecover`` holds (its first message's store time, read at 56 or 68 by the
+    born-host flag, is not 0 and at most ``StoreCheckpoint.getMinTimestamp()``, min(physic, logics)
+    less 3 s and at least 0), the first file when none does."""
+    from segstore_rocketmq.message import SYSFLAG_BORNHOST_V6
+
+    point = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    bases = sorted(int(name) for name in files.list_dir(store / "commitlog"))
+    for base in reversed(bases):
+        head = files.read_bytes(store / "commitlog" / f"{base:020d}")[:80]
+        if int.from_bytes(head[4:8], "big", signed=True) != -626843481:   # MESSAGE_MAGIC_CODE
+            continue
+        born_v6 = int.from_bytes(head[36:40], "big") & SYSFLAG_BORNHOST_V6
+        stored = int.from_bytes(head[68:76] if born_v6 else head[56:64], "big", signed=True)
+        if stored != 0 and stored <= point.min_timestamp:
+            return base
+    return bases[0]
+
+
+def _plain(i: int, stored: int) -> dict:
+    return {"topic": "Backward", "queue_id": i % 2, "body": b"x" * 300, "store_timestamp": stored}
+
+
+def _arrow_rows(tmp_path: Path, stamps: list[int]):
+    """The rows ``scan_arrow`` yields of messages stored at ``stamps`` (what ``append_arrow`` takes)."""
+    import pyarrow as pa
+
+    source = tmp_path / "source"
+    with segstore.open(source, format="rocketmq", mode="a", **BACKWARD) as writer:
+        writer.append_batch([_plain(i, stamp) for i, stamp in enumerate(stamps)])
+    with segstore.open(source, format="rocketmq") as reader:
+        return pa.Table.from_batches(list(reader.scan_arrow()))
+
+
+@pytest.mark.parametrize("how", ["append", "append_arrow"])
+def test_a_file_begun_with_an_older_store_time_lowers_the_checkpoint_before_it_is_written(tmp_path, how):
+    """Store times need not ascend in segstore (``store_timestamp`` of an append, ``append_stored``,
+    ``append_arrow``, a conversion from Kafka's CreateTime): messages acknowledged in ``SYNC_FLUSH``
+    after the checkpoint was last written, in the tail of one file, then a new file whose first
+    message is a day older.  The broker (RocketMQ 4.9.7 ``CommitLog.recoverAbnormally`` /
+    ``isMappedFileMatchedRecover`` against ``StoreCheckpoint.getMinTimestamp``) starts its recovery
+    at the last file whose first message is older than the checkpoint, so with the checkpoint the
+    flush wrote it started at the new file and never dispatched the tail of the one before: after a
+    power loss that took the consume-queue pages not yet flushed, those acknowledged messages were
+    gone from their queues (the storage oracle, RmqLoad of 4.9.7: 39 of 60 messages reachable, "[BUG]
+    logic queue order maybe wrong"; 60 with the checkpoint lowered to the new file's first store time).
+    The checkpoint on disk must make it start at or before the first message whose queue entry is
+    not provably flushed."""
+    store = tmp_path / "store"
+    stamps = [NOW_MS + i for i in range(20)] + [NOW_MS - DAY_MS + i for i in range(20, 60)]
+    rows = _arrow_rows(tmp_path, stamps)
+    with segstore.open(store, format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH", **BACKWARD) as writer:
+        if how == "append":
+            for i in range(20):
+                writer.append(_plain(i, NOW_MS + i))
+        else:
+            writer.append_arrow(rows.slice(0, 20))
+        writer.flush()
+        unflushed = writer.commitlog.end         # queue entries past here wait for the 60 s flush
+        if how == "append":
+            i = 20
+            while len(writer.commitlog.log.segments) < 2:
+                writer.append(_plain(i, NOW_MS - DAY_MS + i))
+                i += 1
+        else:       # one batch: the tail of the first file, then the second
+            writer.append_arrow(rows.slice(20))
+        second = writer.commitlog.log.active.base
+        assert unflushed < second
+        writer.abandon()
+    assert (store / "abort").exists()
+    assert _broker_abnormal_start(store) <= unflushed
+
+
+def test_a_checkpoint_written_before_the_commitlog_flush_caught_up_stays_below_later_files(tmp_path):
+    """``ASYNC_FLUSH``: the consume queues' 60 s flush writes the checkpoint (``FlushConsumeQueueService``
+    in 4.9.7 ``DefaultMessageStore``) while the commitlog is flushed only up to an earlier message, and
+    a later file begins with a store time older than the times flushed.  The checkpoint written must
+    not let ``CommitLog.recoverAbnormally`` start at that later file (it would never look at the
+    commitlog bytes not yet durable before it, to which the flushed queue entries point)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **BACKWARD) as writer:
+        flusher = writer._flusher
+        flusher.stop()      # no background flush: this test runs its steps
+        for i in range(20):
+            writer.append(_plain(i, NOW_MS + i))
+        writer.flush()
+        durable = writer.commitlog.end
+        i = 20
+        while len(writer.commitlog.log.segments) < 2:
+            writer.append(_plain(i, NOW_MS - DAY_MS + i))
+            i += 1
+        for j in range(5):
+            writer.append(_plain(i + j, NOW_MS + DAY_MS + j))
+        with flusher.lock:
+            flusher._flush_queues(force=True)   # the thorough queue flush, then its checkpoint
+            flusher._flush_checkpoint()
+        assert flusher.flushed_offset == durable      # the commitlog flush has not caught up
+        writer.abandon()
+    assert _broker_abnormal_start(store) <= durable
+
+
+def test_a_file_begun_with_a_negative_store_time_is_begun_after_everything_before_it_is_flushed(tmp_path):
+    """A Kafka record without a timestamp (magic v0, NO_TIMESTAMP -1) converts to a message stored at
+    -1.  RocketMQ 4.9.7 ``CommitLog.isMappedFileMatchedRecover`` takes any store time but 0 that is
+    at most ``StoreCheckpoint.getMinTimestamp()`` (never below 0), so ``recoverAbnormally`` may start
+    at a file whose first message is stored at -1 whatever the checkpoint says: every message
+    acknowledged before that file is begun must be flushed (commitlog and consume queues) first."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH", **BACKWARD) as writer:
+        flusher = writer._flusher
+        for i in range(20):
+            writer.append(_plain(i, NOW_MS + i))
+        writer.flush()
+        i = 20
+        while len(writer.commitlog.log.segments) < 2:
+            acknowledged = writer.commitlog.end
+            writer.append(_plain(i, -1))
+            i += 1
+        durable = flusher.durable_offset
+        writer.abandon()
+    assert _broker_abnormal_start(store) == 16384 and acknowledged <= durable

@@ -655,9 +655,10 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
         goto done;
     }
     /* in place within the reserved blocks (CommitLog.unwritten_map); a file that reserves none is
-       written through its descriptor (CommitLog.write_batch) */
+       written through its descriptor (CommitLog.write_batch); a file's first message takes the general
+       path, which tells the flusher before it is written (CommitLog.before_file_begun) */
     long long room = cl_reserving && reserved < self->file_size ? reserved : self->file_size;
-    if (mm == Py_None || cl_fd < 0 || wrote < 0 || wrote + total + END_FILE_MIN_BLANK_LENGTH > room) {
+    if (mm == Py_None || cl_fd < 0 || wrote <= 0 || wrote + total + END_FILE_MIN_BLANK_LENGTH > room) {
         ret = Py_NewRef(Py_None);
         goto done;
     }

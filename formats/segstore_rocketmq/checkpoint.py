@@ -216,11 +216,12 @@ class CheckpointFile:
         if self.repairs:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the fields and make them durable (``StoreCheckpoint.flush``)."""
+    def flush(self, value: Checkpoint | None = None) -> None:
+        """Write the fields (:attr:`value`'s, or ``value``'s) and make them durable
+        (``StoreCheckpoint.flush``)."""
         if self._file is None:
             return
-        self._file.write(0, self.value.pack()[: FIELDS.size])
+        self._file.write(0, (value or self.value).pack()[: FIELDS.size])
         self._file.flush()
 
     def close(self) -> None:

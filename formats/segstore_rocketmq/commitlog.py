@@ -17,9 +17,10 @@ thread; appends, rolls, truncation and close need the owning store's serialisati
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ from .message import (
     RocketMQMessage,
     blank_record,
     decode,
+    store_timestamp_at,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +180,9 @@ class CommitLog:
         #: ``(path, start, end)`` of each run of files missing between two others: the physical range
         #: ``[start, end)`` (the first missing file's path); found at load
         self.missing: list[tuple[str, int, int]] = []
+        #: called with a file's base and its first message's store time before that message is written
+        #: (the store's flusher keeps the checkpoint below it: ``FlushService.file_begun``)
+        self.before_file_begun: Callable[[int, int], None] | None = None
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -640,8 +645,11 @@ class CommitLog:
         """Write encoded messages placed by :meth:`place` (``start`` is :attr:`end` then).
 
         The chunks of each file are joined and written with one slice assignment.
-        Returns the files touched.
+        Returns the files touched.  :attr:`before_file_begun` hears of each file the batch begins
+        before anything is written.
         """
+        if self.before_file_begun is not None and offsets:
+            self._tell_files_begun(self.before_file_begun, start, chunks, offsets)
         touched = []
         blank_iter = iter(blanks)
         next_blank = next(blank_iter, None)
@@ -673,6 +681,19 @@ class CommitLog:
             i = j
         return touched
 
+    def _tell_files_begun(self, hook: Callable[[int, int], None], start: int,
+                          chunks: Sequence[bytes | bytearray | memoryview], offsets: list[int]) -> None:
+        """Call ``hook`` (:attr:`before_file_begun`) for each file whose first message is in the batch
+        (a chunk placed at a file's start: the one at ``start`` when it is one, the others rolled into).
+        ``O(files begun * log(chunks))``."""
+        size = self.file_size
+        base = start if start % size == 0 else start - start % size + size
+        while base <= offsets[-1]:
+            i = bisect.bisect_left(offsets, base)
+            if offsets[i] == base and len(chunks[i]):
+                hook(base, store_timestamp_at(chunks[i]))
+            base += size
+
     def unwritten_map(self) -> tuple[mmap.mmap | None, int]:
         """The active file's writable map and the data end in it, for encoding in place: bytes from
         there to the file's end are unwritten.  ``(None, 0)`` when there is no active file or it is
@@ -682,8 +703,8 @@ class CommitLog:
         holds its lock meanwhile); what it wrote is reported with :meth:`written_in_place`.
         """
         active = self._active
-        if active is None or active.wrote >= active.file.reserved:
-            return None, 0
+        if active is None or active.wrote >= active.file.reserved or active.wrote == 0:
+            return None, 0      # a file's first message goes through write_batch (before_file_begun)
         return active.file.buffer(), active.wrote
 
     def reserved_end(self) -> int:

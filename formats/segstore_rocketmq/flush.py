@@ -18,12 +18,22 @@ checkpoint.  The checkpoint's ``physicMsgTimestamp`` is the store time of the
 last message whose commitlog bytes were flushed, ``logicsMsgTimestamp`` that of
 the last message whose queue entry was flushed, as the broker sets them.
 
+After a crash the broker's ``CommitLog.recoverAbnormally`` starts at the last file
+whose first message's store time is at most ``min(physic, logics) - 3 s``: with
+store times that ascend (the broker's clock) that file begins before anything not
+yet flushed.  segstore's store times need not ascend (``store_timestamp`` given,
+a conversion), so the checkpoint on disk is kept below the first store time of
+every file begun past what is flushed: no higher when it is written, and lowered
+and written before a file whose first message is older is begun.
+
 Thread-safety: :attr:`FlushService.lock` is the store's append lock; appends
 hold it, and so does the flusher while it takes a snapshot of what to flush.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from segstore import overlap
+from segstore.errors import SegstoreError
 
 from .checkpoint import CheckpointFile
 from .commitlog import CommitLog
@@ -108,8 +119,14 @@ class FlushService:
         self._last_store_ts = 0  # store time of the last message appended
         self._cq_dirty_entries = 0
         self._cq_last_ts = 0  # store time of the last queue entry written
-        self._checkpoint_lock = threading.Lock()
+        self._cq_flushed = commitlog.end  # queue entries of the messages below this are durable
+        #: (base, first store time) of each commitlog file begun past what is durable (see file_begun)
+        self._begun: list[tuple[int, int]] = []
+        #: ``Checkpoint.min_timestamp`` of the checkpoint on disk
+        self._disk_min = checkpoint.value.min_timestamp
         self._stop = threading.Event()
+        #: the last error the flush thread met (it flushes again at the next interval); None: none
+        self.last_error: SegstoreError | None = None
         self._thread: threading.Thread | None = None
         start = now_ms()
         self._last_thorough_commitlog = start
@@ -124,6 +141,26 @@ class FlushService:
         self._cq_dirty_entries += queue_entries
         if queue_entries:
             self._cq_last_ts = store_timestamp
+
+    def file_begun(self, base: int, first_store_timestamp: int) -> None:
+        """A commitlog file's first message is about to be written (call while holding :attr:`lock`).
+
+        4.9.7 ``CommitLog.isMappedFileMatchedRecover`` starts the broker's recovery after a crash at the
+        last file whose first store time is not 0 and at most the checkpoint's ``getMinTimestamp()``:
+        when this one would be, the checkpoint is lowered to its first store time and written first,
+        so that the recovery never starts past messages whose queue entries are not flushed yet.
+        A negative store time (Kafka's NO_TIMESTAMP, -1, converted) is at most any checkpoint's: the
+        recovery may start at this file whatever it holds, so everything before it is flushed first.
+        """
+        if first_store_timestamp == 0:      # never a recovery start (isMappedFileMatchedRecover)
+            return
+        if first_store_timestamp < 0:
+            self._flush_commitlog(force=True)
+            self._flush_queues(force=True)
+            return
+        self._begun.append((base, first_store_timestamp))
+        if first_store_timestamp <= self._disk_min:
+            self._flush_checkpoint()
 
     def wait_durable(self, end: int) -> None:
         """``SYNC_FLUSH``: return once commitlog bytes below ``end`` are durable (group commit).
@@ -150,6 +187,11 @@ class FlushService:
     def flushed_offset(self) -> int:
         """Commitlog bytes below this offset are durable."""
         return self._flushed
+
+    @property
+    def durable_offset(self) -> int:
+        """Messages below this commitlog offset are durable: their bytes and their queue entries."""
+        return min(self._flushed, self._cq_flushed)
 
     def start(self) -> None:
         """Start the background flusher (consume queues; the commitlog too in ``ASYNC_FLUSH``)."""
@@ -201,14 +243,26 @@ class FlushService:
             for cq in self.queues():
                 cq.flush()
             self._cq_dirty_entries = 0
+            self._cq_flushed = self._appended_end
             stamp = self._cq_last_ts
-        if stamp > 0:
-            self.checkpoint.value.logics_msg_timestamp = stamp
+            if stamp > 0:
+                self.checkpoint.value.logics_msg_timestamp = stamp
         return True
 
     def _flush_checkpoint(self) -> None:
-        with self._checkpoint_lock:
-            self.checkpoint.flush()
+        """Write the checkpoint (``StoreCheckpoint.flush``), its two times no later than the first store
+        time of any file begun past what is durable (see :meth:`file_begun`)."""
+        with self.lock:     # no file is begun meanwhile (file_begun runs under it)
+            durable = self.durable_offset
+            self._begun = [(base, ts) for base, ts in self._begun if base > durable]
+            value = self.checkpoint.value
+            if self._begun:     # a copy: the flushes set the times without the lock
+                floor = min(ts for _, ts in self._begun)
+                value = dataclasses.replace(
+                    value, physic_msg_timestamp=min(value.physic_msg_timestamp, floor),
+                    logics_msg_timestamp=min(value.logics_msg_timestamp, floor))
+            self.checkpoint.flush(value)
+            self._disk_min = value.min_timestamp
 
     def _run(self) -> None:
         policy = self.policy
@@ -223,12 +277,27 @@ class FlushService:
                 thorough = now - self._last_thorough_commitlog >= policy.thorough_commitlog
                 if thorough:
                     self._last_thorough_commitlog = now
-                self._flush_commitlog(force=thorough)
+                self._background(functools.partial(self._flush_commitlog, force=thorough))
             if now - self._last_queue_flush >= policy.interval_consume_queue:
                 self._last_queue_flush = now
                 thorough = now - self._last_thorough_queues >= policy.thorough_consume_queue
                 if thorough:
                     self._last_thorough_queues = now
-                self._flush_queues(force=thorough)
-                if thorough:
-                    self._flush_checkpoint()
+                    self._background(self._flush_queues_and_checkpoint)
+                else:
+                    self._background(functools.partial(self._flush_queues, force=False))
+
+    def _flush_queues_and_checkpoint(self) -> None:
+        """The thorough queue flush and, once it succeeded, the checkpoint."""
+        self._flush_queues(force=True)
+        self._flush_checkpoint()
+
+    def _background(self, step: Callable[[], object]) -> None:
+        """Run a step of the flush thread; an error it meets is kept in :attr:`last_error` and the thread
+        goes on (4.9.7 ``FlushRealTimeService.run`` and ``FlushConsumeQueueService.run`` catch and log
+        it and flush again at the next interval).  ``flush()`` and ``close()`` flush themselves and raise
+        what they meet."""
+        try:
+            step()
+        except SegstoreError as err:
+            self.last_error = err

@@ -143,6 +143,7 @@ class _Lifecycle(_StoreHost, Protocol):
     _append_one: Callable[[Any], AppendResult | None] | None
     _append_many: Callable[[Any], list[AppendResult] | None] | None
     _checked_whole: tuple[Any, ...] | None
+    index_incomplete: bool
 
     def _appender(self, flusher: FlushService) -> Any: ...
     def _flushing(self) -> FlushService: ...
@@ -189,6 +190,10 @@ class LifecycleMixin:
     #: the batch append of a list in one C call while open for append (None: the general path only)
     _append_many: Callable[[Any], list[AppendResult] | None] | None
     _checked_whole: tuple[Any, ...] | None
+    #: an index put failed after its messages were written (a full disk): a close keeps the ``abort``
+    #: file, as 4.9.7 ``DefaultMessageStore.shutdown`` keeps it once ``makeIndexFileError`` made the
+    #: store unwriteable, so that the next start recovers the index; :meth:`recover` rebuilds it
+    index_incomplete: bool
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
@@ -203,6 +208,7 @@ class LifecycleMixin:
         #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
         #: it with nothing left damaged; None when none did (see recover)
         self._checked_whole = None
+        self.index_incomplete = False
 
     def _flushing(self: _Lifecycle) -> FlushService:
         """The flusher of a store opened for append (callers check that first).
@@ -238,6 +244,7 @@ class LifecycleMixin:
         )
         if self.index is not None:
             self.index.on_file_full = flusher.index_file_full
+        self.commitlog.before_file_begun = flusher.file_begun
         flusher.start()
         appender = self._appender(flusher)
         if appender is not None:
@@ -282,11 +289,13 @@ class LifecycleMixin:
                 self.index.flush()
 
     def _close_durable(self: _Lifecycle) -> None:
-        """A clean shutdown: stop the flusher, flush everything, remove the abort file."""
+        """A clean shutdown: stop the flusher, flush everything, remove the abort file (kept while the
+        index misses messages: :attr:`index_incomplete`)."""
         self._flushing().stop()
         self.flush()
-        files.remove(os.path.join(self.path, ABORT_FILE))
-        files.fsync_dir(self.path)
+        if not self.index_incomplete:
+            files.remove(os.path.join(self.path, ABORT_FILE))
+            files.fsync_dir(self.path)
 
     def _abandon_durable(self: _Lifecycle) -> None:
         """A crash: stop the flusher thread, flush nothing, leave the abort file."""
@@ -473,6 +482,7 @@ class LifecycleMixin:
             else:
                 lines = self._recover(abnormal=False, full=True, threads=threads)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+            self.index_incomplete = False   # every message's keys are indexed again
         self._check_lost_messages(opened + lines)
         whole = [w[:3] for w in self._left_whole]
         damaged = [left for left in self._left_damaged if left not in whole]

@@ -157,6 +157,9 @@ TOPIC_LENGTH_V2 = struct.Struct(">h")
 PROPERTIES_LENGTH = struct.Struct(">h")
 BODY_LENGTH = struct.Struct(">i")
 MSG_ID_OFFSET = struct.Struct(">q")
+#: SYSFLAG (at SYSFLAG_POS) and STORETIMESTAMP (after the born host), read alone (store_timestamp_at)
+SYSFLAG = struct.Struct(">i")
+STORE_TIMESTAMP = struct.Struct(">q")
 assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size) == (1, 2)
 assert (PROPERTIES_LENGTH.size, MSG_ID_OFFSET.size) == (2, 8)
 #: The range of each integer struct code of :data:`HEADER_FIELDS`.
@@ -533,6 +536,14 @@ def encode_parts(msg: RocketMQMessage, topic_field: bytes, properties: bytes, cr
 def set_offsets(data: bytearray, queue_offset: int, physical_offset: int, at: int = 0) -> None:
     """Fill in QUEUEOFFSET and PHYSICALOFFSET of the encoded message at ``data[at:]``."""
     OFFSETS.pack_into(data, at + QUEUE_OFFSET_POS, queue_offset, physical_offset)
+
+
+def store_timestamp_at(data: bytes | bytearray | memoryview, at: int = 0) -> int:
+    """STORETIMESTAMP of the encoded message at ``data[at:]``: after the born host, 4 or 16 bytes of
+    address by its sysFlag bit (4.9.7 ``CommitLog.isMappedFileMatchedRecover``, ``pickupStoreTimestamp``)."""
+    sys_flag = SYSFLAG.unpack_from(data, at + SYSFLAG_POS)[0]
+    host = IPV6_HOST if sys_flag & SYSFLAG_BORNHOST_V6 else IPV4_HOST
+    return int(STORE_TIMESTAMP.unpack_from(data, at + FIXED.size + host.size)[0])
 
 
 def blank_record(size: int) -> bytes:

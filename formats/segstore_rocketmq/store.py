@@ -374,7 +374,8 @@ def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError
     recovery rebuilds it from there), so the messages stay: the error says so.
     """
     return StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are stored, "
-                            "their keys not all indexed (recover rebuilds the index)", err.path, err.pos)
+                            "their keys not all indexed (recover rebuilds the index; until then a close "
+                            "keeps the abort file)", err.path, err.pos)
 
 
 _INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
@@ -1196,6 +1197,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                  m.sys_flag)
                     for m in built])
             except StorageFullError as err:
+                self.index_incomplete = True
                 raise _index_full(err, start, placement.end) from err
         return results
 
@@ -1329,6 +1331,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 else:
                     self.index._writable_file()
             except StorageFullError as err:
+                self.index_incomplete = True
                 raise _index_full(err, batch.start, batch.end) from err
         return results
 
