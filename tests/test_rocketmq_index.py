@@ -762,3 +762,45 @@ def test_truncate_equals_the_whole_table_reference(tmp_path_factory, slot_num, i
         g.close()
         copies.append(copy.read_bytes())
     assert copies[0] == copies[1]
+
+
+FULL_CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 4,
+               "maxIndexNum": 3}
+
+
+@pytest.mark.parametrize("how", ["append_batch", "append_batch_general", "append_arrow"])
+def test_a_message_after_the_one_that_fills_the_index_file_opens_the_next(tmp_path, how):
+    """RocketMQ 4.9.7 ``IndexService.buildIndex`` begins with ``retryGetAndCreateIndexFile`` for every
+    message dispatched, keys or not, and ``getAndCreateLastIndexFile`` makes a new file (begin and end
+    fields the full file's end offset and time, ``IndexFile``'s constructor) whenever the last one
+    ``isWriteFull``.  So in one batch, a keyless message after the message whose keys filled the file
+    opens the next file.  Before the fix only the next append opened it: a store closed after such a
+    batch held one IndexFile fewer than the broker's."""
+    import pyarrow as pa
+
+    clock = iter(range(ROLL_CLOCK, ROLL_CLOCK + 100_000, 1_000))
+    extra = {"properties": {"u": "v"}} if how == "append_batch_general" else {}
+    items = [{"topic": "T", "queue_id": 0, "body": b"first", **extra},
+             {"topic": "T", "queue_id": 0, "body": b"keyed", "keys": ["a", "b"], **extra},     # fills it
+             {"topic": "T", "queue_id": 0, "body": b"after", **extra}]
+    source = tmp_path / "source"
+    with segstore.open(str(source), "rocketmq", "a", **FULL_CONFIG) as store:
+        store.append_batch(items)
+        if how == "append_arrow":
+            table = pa.Table.from_batches(list(store.scan_arrow()))
+    if how == "append_arrow":
+        from segstore_rocketmq.store import RocketMQStore
+        copied = tmp_path / "copied"
+        with RocketMQStore(str(copied), "a", FULL_CONFIG, clock=lambda: next(clock)) as store:
+            store.append_arrow(table)
+        source = copied
+    names = sorted(os.listdir(source / "index"))
+    assert len(names) == 2, names
+    full, opened = (ix.IndexFile.open(str(source / "index" / n), 4, 3) for n in names)
+    keyed = int(full.header.end_phy_offset)
+    assert full.is_full and keyed > 0
+    assert opened.count == 0
+    assert (opened.header.begin_phy_offset, opened.header.end_phy_offset) == (keyed, keyed)
+    assert opened.header.begin_timestamp == opened.header.end_timestamp == full.header.end_timestamp
+    full.close()
+    opened.close()
