@@ -804,3 +804,26 @@ def test_a_message_after_the_one_that_fills_the_index_file_opens_the_next(tmp_pa
     assert opened.header.begin_timestamp == opened.header.end_timestamp == full.header.end_timestamp
     full.close()
     opened.close()
+
+
+@pytest.mark.parametrize("first_at_zero", [False, True])
+def test_a_clean_reopen_keeps_a_message_whose_keys_span_three_files(tmp_path, first_at_zero):
+    """``maxIndexNum`` 2: one entry a file, so a message of three keys spans three files
+    (``IndexService.putKey`` rolls at each key).  A clean restart of the 4.9.7 broker keeps every index
+    file (``IndexService.load`` with ``lastExitOK``) and dispatches again only past the consume queues'
+    end (``DefaultMessageStore.start``: ``reputFromOffset``), so a reopen leaves the files as they are.
+    Before the fix the reopen's recovery counted the message's keys in the file before the last only,
+    put the others again and rewrote the last file (and made one more)."""
+    config = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 4,
+              "maxIndexNum": 2}
+    store_dir = str(tmp_path / "s")
+    first = [] if first_at_zero else [{"topic": "T", "queue_id": 0, "body": b"w"}]
+    with segstore.open(store_dir, "rocketmq", "a", **config) as store:
+        store.append_batch([*first, {"topic": "T", "queue_id": 0, "body": b"x", "keys": ["k3", "k0", "k1"]}])
+    written = _index_bytes(store_dir)
+    assert len(written) == 3
+    with segstore.open(store_dir, "rocketmq", "a", **config):
+        pass
+    assert _index_bytes(store_dir) == written
+    with segstore.open(store_dir, "rocketmq", **config) as store:
+        assert all(len(list(store.query_by_key("T", k))) == 1 for k in ("k3", "k0", "k1"))
