@@ -827,3 +827,26 @@ def test_a_clean_reopen_keeps_a_message_whose_keys_span_three_files(tmp_path, fi
     assert _index_bytes(store_dir) == written
     with segstore.open(store_dir, "rocketmq", **config) as store:
         assert all(len(list(store.query_by_key("T", k))) == 1 for k in ("k3", "k0", "k1"))
+
+
+@pytest.mark.parametrize("after_full", [False, True])
+def test_an_index_file_without_entries_keeps_index_count_0_on_disk(tmp_path, after_full):
+    """4.9.7 ``IndexHeader`` holds ``indexCount`` 1 in memory from the start but writes it to the file only
+    in ``incIndexCount`` (a key put) and ``updateByteBuffer`` (``IndexFile.flush``, which
+    ``IndexService.flush`` runs only for the full file a new one follows; ``IndexService.shutdown`` does
+    nothing), so a file the broker opened for a keyless message keeps 0 there, and the begin/end fields
+    its constructor set.  Before the fix a close wrote 1."""
+    store_dir = str(tmp_path / "s")
+    keyed = [{"topic": "T", "queue_id": 0, "body": b"w"},
+             {"topic": "T", "queue_id": 0, "body": b"x", "keys": ["a", "b"]}] if after_full else []
+    with segstore.open(store_dir, "rocketmq", "a", **FULL_CONFIG) as store:
+        store.append_batch([*keyed, {"topic": "T", "queue_id": 0, "body": b"y"}])
+    written = _index_bytes(store_dir)
+    last = written[sorted(written)[-1]]
+    assert len(written) == (2 if after_full else 1)
+    assert last[32:40] == bytes(8)      # hashSlotCount and indexCount as the constructor left them
+    if after_full:
+        full = written[sorted(written)[0]]
+        assert last[:32] == full[8:16] + full[8:16] + full[24:32] + full[24:32]
+    else:
+        assert last[:40] == bytes(40)
