@@ -156,3 +156,27 @@ def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_pat
     assert _kafka_python_offsets(partition) == list(range(n))
     again = _cli("verify", str(store), *args)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_a_one_slot_time_index_takes_the_entry_forced_in_on_close(tmp_path: Path, sessions: int) -> None:
+    """``segment.index.bytes`` 12: the time index has one slot, so ``TimeIndex.isFull`` (``entries >=
+    maxEntries - 1``) holds from the start and every append rolls (``LogSegment.shouldRoll``).  The slot is
+    the one kept for the roll's entry: ``LogSegment.onBecomeInactiveSegment`` and ``LogSegment.close`` both
+    call ``timeIndex().maybeAppend(maxTimestampSoFar(), shallowOffsetOfMaxTimestampSoFar(), true)``
+    (skipFullCheck), so every segment, the active one closed last included, ends with its max timestamp.
+    Before the fix the active segment's ``.timeindex`` was closed empty (0 bytes)."""
+    store = tmp_path / "k"
+    per_session = 3 // sessions
+    for s in range(sessions):
+        with segstore.open(store, format="kafka", mode="a", **{"segment.index.bytes": 12}) as st:
+            for i in range(per_session):
+                n = s * per_session + i
+                st.append({"topic": "t", "partition": 0, "value": b"v" * 40, "timestamp": T0 + 10 * n})
+    partition = store / "t-0"
+    assert sorted(int(p.name[:20]) for p in partition.glob("*.log")) == [0, 1, 2]
+    for base in (0, 1, 2):
+        entry = (partition / f"{base:020d}.timeindex").read_bytes()
+        assert entry == (T0 + 10 * base).to_bytes(8, "big") + (0).to_bytes(4, "big")
+    verify = _cli("verify", str(store), "--config", "segment.index.bytes=12")
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -762,3 +762,91 @@ def test_truncate_equals_the_whole_table_reference(tmp_path_factory, slot_num, i
         g.close()
         copies.append(copy.read_bytes())
     assert copies[0] == copies[1]
+
+
+FULL_CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 4,
+               "maxIndexNum": 3}
+
+
+@pytest.mark.parametrize("how", ["append_batch", "append_batch_general", "append_arrow"])
+def test_a_message_after_the_one_that_fills_the_index_file_opens_the_next(tmp_path, how):
+    """RocketMQ 4.9.7 ``IndexService.buildIndex`` begins with ``retryGetAndCreateIndexFile`` for every
+    message dispatched, keys or not, and ``getAndCreateLastIndexFile`` makes a new file (begin and end
+    fields the full file's end offset and time, ``IndexFile``'s constructor) whenever the last one
+    ``isWriteFull``.  So in one batch, a keyless message after the message whose keys filled the file
+    opens the next file.  Before the fix only the next append opened it: a store closed after such a
+    batch held one IndexFile fewer than the broker's."""
+    import pyarrow as pa
+
+    clock = iter(range(ROLL_CLOCK, ROLL_CLOCK + 100_000, 1_000))
+    extra = {"properties": {"u": "v"}} if how == "append_batch_general" else {}
+    items = [{"topic": "T", "queue_id": 0, "body": b"first", **extra},
+             {"topic": "T", "queue_id": 0, "body": b"keyed", "keys": ["a", "b"], **extra},     # fills it
+             {"topic": "T", "queue_id": 0, "body": b"after", **extra}]
+    source = tmp_path / "source"
+    with segstore.open(str(source), "rocketmq", "a", **FULL_CONFIG) as store:
+        store.append_batch(items)
+        if how == "append_arrow":
+            table = pa.Table.from_batches(list(store.scan_arrow()))
+    if how == "append_arrow":
+        from segstore_rocketmq.store import RocketMQStore
+        copied = tmp_path / "copied"
+        with RocketMQStore(str(copied), "a", FULL_CONFIG, clock=lambda: next(clock)) as store:
+            store.append_arrow(table)
+        source = copied
+    names = sorted(os.listdir(source / "index"))
+    assert len(names) == 2, names
+    full, opened = (ix.IndexFile.open(str(source / "index" / n), 4, 3) for n in names)
+    keyed = int(full.header.end_phy_offset)
+    assert full.is_full and keyed > 0
+    assert opened.count == 0
+    assert (opened.header.begin_phy_offset, opened.header.end_phy_offset) == (keyed, keyed)
+    assert opened.header.begin_timestamp == opened.header.end_timestamp == full.header.end_timestamp
+    full.close()
+    opened.close()
+
+
+@pytest.mark.parametrize("first_at_zero", [False, True])
+def test_a_clean_reopen_keeps_a_message_whose_keys_span_three_files(tmp_path, first_at_zero):
+    """``maxIndexNum`` 2: one entry a file, so a message of three keys spans three files
+    (``IndexService.putKey`` rolls at each key).  A clean restart of the 4.9.7 broker keeps every index
+    file (``IndexService.load`` with ``lastExitOK``) and dispatches again only past the consume queues'
+    end (``DefaultMessageStore.start``: ``reputFromOffset``), so a reopen leaves the files as they are.
+    Before the fix the reopen's recovery counted the message's keys in the file before the last only,
+    put the others again and rewrote the last file (and made one more)."""
+    config = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 4,
+              "maxIndexNum": 2}
+    store_dir = str(tmp_path / "s")
+    first = [] if first_at_zero else [{"topic": "T", "queue_id": 0, "body": b"w"}]
+    with segstore.open(store_dir, "rocketmq", "a", **config) as store:
+        store.append_batch([*first, {"topic": "T", "queue_id": 0, "body": b"x", "keys": ["k3", "k0", "k1"]}])
+    written = _index_bytes(store_dir)
+    assert len(written) == 3
+    with segstore.open(store_dir, "rocketmq", "a", **config):
+        pass
+    assert _index_bytes(store_dir) == written
+    with segstore.open(store_dir, "rocketmq", **config) as store:
+        assert all(len(list(store.query_by_key("T", k))) == 1 for k in ("k3", "k0", "k1"))
+
+
+@pytest.mark.parametrize("after_full", [False, True])
+def test_an_index_file_without_entries_keeps_index_count_0_on_disk(tmp_path, after_full):
+    """4.9.7 ``IndexHeader`` holds ``indexCount`` 1 in memory from the start but writes it to the file only
+    in ``incIndexCount`` (a key put) and ``updateByteBuffer`` (``IndexFile.flush``, which
+    ``IndexService.flush`` runs only for the full file a new one follows; ``IndexService.shutdown`` does
+    nothing), so a file the broker opened for a keyless message keeps 0 there, and the begin/end fields
+    its constructor set.  Before the fix a close wrote 1."""
+    store_dir = str(tmp_path / "s")
+    keyed = [{"topic": "T", "queue_id": 0, "body": b"w"},
+             {"topic": "T", "queue_id": 0, "body": b"x", "keys": ["a", "b"]}] if after_full else []
+    with segstore.open(store_dir, "rocketmq", "a", **FULL_CONFIG) as store:
+        store.append_batch([*keyed, {"topic": "T", "queue_id": 0, "body": b"y"}])
+    written = _index_bytes(store_dir)
+    last = written[sorted(written)[-1]]
+    assert len(written) == (2 if after_full else 1)
+    assert last[32:40] == bytes(8)      # hashSlotCount and indexCount as the constructor left them
+    if after_full:
+        full = written[sorted(written)[0]]
+        assert last[:32] == full[8:16] + full[8:16] + full[24:32] + full[24:32]
+    else:
+        assert last[:40] == bytes(40)

@@ -770,9 +770,11 @@ class LogSegment:
 
     def close(self) -> None:
         """Close; a writable segment first forces its max timestamp in and trims (clean shutdown)."""
-        # Only an index with room takes it: a trimmed one got its max at roll, and one made empty
-        # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
-        if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
+        # Only an index with a free slot takes it (LogSegment.close: maybeAppend with skipFullCheck, so
+        # the slot TimeIndex.isFull keeps for it counts): a trimmed one got its max at roll, and one made
+        # empty for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
+        if (self.writable and self.log.size and not self.needs_recovery
+                and len(self.time_index) < self.time_index.capacity):
             ts = self.max_timestamp_so_far()
             if self.indexable(ts.offset):       # (not of a batch no index can name: verify names it)
                 self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)

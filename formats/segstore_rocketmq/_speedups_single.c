@@ -411,10 +411,12 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
         return rc;
     }
     long long end = INDEX_HEADER_SIZE + t->slot_num * INDEX_SLOT_SIZE + (t->h[H_INDEX_COUNT] + k) * INDEX_ENTRY_SIZE;
-    /* full (the general path opens the next file), past the reserved blocks (it reserves), behind the
-       file's end offset (IndexService.put_hashes skips such entries), or a header the loop refuses */
+    /* full, or filled by these entries (the general path opens the next file, for a message after the
+       one that fills it too: RocketMQStore._open_index_after_full), past the reserved blocks (it
+       reserves), behind the file's end offset (IndexService.put_hashes skips such entries), or a header
+       the loop refuses */
     if (t->mm == Py_None || t->slot_num <= 0 || t->h[H_INDEX_COUNT] < INDEX_FIRST_ENTRY ||
-        t->h[H_INDEX_COUNT] >= t->index_num || t->h[H_INDEX_COUNT] + k > t->index_num || (reserves && end > reserved) ||
+        t->h[H_INDEX_COUNT] >= t->index_num || t->h[H_INDEX_COUNT] + k >= t->index_num || (reserves && end > reserved) ||
         end > size || phys < t->h[H_END_PHY]) {
         return 1;
     }

@@ -1238,13 +1238,20 @@ def _resume_point(index: IndexService, fi: int) -> tuple[int, int]:
     An emptied file starts where the previous one ended, as the broker's
     ``getAndCreateLastIndexFile`` creates it; the previous file's last message
     may have had more keys than fitted (``IndexService.putKey`` rolls mid-message),
-    so that message is resumed after the keys the previous file holds.
+    so that message is resumed after the keys the earlier files hold: the previous
+    file's, and where that file holds only this message's keys, the files before it
+    too (a message of more keys than a file takes spans several).
     """
     if fi == 0:
         return index.files[0].header.begin_phy_offset, 0
-    prev = index.files[fi - 1].header
-    held = index.files[fi - 1].entries["phy_offset"]
-    return prev.end_phy_offset, int(np.count_nonzero(held == prev.end_phy_offset))
+    phy = index.files[fi - 1].header.end_phy_offset
+    skip = 0
+    for f in reversed(index.files[:fi]):
+        held = f.entries["phy_offset"]
+        skip += int(np.count_nonzero(held == phy))
+        if not len(held) or int(held[0]) != phy:
+            break
+    return phy, skip
 
 
 def _first_keyed(ctx: RecoveryContext, after: int, hi: int) -> int | None:

@@ -1196,6 +1196,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                  m.properties.get(PROPERTY_UNIQ_KEY) or None, m.properties.get(PROPERTY_KEYS),
                                  m.sys_flag)
                     for m in built])
+                self._open_index_after_full(placement.end)
             except StorageFullError as err:
                 self.index_incomplete = True
                 raise _index_full(err, start, placement.end) from err
@@ -1330,10 +1331,25 @@ class RocketMQStore(LifecycleMixin, Store):
                     self.index.put_hashes(*batch.index_columns())
                 else:
                     self.index._writable_file()
+                self._open_index_after_full(batch.end)
             except StorageFullError as err:
                 self.index_incomplete = True
                 raise _index_full(err, batch.start, batch.end) from err
         return results
+
+    def _open_index_after_full(self, end: int) -> None:
+        """Open the next IndexFile where a message of the batch ending at physical ``end`` follows the one
+        whose keys filled the last file: 4.9.7 ``IndexService.buildIndex`` begins with
+        ``retryGetAndCreateIndexFile`` for every message it dispatches, keys or not, and
+        ``getAndCreateLastIndexFile`` makes a new file whenever the last ``isWriteFull``.  (A file full
+        before the batch was replaced as it began.)  ``O(1)``; a message is read once per file filled."""
+        index = self.index
+        if index is None or not index.files or not index.files[-1].is_full:
+            return
+        last = index.files[-1]
+        filled_by = last.header.end_phy_offset
+        if filled_by + self.commitlog.read(filled_by, check_crc=False).size < end:
+            index._writable_file()
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit a consumer group's next offset for a queue to ``config/consumerOffset.json``.

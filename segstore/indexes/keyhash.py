@@ -395,8 +395,12 @@ class IndexFile:
         self.file.write(0, self.header.pack())
 
     def flush(self) -> None:
-        """Write the header and make the whole file durable (the broker forces the whole map)."""
-        self.write_header()
+        """Make the whole file durable (the broker forces the whole map).  The header is written as
+        the broker's ``IndexFile.flush`` writes it (``updateByteBuffer``) once an entry was put; a file
+        without one keeps what its creation wrote, ``indexCount`` 0 (the in-memory 1 reaches the file
+        with the first put, ``IndexHeader.incIndexCount``; 4.9.7 flushes only a full file)."""
+        if self.header.index_count > FIRST_ENTRY:
+            self.write_header()
         self.file.flush()
 
     def close(self) -> None:
