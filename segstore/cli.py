@@ -1462,6 +1462,7 @@ def _target_format(path: str, fmt: str | None, default: str) -> str:
         raise UsageError("expected a store directory (or none) to write into, found a file", path)
     if files.list_dir(path):
         return resolve_store(path, fmt)
+    registry.check_new_store(path, fmt or default)
     return fmt or default
 
 
@@ -1482,6 +1483,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         if files.list_dir(args.path):
             raise UsageError("expected an empty or missing directory to write a spec into, found one with "
                              f"{len(files.list_dir(args.path))} entries", args.path)
+        registry.check_new_store(args.path, fmt)
         merged = {**spec.get("config", {}), **config}
         items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
         unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"

@@ -125,6 +125,33 @@ def other_formats(path: str, name: str) -> list[str]:
     return [other for other in names() if other != name and get(other).detect(path)]
 
 
+def check_new_store(path: str, name: str) -> None:
+    """Refuse to make a new store of format ``name`` at ``path`` inside a store whose broker would
+    then fail to load it (:meth:`FormatPlugin.refuses_new_dir` of each format, asked of the nearest
+    part of ``path`` that exists, for the first directory to be made below it).  A local path only.
+
+    :raises WrongFormatError: naming ``path``, the store it would be made in and why.
+    """
+    import os
+
+    from . import files
+
+    if files.is_url(path):
+        return
+    made = os.path.abspath(path)
+    parent = os.path.dirname(made)
+    while not files.exists(parent) and os.path.dirname(parent) != parent:
+        made, parent = parent, os.path.dirname(parent)
+    if not files.is_dir(parent):
+        return
+    first = os.path.basename(made)
+    for other in names():
+        why = get(other).refuses_new_dir(parent, first, name if made == os.path.abspath(path) else None)
+        if why:
+            raise WrongFormatError(f"expected a new {name} store outside other stores, found it inside the "
+                                   f"{other} store {parent}: {why}", path)
+
+
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 

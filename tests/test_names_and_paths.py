@@ -1,0 +1,93 @@
+"""Store paths and topic names at the edges: what a command may create where, named as the brokers load it.
+
+- A new store inside a Kafka log directory: Kafka 3.8 ``LogManager.loadLogs`` passes every
+  subdirectory of a log directory to ``UnifiedLog.parseTopicPartitionName``
+  (``LocalLog.parseTopicPartitionName``), which throws a ``KafkaException`` for a name that is not
+  ``TOPIC-PARTITION`` (``sub``, ``.x.tmp``): the broker fails to start on the log directory.
+  ``segstore write LOGDIR/sub`` and ``convert SRC LOGDIR/sub`` made one there (exit 0), and ``verify
+  LOGDIR`` then reported the very directory they made.  Only a Kafka partition directory (``TOPIC-N``)
+  may be made in a log directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import cli_run
+
+import segstore
+from segstore.errors import WrongFormatError
+
+
+def _jsonl(path: Path, *objs: dict) -> Path:
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in objs))
+    return path
+
+
+@pytest.fixture()
+def log_dir(tmp_path: Path) -> Path:
+    lines = _jsonl(tmp_path / "k.jsonl", {"topic": "orders", "value": "v"})
+    assert cli_run("write", tmp_path / "logs", "--format", "kafka", "--input", lines)[0] == 0
+    return tmp_path / "logs"
+
+
+@pytest.fixture()
+def rocketmq_store(tmp_path: Path) -> Path:
+    lines = _jsonl(tmp_path / "r.jsonl", {"topic": "Orders", "value": "v"})
+    assert cli_run("write", tmp_path / "rmq", "--format", "rocketmq", "--input", lines)[0] == 0
+    return tmp_path / "rmq"
+
+
+@pytest.mark.parametrize("argv", [
+    ["write", "{logs}/sub", "--format", "kafka", "--input", "{lines}"],
+    ["write", "{logs}/sub", "--format", "rocketmq", "--input", "{lines}"],
+    ["write", "{logs}/sub", "--input", "{lines}"],
+    ["write", "{logs}/a/b", "--format", "kafka", "--input", "{lines}"],
+    ["write", "{logs}/orders-7", "--format", "rocketmq", "--input", "{lines}"],
+    ["convert", "{rmq}", "{logs}/imported", "--to", "kafka"],
+])
+def test_a_new_store_inside_a_kafka_log_dir_is_refused(log_dir, rocketmq_store, tmp_path, argv):
+    """LocalLog.parseTopicPartitionName / LogManager.loadLogs (Kafka 3.8): a directory in a log
+    directory that is not a partition fails the whole log directory; nothing is made there."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    before = sorted(p.name for p in log_dir.iterdir())
+    code, out, err = cli_run(*(a.format(logs=log_dir, lines=lines, rmq=rocketmq_store) for a in argv))
+    assert (code, out) == (2, ""), err
+    assert f"inside the kafka store {log_dir}" in err
+    assert "LocalLog.parseTopicPartitionName" in err
+    assert sorted(p.name for p in log_dir.iterdir()) == before
+    assert cli_run("verify", log_dir)[0] == 0
+
+
+def test_a_partition_directory_may_still_be_written_into_a_log_dir(log_dir, tmp_path):
+    """A ``TOPIC-N`` directory is what a log directory holds: a Kafka partition store may be made there."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    code, _, err = cli_run("write", log_dir / "T-0", "--format", "kafka", "--input", lines)
+    assert code == 0, err
+    assert cli_run("verify", log_dir)[0] == 0
+
+
+def test_open_refuses_a_new_store_inside_a_kafka_log_dir(log_dir):
+    with pytest.raises(WrongFormatError, match="inside the kafka store"):
+        segstore.open(log_dir / "sub", format="rocketmq", mode="a")
+    assert not (log_dir / "sub").exists()
+
+
+def test_a_store_inside_a_rocketmq_store_is_left_to_the_user(rocketmq_store, tmp_path):
+    """RocketMQ 4.9.7 ``DefaultMessageStore.load`` reads only its own subdirectories (commitlog,
+    consumequeue, index, config): another directory beside them breaks nothing."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    assert cli_run("write", rocketmq_store / "sub", "--format", "kafka", "--input", lines)[0] == 0
+    assert cli_run("verify", rocketmq_store)[0] == 0
+
+
+def test_a_store_beside_a_copied_partition_directory_is_no_store_inside_a_log_dir(tmp_path):
+    """A directory a copied ``TOPIC-N`` sits in is no broker's log directory (it holds none of the
+    checkpoints a broker writes there from its first start, ``LogManager``): stores may be made in it."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    assert cli_run("write", tmp_path / "work" / "T-0", "--format", "kafka", "--input", lines)[0] == 0
+    work = tmp_path / "work"
+    code, _, err = cli_run("convert", work / "T-0", work / "rmq", "--to", "rocketmq")
+    assert code == 0, err
