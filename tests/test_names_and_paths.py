@@ -18,7 +18,7 @@ import pytest
 from conftest import cli_run
 
 import segstore
-from segstore.errors import WrongFormatError
+from segstore.errors import CorruptDataError, WrongFormatError
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -91,3 +91,19 @@ def test_a_store_beside_a_copied_partition_directory_is_no_store_inside_a_log_di
     work = tmp_path / "work"
     code, _, err = cli_run("convert", work / "T-0", work / "rmq", "--to", "rocketmq")
     assert code == 0, err
+
+
+def test_two_directories_of_one_partition_are_refused_not_one_dropped(log_dir, tmp_path):
+    """``orders-0`` and ``orders-00`` both parse as partition 0 (``LocalLog.parseTopicPartitionName``:
+    ``Integer.parseInt``), and Kafka 3.8 ``LogManager.loadLog`` refuses the second (``Duplicate log
+    directories for orders-0 are found in both ...``): the broker does not start.  segstore read the
+    last one listed and dropped the other's records without a word (dump exit 0, verify "ok")."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "orders", "value": "other"})
+    assert cli_run("write", tmp_path / "elsewhere", "--format", "kafka", "--input", lines)[0] == 0
+    (tmp_path / "elsewhere" / "orders-0").rename(log_dir / "orders-00")
+    for argv in (["dump", log_dir], ["verify", log_dir], ["info", log_dir]):
+        code, out, err = cli_run(*argv)
+        assert (code, out) == (1, ""), (argv, out, err)
+        assert "orders-0" in err and "orders-00" in err and "LogManager.loadLog" in err
+    with pytest.raises(CorruptDataError, match="expected one directory of partition orders-0"):
+        segstore.open(log_dir, format="kafka")

@@ -105,6 +105,24 @@ def kafka_partition_name(name: str) -> bool:
     return re.fullmatch(r"[+-]?[0-9]{1,10}", partition) is not None and -(1 << 31) <= int(partition) < 1 << 31
 
 
+def _check_one_directory_each(path: str, names: list[str]) -> None:
+    """Refuse two directories of one partition (``t-0`` and ``t-00``: ``Integer.parseInt`` reads both as
+    0): Kafka 3.8.0 ``LogManager.loadLog`` throws "Duplicate log directories for T-N are found in both
+    ..." and the broker does not start; neither may be read in place of the other.  ``O(names)``.
+
+    :raises CorruptDataError: naming both directories.
+    """
+    seen: dict[tuple[str, int], str] = {}
+    for name in names:
+        key = parse_partition_dir(name)
+        if key in seen:
+            raise CorruptDataError(f"expected one directory of partition {key[0]}-{key[1]}, found "
+                                   f"{cut(seen[key])} and {cut(name)} (Kafka's LogManager.loadLog refuses to "
+                                   "start on duplicate log directories: remove or rename one)",
+                                   os.path.join(path, name))
+        seen[key] = name
+
+
 class LogDir:
     """The partitions of one log directory and its checkpoint files.
 
@@ -134,8 +152,10 @@ class LogDir:
         self.widths: dict[str, int] = {}
         #: how many times ``widths`` changed (a cache of it is current while this is the same)
         self.widths_version = 0
+        names = partition_dirs(path)
+        _check_one_directory_each(path, names)
         try:
-            for name in partition_dirs(path):
+            for name in names:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock, recovery_point=self.recovery_points.get((topic, number), 0))
