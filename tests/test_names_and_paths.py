@@ -107,3 +107,23 @@ def test_two_directories_of_one_partition_are_refused_not_one_dropped(log_dir, t
         assert "orders-0" in err and "orders-00" in err and "LogManager.loadLog" in err
     with pytest.raises(CorruptDataError, match="expected one directory of partition orders-0"):
         segstore.open(log_dir, format="kafka")
+
+
+def test_a_rocketmq_queue_is_read_from_the_directory_the_broker_reads(tmp_path):
+    """RocketMQ 4.9.7 ``DefaultMessageStore.loadConsumeQueue`` takes ``Integer.parseInt`` of each queue
+    directory's name, but ``ConsumeQueue``'s constructor opens ``consumequeue/TOPIC/`` + the queue id
+    again (``storePath + File.separator + topic + File.separator + queueId``): a directory ``00`` beside
+    ``0`` is never read.  segstore read the last listed, ``00``, for queue 0."""
+    lines = _jsonl(tmp_path / "m.jsonl", *({"topic": "T1", "value": v} for v in "abc"))
+    store = tmp_path / "rmq"
+    assert cli_run("write", store, "--format", "rocketmq", "--input", lines)[0] == 0
+    queue = store / "consumequeue" / "T1"
+    (queue / "00").mkdir()
+    data = bytearray((queue / "0" / "00000000000000000000").read_bytes())
+    data[20:60] = bytes(40)         # a stale copy: one entry, then nothing
+    (queue / "00" / "00000000000000000000").write_bytes(bytes(data))
+    with segstore.open(store, format="rocketmq") as opened:
+        assert opened.offset_range("T1", 0) == (0, 3)
+        assert [bytes(r.body) for r in opened.read("T1", 0)] == [b"a", b"b", b"c"]
+    code, out, err = cli_run("query", store, "--topic", "T1", "--queue", "0", "--offset", "2")
+    assert code == 0 and out.startswith("T1/0@2 phy=188 "), err
