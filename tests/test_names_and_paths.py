@@ -127,3 +127,17 @@ def test_a_rocketmq_queue_is_read_from_the_directory_the_broker_reads(tmp_path):
         assert [bytes(r.body) for r in opened.read("T1", 0)] == [b"a", b"b", b"c"]
     code, out, err = cli_run("query", store, "--topic", "T1", "--queue", "0", "--offset", "2")
     assert code == 0 and out.startswith("T1/0@2 phy=188 "), err
+
+
+def test_a_name_past_the_file_systems_limit_is_named_with_the_limit(tmp_path):
+    """A 249-character topic (``Topic.MAX_NAME_LENGTH``, Kafka 3.8 ``Topic.validate`` takes it) of
+    partition 2147483647 names a directory of 260 bytes, past the 255 a file system name holds: Kafka's
+    ``LogManager.getOrCreateLog`` fails on ``Files.createDirectories`` (an IOException) and so does the
+    write.  The error said only the OS's words (``PATH: File name too long``); it says what was expected
+    and found, and nothing is left behind."""
+    topic = "t" * 249
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": topic, "partition": 2147483647, "value": "v"})
+    code, out, err = cli_run("write", tmp_path / "logs", "--format", "kafka", "--input", lines)
+    assert (code, out) == (1, "")
+    assert f"{topic}-2147483647: expected names of at most 255 bytes, found one of 260 bytes" in err
+    assert not (tmp_path / "logs").exists()
