@@ -141,3 +141,31 @@ def test_a_name_past_the_file_systems_limit_is_named_with_the_limit(tmp_path):
     assert (code, out) == (1, "")
     assert f"{topic}-2147483647: expected names of at most 255 bytes, found one of 260 bytes" in err
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("where", [".", "..", "link"])
+def test_a_partition_directory_named_by_dot_or_a_link_is_read_as_its_partition(log_dir, monkeypatch, where):
+    """A partition directory store takes its topic and partition from the directory's name
+    (``LocalLog.parseTopicPartitionName``) and its log directory from the parent.  Named ``.`` (the
+    working directory), ``..`` or by a link of another name, segstore took the name as written:
+    ``expected a partition directory named TOPIC-PARTITION, found '.'`` (and ``..`` for the parent
+    log directory); ``cd logs/orders-0 && segstore info .`` failed."""
+    part = log_dir / "orders-0"
+    if where == "..":
+        (part / "sub").mkdir()
+        monkeypatch.chdir(part / "sub")
+    elif where == "link":
+        (log_dir.parent / "link").symlink_to(part)
+        monkeypatch.chdir(log_dir.parent)
+    else:
+        monkeypatch.chdir(part)
+    code, out, err = cli_run("dump", where, "--json")
+    assert code == 0, err
+    assert [json.loads(line)["topic"] for line in out.splitlines()] == ["orders"]
+    lines = _jsonl(log_dir.parent / "m.jsonl", {"topic": "orders", "value": "w"})
+    code, out, err = cli_run("write", where, "--input", lines)
+    assert code == 0, err
+    with segstore.open(part, format="kafka") as store:
+        assert store.offset_range("orders", 0) == (0, 2)
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_file()) == [
+        "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]

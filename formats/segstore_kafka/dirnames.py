@@ -17,6 +17,18 @@ PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
 
 
+def named_path(path: str) -> str:
+    """The path a partition directory's name is read from: ``path`` made absolute (``.`` and ``..`` name
+    the directory they stand for), or, where that name is no ``TOPIC-N`` (a link named otherwise),
+    the directory it resolves to.  Its parent is the log directory.  ``O(1)`` (a ``readlink`` chain)."""
+    absolute = os.path.abspath(path)
+    if PARTITION_DIR.match(os.path.basename(absolute)) is None:
+        real = os.path.realpath(path)
+        if PARTITION_DIR.match(os.path.basename(real)) is not None:
+            return real
+    return absolute
+
+
 #: one past the largest offset (a Java long): 20 digits reach past it
 OFFSET_LIMIT = 1 << 63
 

@@ -28,7 +28,7 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
+from .dirnames import PARTITION_DIR, named_path, partition_dirs, segment_bases
 from .kraft import METADATA_TOPIC
 from .partition import (
     KafkaConfig,
@@ -77,7 +77,7 @@ def is_partition_dir(path: str) -> bool:
     """True for a directory holding ``%020d.log`` files (or a new, empty one named ``TOPIC-N``)."""
     if segment_bases(path):
         return True
-    name = os.path.basename(os.path.normpath(path))
+    name = os.path.basename(named_path(path))
     return PARTITION_DIR.match(name) is not None and not any(
         files.is_dir(os.path.join(path, entry)) for entry in files.list_dir(path))
 
