@@ -169,3 +169,23 @@ def test_a_partition_directory_named_by_dot_or_a_link_is_read_as_its_partition(l
         assert store.offset_range("orders", 0) == (0, 2)
     assert sorted(p.name for p in log_dir.iterdir() if p.is_file()) == [
         "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+
+
+@pytest.mark.parametrize("direction", ["to-kafka", "to-rocketmq"])
+def test_a_topic_the_other_format_cannot_name_is_refused_naming_the_source(tmp_path, direction):
+    """``convert``: a RocketMQ topic whose escaped Kafka name passes 249 characters (Kafka 3.8
+    ``Topic.validate``; ``%`` becomes ``.25``), or a Kafka topic past RocketMQ 4.9.7's 127
+    (``TopicValidator.validateTopic``), is refused (``InvalidTopicError``, exit 2) and nothing is made.
+    The message named no path at all, and the whole 300-character name."""
+    if direction == "to-kafka":
+        fmt, to, topic = "rocketmq", "kafka", "%" * 100
+    else:
+        fmt, to, topic = "kafka", "rocketmq", "t." * 124 + "t"
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": topic, "value": "v"})
+    src = tmp_path / "src"
+    assert cli_run("write", src, "--format", fmt, "--input", lines)[0] == 0
+    code, out, err = cli_run("convert", src, tmp_path / "dst", "--to", to)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"{src}: expected "), err
+    assert len(err) < 600, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl", "src"]

@@ -65,6 +65,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidMessageError,
+    InvalidTopicError,
     NotFoundError,
     OffsetOutOfRangeError,
     UnsupportedOperationError,
@@ -995,6 +996,9 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             # Refused while converting (DEAD_ENDS): a resume would be refused at the same record,
             # and a corrected run would trip over what is left.
             _remove(tmp)
+        if isinstance(err, InvalidTopicError) and err.path is None:
+            # a topic the target cannot name or hold: the source's (its name mapped, found mid-run)
+            raise InvalidTopicError(err.message, src) from err
         raise
     finally:
         if bar is not None:
