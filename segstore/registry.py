@@ -125,10 +125,12 @@ def other_formats(path: str, name: str) -> list[str]:
     return [other for other in names() if other != name and get(other).detect(path)]
 
 
-def check_new_store(path: str, name: str) -> None:
+def check_new_store(path: str, name: str, *, whole: bool = False) -> None:
     """Refuse to make a new store of format ``name`` at ``path`` inside a store whose broker would
     then fail to load it (:meth:`FormatPlugin.refuses_new_dir` of each format, asked of the nearest
-    part of ``path`` that exists, for the first directory to be made below it).  A local path only.
+    part of ``path`` that exists, for the first directory to be made below it).  ``whole``: the new
+    store is never a member of another (a conversion writes a Kafka log directory, not a partition
+    directory), so it is asked of as any other directory.  A local path only.
 
     :raises WrongFormatError: naming ``path``, the store it would be made in and why.
     """
@@ -146,7 +148,8 @@ def check_new_store(path: str, name: str) -> None:
         return
     first = os.path.basename(made)
     for other in names():
-        why = get(other).refuses_new_dir(parent, first, name if made == os.path.abspath(path) else None)
+        member = name if made == os.path.abspath(path) and not whole else None
+        why = get(other).refuses_new_dir(parent, first, member)
         if why:
             raise WrongFormatError(f"expected a new {name} store outside other stores, found it inside the "
                                    f"{other} store {parent}: {why}", path)

@@ -47,6 +47,8 @@ def rocketmq_store(tmp_path: Path) -> Path:
     ["write", "{logs}/a/b", "--format", "kafka", "--input", "{lines}"],
     ["write", "{logs}/orders-7", "--format", "rocketmq", "--input", "{lines}"],
     ["convert", "{rmq}", "{logs}/imported", "--to", "kafka"],
+    # a conversion writes a log directory: named like a partition, Kafka loads it as an empty one
+    ["convert", "{rmq}", "{logs}/imported-0", "--to", "kafka"],
 ])
 def test_a_new_store_inside_a_kafka_log_dir_is_refused(log_dir, rocketmq_store, tmp_path, argv):
     """LocalLog.parseTopicPartitionName / LogManager.loadLogs (Kafka 3.8): a directory in a log

@@ -953,7 +953,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     # its place, and then could not remove the link it had renamed (rmtree refuses links).
     dst = os.path.realpath(dst) if os.path.islink(dst) else dst
     if not (files.is_dir(dst) and files.list_dir(dst)):
-        registry.check_new_store(dst, to)     # a new store: not where another store's broker fails
+        registry.check_new_store(dst, to, whole=True)     # not where another store's broker fails
     tmp = temp_path(dst)
     if resume and not force and _finished(src, dst, tmp, options, source_format, source_side, report):
         if verify:
