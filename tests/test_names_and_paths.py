@@ -191,3 +191,20 @@ def test_a_topic_the_other_format_cannot_name_is_refused_naming_the_source(tmp_p
     assert err.startswith(f"{src}: expected "), err
     assert len(err) < 600, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl", "src"]
+
+
+def test_a_file_named_like_a_queue_is_an_empty_queue_to_the_broker_not_an_error(tmp_path):
+    """RocketMQ 4.9.7 ``loadConsumeQueue`` takes a *file* ``consumequeue/T2/0`` for queue 0 too
+    (``Integer.parseInt`` of its name), and ``MappedFileQueue.load`` lists it (``listFiles()`` of a
+    file is null) as a queue without files: the broker starts and serves the store.  Every segstore
+    command failed on it (``expected a directory on the path, found a file in the way``, exit 1)."""
+    lines = _jsonl(tmp_path / "m.jsonl", *({"topic": "T1", "value": v} for v in "abc"))
+    store = tmp_path / "rmq"
+    assert cli_run("write", store, "--format", "rocketmq", "--input", lines)[0] == 0
+    (store / "consumequeue" / "T2").mkdir()
+    (store / "consumequeue" / "T2" / "0").write_text("notes\n")
+    code, out, err = cli_run("dump", store, "--json")
+    assert code == 0, err
+    assert [json.loads(line)["topic"] for line in out.splitlines()] == ["T1"] * 3
+    code, _, err = cli_run("verify", store)
+    assert (code, err) == (0, f"{store}: ok\n")

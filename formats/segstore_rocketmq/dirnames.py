@@ -71,7 +71,9 @@ def queue_dirs(root: str) -> QueueDirs:
     which the broker loads) is listed: the caller decides.  A queue's directory is the one the broker
     reads, ``TOPIC/`` + the queue id as Java writes it (``ConsumeQueue``'s constructor: ``storePath +
     File.separator + topic + File.separator + queueId``), whatever name parsed to the id: ``00`` or
-    ``+0`` beside ``0`` is never read, and one alone stands for a queue with no directory yet.
+    ``+0`` beside ``0`` is never read, and one alone stands for a queue with no directory yet; so does
+    a file of the queue's own name (``MappedFileQueue.load``: ``listFiles()`` of a file is null, a
+    queue without files).
     """
     queues = []
     strays = []
@@ -83,7 +85,7 @@ def queue_dirs(root: str) -> QueueDirs:
         names = files.list_dir(directory)
         ids = {queue_id for queue_id in map(parse_int, names) if queue_id is not None}
         queues += [(topic, queue_id, os.path.join(directory, str(queue_id))) for queue_id in sorted(ids)
-                   if str(queue_id) in names]
+                   if str(queue_id) in names and files.is_dir(os.path.join(directory, str(queue_id)))]
     rocksdb = ROCKSDB_MARKER in strays and any(name.startswith(ROCKSDB_MANIFEST) for name in strays)
     return QueueDirs(queues, rocksdb)
 
