@@ -208,3 +208,16 @@ def test_a_file_named_like_a_queue_is_an_empty_queue_to_the_broker_not_an_error(
     assert [json.loads(line)["topic"] for line in out.splitlines()] == ["T1"] * 3
     code, _, err = cli_run("verify", store)
     assert (code, err) == (0, f"{store}: ok\n")
+
+
+def test_convert_force_into_the_working_directory_named_dot(rocketmq_store, tmp_path, monkeypatch):
+    """``cd out && segstore convert ../src . --to kafka --force``: ``.`` is an empty directory, which
+    ``--force`` replaces (docs/cli.md); the install renamed ``.`` itself and failed with the OS's
+    words (``.: Device or resource busy``, exit 1) after the whole conversion."""
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    code, _, err = cli_run("convert", rocketmq_store, ".", "--to", "kafka", "--force")
+    assert code == 0, err
+    assert (out / "Orders-0").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "r.jsonl", "rmq"]

@@ -900,7 +900,9 @@ def _install(tmp: str, dst: str) -> None:
     """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed.
 
     A replaced destination left aside by an install that was itself interrupted is removed too.
+    ``dst`` is renamed by its absolute path: ``.`` (the working directory) cannot be renamed by that name.
     """
+    dst = os.path.abspath(dst)
     old = f"{temp_path(dst)[:-len(TEMP_SUFFIX)]}{OLD_SUFFIX}"
     _remove(old)
     if files.exists(dst):
