@@ -1630,12 +1630,15 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
         except InvalidMessageError as err:
             # name the input file (and the line) when the plugin could not; a message too large names
             # the store's log, where it would have gone, not the line that held it
-            if err.path is None or isinstance(err, MessageTooLargeError):
-                # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
+            if err.path is None or isinstance(err, (MessageTooLargeError, InvalidTopicError)):
+                # a line's bad topic is the input's problem (exit 1), not a bad argument's
+                # (InvalidTopicError); so is one only the store refuses (a Kafka topic colliding with
+                # one it holds: named by the store)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
                 found = _locate_bad_line(fmt, path, list(recent), config, err.message)
                 if found is None:
-                    raise kind(err.message, shown) from err
+                    where = err.path if isinstance(err, InvalidTopicError) and err.path else shown
+                    raise kind(err.message, where) from err
                 number, pos, message = found
                 raise kind(f"line {number}: {message}", shown, pos) from err
             raise

@@ -18,7 +18,7 @@ import pytest
 from conftest import cli_run
 
 import segstore
-from segstore.errors import CorruptDataError, WrongFormatError
+from segstore.errors import CorruptDataError, InvalidTopicError, WrongFormatError
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -221,3 +221,27 @@ def test_convert_force_into_the_working_directory_named_dot(rocketmq_store, tmp_
     assert code == 0, err
     assert (out / "Orders-0").is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "r.jsonl", "rmq"]
+
+
+def test_a_topic_colliding_with_one_the_metadata_log_knows_is_refused(tmp_path):
+    """Kafka 3.8 ``ReplicationControlManager.validateNewTopicNames`` checks a new topic against every
+    topic of the cluster (``topicsWithCollisionChars``, replayed from the metadata log), not the
+    partitions one broker holds: ``a_b`` collides with ``a.b`` though no ``a.b-N`` directory is here.
+    segstore checked the local directories only and created ``a_b-0``."""
+    from kafka_messages import partition, topic
+
+    from segstore.records import Message
+
+    logs = tmp_path / "logs"
+    ident = "AAAAAAAAAAAAAAAAAAAAEQ"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("__cluster_metadata", value, timestamp=1)
+                            for value in (topic("a.b", ident), partition(ident, 0, [2]))])
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "a_b", "value": "v"})
+    code, out, err = cli_run("write", logs, "--input", lines)
+    assert (code, out) == (1, "")
+    assert "expected a topic that does not collide with existing topic 'a.b', found 'a_b'" in err
+    assert not (logs / "a_b-0").exists()
+    with segstore.open(logs, format="kafka", mode="a") as store, \
+            pytest.raises(InvalidTopicError, match=r"collide with existing topic 'a\.b'"):
+        store.append({"topic": "a_b", "value": b"v"})

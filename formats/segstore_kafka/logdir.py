@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from segstore import files, overlap
 from segstore.errors import CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
@@ -253,13 +253,15 @@ class LogDir:
             self.widths[topic] = number + 1
             self.widths_version += 1
 
-    def check_new_partition(self, topic: str, partition: int) -> None:
+    def check_new_partition(self, topic: str, partition: int, known: Iterable[str] = ()) -> None:
         """Refuse a partition to create that Kafka refuses: :func:`validate_topic`'s rules, and a new
         topic whose name collides with an existing topic's once ``.`` and ``_`` are made the same (their
         metric names would clash): 3.8 ``ReplicationControlManager.validateNewTopicNames`` answers
         ``Topic 'a_b' collides with existing topic: a.b`` (``Topic.hasCollisionChars`` /
         ``unifyCollisionChars``).  A new partition of an existing topic is not checked, as
-        ``createPartitions`` does not.  ``O(partitions)`` for a new topic.
+        ``createPartitions`` does not.  ``known``: the cluster's topics besides those with a partition
+        here (the metadata log's: the controller checks every topic it replayed,
+        ``topicsWithCollisionChars``).  ``O(partitions + known)`` for a new topic.
 
         :raises InvalidTopicError: the rule broken, naming the existing topic.
         """
@@ -268,7 +270,7 @@ class LogDir:
         validate_topic(topic, partition)
         if "." not in topic and "_" not in topic:
             return
-        existing = {name for name, _ in self.partitions}
+        existing = {name for name, _ in self.partitions} | set(known)
         if topic in existing:
             return
         unified = topic.replace(".", "_")

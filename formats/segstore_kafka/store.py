@@ -1096,14 +1096,19 @@ class KafkaStore(Store):
         self._check_writable()
         self._check_partitions(destinations)
 
+    def _cluster_topics(self) -> Iterable[str]:
+        """The topics the metadata log names (none without one): a new topic must not collide with them."""
+        return self.metadata.topics.keys() if self.metadata is not None else ()
+
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
         this partition directory's."""
+        known = self._cluster_topics()
         for topic, partition in keys:
             if self._part is not None:
                 self.partition_of(topic, partition)
             else:
-                self._log_dir.check_new_partition(topic, partition)
+                self._log_dir.check_new_partition(topic, partition, known)
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
@@ -1168,7 +1173,7 @@ class KafkaStore(Store):
         """
         self._check_writable()
         if self._part is None:
-            self._log_dir.check_new_partition(topic, partition)
+            self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
         self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
                                                                         new_segment=new_segment)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
