@@ -245,3 +245,26 @@ def test_a_topic_colliding_with_one_the_metadata_log_knows_is_refused(tmp_path):
     with segstore.open(logs, format="kafka", mode="a") as store, \
             pytest.raises(InvalidTopicError, match=r"collide with existing topic 'a\.b'"):
         store.append({"topic": "a_b", "value": b"v"})
+
+
+def test_a_partition_directory_whose_name_is_no_utf8_is_no_partition(log_dir, tmp_path):
+    """A directory ``t\\xff-0`` (bytes no UTF-8 text holds) in a log directory: Kafka's JVM lists it as
+    ``t\\ufffd-0`` (``File.listFiles`` decodes the name, sun.jnu.encoding UTF-8) and opens that other,
+    missing path, so it never reads the directory's records (``LocalLog.parseTopicPartitionName``
+    parses the replaced name).  segstore loaded it as topic ``'t\\udcff'``, and the next write of the
+    log directory died with a traceback writing ``recovery-point-offset-checkpoint``
+    (UnicodeEncodeError).  It is no partition: verify names it, a write goes on."""
+    import os
+    import shutil
+
+    bad = os.path.join(os.fsencode(log_dir), b"t\xff-0")
+    shutil.copytree(os.fsencode(log_dir / "orders-0"), bad)
+    with segstore.open(log_dir, format="kafka") as store:
+        assert store.topics() == ["orders"]
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "orders", "value": "w"})
+    code, _, err = cli_run("write", log_dir, "--input", lines)
+    assert code == 0, err
+    assert (log_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:] == ["orders 0 2"]
+    code, out, _ = cli_run("verify", log_dir)
+    assert code == 1
+    assert "expected partition directories named by UTF-8 text in a log directory, found b't\\xff-0'" in out

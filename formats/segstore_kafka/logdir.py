@@ -28,7 +28,7 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import PARTITION_DIR, named_path, partition_dirs, segment_bases
+from .dirnames import PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
 from .kraft import METADATA_TOPIC
 from .partition import (
     KafkaConfig,
@@ -191,7 +191,11 @@ class LogDir:
             where = os.path.join(self.path, name)
             if not files.is_dir(where):
                 continue
-            if not kafka_partition_name(name):
+            if not is_text_name(name):
+                problems.append((where, None, "expected partition directories named by UTF-8 text in a log "
+                                 f"directory, found {cut(os.fsencode(name))}: Kafka reads the name with "
+                                 "U+FFFD for its bytes and opens another directory, not this one"))
+            elif not kafka_partition_name(name):
                 problems.append((where, None, "expected partition directories named TOPIC-PARTITION in a log "
                                  f"directory, found {cut(name)}: Kafka's LogManager.loadLogs fails the log "
                                  "directory on it (LocalLog.parseTopicPartitionName)"))
