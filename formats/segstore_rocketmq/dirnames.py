@@ -82,7 +82,7 @@ def queue_dirs(root: str) -> QueueDirs:
         if not files.is_dir(directory):
             strays.append(topic)
             continue
-        names = files.list_dir(directory)
+        names = set(files.list_dir(directory))
         ids = {queue_id for queue_id in map(parse_int, names) if queue_id is not None}
         queues += [(topic, queue_id, os.path.join(directory, str(queue_id))) for queue_id in sorted(ids)
                    if str(queue_id) in names and files.is_dir(os.path.join(directory, str(queue_id)))]
