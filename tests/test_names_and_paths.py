@@ -268,3 +268,19 @@ def test_a_partition_directory_whose_name_is_no_utf8_is_no_partition(log_dir, tm
     code, out, _ = cli_run("verify", log_dir)
     assert code == 1
     assert "expected partition directories named by UTF-8 text in a log directory, found b't\\xff-0'" in out
+
+
+def test_partition_numbers_as_integer_parse_int_reads_them(log_dir):
+    """``LocalLog.parseTopicPartitionName`` reads the partition with ``Integer.parseInt``: leading zeros
+    of any count (``orders-00000000003``, 11 digits) and a ``+`` (``orders-+5``) are partitions Kafka
+    loads.  verify said Kafka fails the log directory on the first (it allowed 10 digits at most), and
+    said nothing of the second, whose records segstore does not read and Kafka serves as orders-5."""
+    import shutil
+
+    shutil.copytree(log_dir / "orders-0", log_dir / "orders-00000000003")
+    code, out, _ = cli_run("verify", log_dir)
+    assert code == 0, out
+    shutil.copytree(log_dir / "orders-0", log_dir / "orders-+5")
+    code, out, _ = cli_run("verify", log_dir)
+    assert code == 1
+    assert "Kafka loads it as partition 5 of topic 'orders'" in out

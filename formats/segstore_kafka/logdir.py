@@ -99,10 +99,19 @@ def kafka_partition_name(name: str) -> bool:
         if _SUFFIXED_DIR.match(name) is None:
             return False
         name = name[:name.rindex(".")]
+    return java_partition(name) is not None
+
+
+def java_partition(name: str) -> int | None:
+    """The partition ``LocalLog.parseTopicPartitionName`` reads from a plain ``TOPIC-N`` name: what
+    ``Integer.parseInt`` makes of the text after the last ``-`` (a sign, then decimal digits of any
+    count, Unicode ones of the BMP too: ``Character.digit``; within an int), else None."""
     topic, dash, partition = name.rpartition("-")
-    if not dash or not topic or not partition:
-        return False
-    return re.fullmatch(r"[+-]?[0-9]{1,10}", partition) is not None and -(1 << 31) <= int(partition) < 1 << 31
+    digits = partition[1:] if partition[:1] in ("+", "-") else partition
+    if not dash or not topic or not digits.isdecimal() or max(digits) > "\uffff":
+        return None
+    value = int(partition)
+    return value if -(1 << 31) <= value < 1 << 31 else None
 
 
 def _check_one_directory_each(path: str, names: list[str]) -> None:
@@ -201,6 +210,11 @@ class LogDir:
                                  "directory on it (LocalLog.parseTopicPartitionName)"))
             elif where not in loaded and PARTITION_DIR.match(name):
                 problems += orphaned_indexes(where)
+            elif where not in loaded and java_partition(name) is not None and segment_bases(where):
+                topic = name.rpartition("-")[0]
+                problems.append((where, None, "expected partition directories named TOPIC-N, found "
+                                 f"{cut(name)}: Kafka loads it as partition {java_partition(name)} of topic "
+                                 f"{cut(topic)} (Integer.parseInt), segstore does not read it"))
         problems += self.log_start_problems()
         for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
                                      ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
