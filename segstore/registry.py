@@ -147,8 +147,8 @@ def check_new_store(path: str, name: str, *, whole: bool = False) -> None:
     if not files.is_dir(parent):
         return
     first = os.path.basename(made)
+    member = name if made == os.path.abspath(path) and not whole else None
     for other in names():
-        member = name if made == os.path.abspath(path) and not whole else None
         why = get(other).refuses_new_dir(parent, first, member)
         if why:
             raise WrongFormatError(f"expected a new {name} store outside other stores, found it inside the "
