@@ -151,8 +151,8 @@ def check_new_store(path: str, name: str, *, whole: bool = False) -> None:
     for other in names():
         why = get(other).refuses_new_dir(parent, first, member)
         if why:
-            raise WrongFormatError(f"expected a new {name} store outside other stores, found it inside the "
-                                   f"{other} store {parent}: {why}", path)
+            raise WrongFormatError(f"expected a new {name} store outside other stores, found it in {parent}, "
+                                   f"of the {other} store: {why}", path)
 
 
 def detect(path: str) -> str:

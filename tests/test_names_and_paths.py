@@ -57,7 +57,7 @@ def test_a_new_store_inside_a_kafka_log_dir_is_refused(log_dir, rocketmq_store, 
     before = sorted(p.name for p in log_dir.iterdir())
     code, out, err = cli_run(*(a.format(logs=log_dir, lines=lines, rmq=rocketmq_store) for a in argv))
     assert (code, out) == (2, ""), err
-    assert f"inside the kafka store {log_dir}" in err
+    assert f"in {log_dir}, of the kafka store" in err
     assert "LocalLog.parseTopicPartitionName" in err
     assert sorted(p.name for p in log_dir.iterdir()) == before
     assert cli_run("verify", log_dir)[0] == 0
@@ -72,7 +72,7 @@ def test_a_partition_directory_may_still_be_written_into_a_log_dir(log_dir, tmp_
 
 
 def test_open_refuses_a_new_store_inside_a_kafka_log_dir(log_dir):
-    with pytest.raises(WrongFormatError, match="inside the kafka store"):
+    with pytest.raises(WrongFormatError, match="of the kafka store"):
         segstore.open(log_dir / "sub", format="rocketmq", mode="a")
     assert not (log_dir / "sub").exists()
 
@@ -284,3 +284,26 @@ def test_partition_numbers_as_integer_parse_int_reads_them(log_dir):
     code, out, _ = cli_run("verify", log_dir)
     assert code == 1
     assert "Kafka loads it as partition 5 of topic 'orders'" in out
+
+
+@pytest.mark.parametrize("where", ["commitlog/sub", "index/sub", "consumequeue/Orders/5",
+                                   "consumequeue/Orders/0/x"])
+def test_a_new_store_where_the_rocketmq_broker_loads_files_is_refused(rocketmq_store, tmp_path, where):
+    """RocketMQ 4.9.7 ``MappedFileQueue.load`` takes every entry of ``commitlog/`` and of a queue
+    directory (``consumequeue/T/N``: ``loadConsumeQueue`` makes one of any name ``Integer.parseInt``
+    reads) as a mapped file and refuses to start on one of another length ("length not matched message
+    store config value"); ``IndexService.load`` opens every entry of ``index/`` as an IndexFile.  A
+    store written there made the broker (and segstore's verify) refuse the store it sits in."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    code, out, err = cli_run("write", rocketmq_store / where, "--format", "kafka", "--input", lines)
+    assert (code, out) == (2, ""), err
+    assert "of the rocketmq store" in err
+    assert not (rocketmq_store / where).exists()
+    assert cli_run("verify", rocketmq_store)[0] == 0
+
+
+def test_a_new_store_in_a_rocketmq_topic_directory_under_another_name_is_left_alone(rocketmq_store, tmp_path):
+    """``loadConsumeQueue`` skips a name ``Integer.parseInt`` refuses (``NumberFormatException``)."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    assert cli_run("write", rocketmq_store / "consumequeue" / "Orders" / "notes", "--input", lines)[0] == 0
+    assert cli_run("verify", rocketmq_store)[0] == 0
