@@ -60,6 +60,8 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         if others:
             raise WrongFormatError(f"expected a {format} store, found a {others[0]} store", path)
     plugin = registry.get(format)
+    if mode == "a" and not files.is_url(path) and not _has_content(path):
+        registry.check_new_store(path, format)      # a new store: not where another store's broker fails
     try:
         return plugin.open(path, mode, **config)
     except ConfigError as err:

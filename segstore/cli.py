@@ -1462,6 +1462,7 @@ def _target_format(path: str, fmt: str | None, default: str) -> str:
         raise UsageError("expected a store directory (or none) to write into, found a file", path)
     if files.list_dir(path):
         return resolve_store(path, fmt)
+    registry.check_new_store(path, fmt or default)
     return fmt or default
 
 
@@ -1482,6 +1483,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         if files.list_dir(args.path):
             raise UsageError("expected an empty or missing directory to write a spec into, found one with "
                              f"{len(files.list_dir(args.path))} entries", args.path)
+        registry.check_new_store(args.path, fmt)
         merged = {**spec.get("config", {}), **config}
         items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
         unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
@@ -1628,12 +1630,15 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
         except InvalidMessageError as err:
             # name the input file (and the line) when the plugin could not; a message too large names
             # the store's log, where it would have gone, not the line that held it
-            if err.path is None or isinstance(err, MessageTooLargeError):
-                # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
+            if err.path is None or isinstance(err, (MessageTooLargeError, InvalidTopicError)):
+                # a line's bad topic is the input's problem (exit 1), not a bad argument's
+                # (InvalidTopicError); so is one only the store refuses (a Kafka topic colliding with
+                # one it holds: named by the store)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
                 found = _locate_bad_line(fmt, path, list(recent), config, err.message)
                 if found is None:
-                    raise kind(err.message, shown) from err
+                    where = err.path if isinstance(err, InvalidTopicError) and err.path else shown
+                    raise kind(err.message, where) from err
                 number, pos, message = found
                 raise kind(f"line {number}: {message}", shown, pos) from err
             raise

@@ -145,11 +145,28 @@ def _translate(err: OSError, path: str, pos: int | None = None, size: int | None
     if err.errno == errno.ENOTDIR:      # a part of the path is a file (afile/sub)
         return StorageIOError(f"expected a directory on the path, found a file in the way ({what})", path,
                               pos)
+    if err.errno == errno.ENAMETOOLONG:     # a topic's directory past the file system's NAME_MAX
+        return _name_too_long(what, path, pos)
     if err.errno == errno.EROFS:        # a write (retention, compact...) on a read-only mount
         return StorageIOError(f"expected a writable file system, found a read-only one ({what})", path, pos)
     if err.errno in (errno.EACCES, errno.EPERM):
         return StorageIOError(f"expected permission to access the file, found none ({what})", path, pos)
     return StorageIOError(what, path, pos)
+
+
+#: The longest name one directory entry holds on Linux file systems (ext4, XFS: ``NAME_MAX``)
+NAME_MAX = 255
+
+
+def _name_too_long(what: str, path: str, pos: int | None) -> StorageIOError:
+    """The error for ``ENAMETOOLONG``: the longest name on ``path`` and the limit it passed (else, every
+    name within it, the whole path's length)."""
+    longest = max((len(os.fsencode(part)) for part in path.split(os.sep)), default=0)
+    if longest > NAME_MAX:
+        return StorageIOError(f"expected names of at most {NAME_MAX} bytes, found one of {longest} bytes "
+                              f"({what})", path, pos)
+    return StorageIOError(f"expected a shorter path, found one of {len(os.fsencode(path))} bytes ({what})",
+                          path, pos)
 
 
 @contextlib.contextmanager

@@ -128,6 +128,13 @@ class FormatPlugin(abc.ABC):
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay a compat-fixture spec into a new store at ``path`` (``segstore write --spec``)."""
 
+    def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
+        """Why a new directory ``name`` may not be made in ``parent`` where ``parent`` holds a store of
+        this format (its broker would then fail to load that store), else None (the default: a format
+        whose broker reads only the names it knows).  ``store_format``: the format of the store the new
+        directory is, None for a directory on the way to one.  Cheap: looks at names."""
+        return None
+
     def change_marker(self, path: str) -> Hashable | None:
         """A cheap value that differs whenever what a reader of the store at ``path`` reads may have
         changed since it was taken, for a follower (``dump --follow``) to skip a look that would find

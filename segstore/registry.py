@@ -125,6 +125,36 @@ def other_formats(path: str, name: str) -> list[str]:
     return [other for other in names() if other != name and get(other).detect(path)]
 
 
+def check_new_store(path: str, name: str, *, whole: bool = False) -> None:
+    """Refuse to make a new store of format ``name`` at ``path`` inside a store whose broker would
+    then fail to load it (:meth:`FormatPlugin.refuses_new_dir` of each format, asked of the nearest
+    part of ``path`` that exists, for the first directory to be made below it).  ``whole``: the new
+    store is never a member of another (a conversion writes a Kafka log directory, not a partition
+    directory), so it is asked of as any other directory.  A local path only.
+
+    :raises WrongFormatError: naming ``path``, the store it would be made in and why.
+    """
+    import os
+
+    from . import files
+
+    if files.is_url(path):
+        return
+    made = os.path.abspath(path)
+    parent = os.path.dirname(made)
+    while not files.exists(parent) and os.path.dirname(parent) != parent:
+        made, parent = parent, os.path.dirname(parent)
+    if not files.is_dir(parent):
+        return
+    first = os.path.basename(made)
+    member = name if made == os.path.abspath(path) and not whole else None
+    for other in names():
+        why = get(other).refuses_new_dir(parent, first, member)
+        if why:
+            raise WrongFormatError(f"expected a new {name} store outside other stores, found it in {parent}, "
+                                   f"of the {other} store: {why}", path)
+
+
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 

@@ -17,6 +17,18 @@ PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
 
 
+def named_path(path: str) -> str:
+    """The path a partition directory's name is read from: ``path`` made absolute (``.`` and ``..`` name
+    the directory they stand for), or, where that name is no ``TOPIC-N`` (a link named otherwise),
+    the directory it resolves to.  Its parent is the log directory.  ``O(1)`` (a ``readlink`` chain)."""
+    absolute = os.path.abspath(path)
+    if PARTITION_DIR.match(os.path.basename(absolute)) is None:
+        real = os.path.realpath(path)
+        if PARTITION_DIR.match(os.path.basename(real)) is not None:
+            return real
+    return absolute
+
+
 #: one past the largest offset (a Java long): 20 digits reach past it
 OFFSET_LIMIT = 1 << 63
 
@@ -50,9 +62,22 @@ def partition_numbers(path: str, topic: str) -> list[int]:
     return sorted(numbers)
 
 
+def is_text_name(name: str) -> bool:
+    """Whether a directory entry's name is UTF-8 text (``os.listdir`` gives undecodable bytes as lone
+    surrogates).  One that is not is no partition: Kafka's JVM lists it with U+FFFD in their place
+    (``File.listFiles``, sun.jnu.encoding UTF-8) and opens that other path, never this directory."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _loads_as_partition(path: str) -> bool:
     """Whether ``path`` is a ``TOPIC-N`` directory with segments or with nothing in it (one holding
-    only other files, such as the indexes of a deleted ``.log``, is no partition to segstore)."""
-    if PARTITION_DIR.match(os.path.basename(path)) is None or not files.is_dir(path):
+    only other files, such as the indexes of a deleted ``.log``, is no partition to segstore), named
+    by UTF-8 text (:func:`is_text_name`)."""
+    name = os.path.basename(path)
+    if PARTITION_DIR.match(name) is None or not is_text_name(name) or not files.is_dir(path):
         return False
     return bool(segment_bases(path)) or not files.list_dir(path)

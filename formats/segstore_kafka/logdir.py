@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from segstore import files, overlap
 from segstore.errors import CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
@@ -28,7 +28,7 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
+from .dirnames import PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
 from .kraft import METADATA_TOPIC
 from .partition import (
     KafkaConfig,
@@ -77,7 +77,7 @@ def is_partition_dir(path: str) -> bool:
     """True for a directory holding ``%020d.log`` files (or a new, empty one named ``TOPIC-N``)."""
     if segment_bases(path):
         return True
-    name = os.path.basename(os.path.normpath(path))
+    name = os.path.basename(named_path(path))
     return PARTITION_DIR.match(name) is not None and not any(
         files.is_dir(os.path.join(path, entry)) for entry in files.list_dir(path))
 
@@ -99,10 +99,37 @@ def kafka_partition_name(name: str) -> bool:
         if _SUFFIXED_DIR.match(name) is None:
             return False
         name = name[:name.rindex(".")]
+    return java_partition(name) is not None
+
+
+def java_partition(name: str) -> int | None:
+    """The partition ``LocalLog.parseTopicPartitionName`` reads from a plain ``TOPIC-N`` name: what
+    ``Integer.parseInt`` makes of the text after the last ``-`` (a sign, then decimal digits of any
+    count, Unicode ones of the BMP too: ``Character.digit``; within an int), else None."""
     topic, dash, partition = name.rpartition("-")
-    if not dash or not topic or not partition:
-        return False
-    return re.fullmatch(r"[+-]?[0-9]{1,10}", partition) is not None and -(1 << 31) <= int(partition) < 1 << 31
+    digits = partition[1:] if partition[:1] in ("+", "-") else partition
+    if not dash or not topic or not digits.isdecimal() or max(digits) > "\uffff":
+        return None
+    value = int(partition)
+    return value if -(1 << 31) <= value < 1 << 31 else None
+
+
+def _check_one_directory_each(path: str, names: list[str]) -> None:
+    """Refuse two directories of one partition (``t-0`` and ``t-00``: ``Integer.parseInt`` reads both as
+    0): Kafka 3.8.0 ``LogManager.loadLog`` throws "Duplicate log directories for T-N are found in both
+    ..." and the broker does not start; neither may be read in place of the other.  ``O(names)``.
+
+    :raises CorruptDataError: naming both directories.
+    """
+    seen: dict[tuple[str, int], str] = {}
+    for name in names:
+        key = parse_partition_dir(name)
+        if key in seen:
+            raise CorruptDataError(f"expected one directory of partition {key[0]}-{key[1]}, found "
+                                   f"{cut(seen[key])} and {cut(name)} (Kafka's LogManager.loadLog refuses to "
+                                   "start on duplicate log directories: remove or rename one)",
+                                   os.path.join(path, name))
+        seen[key] = name
 
 
 class LogDir:
@@ -134,8 +161,10 @@ class LogDir:
         self.widths: dict[str, int] = {}
         #: how many times ``widths`` changed (a cache of it is current while this is the same)
         self.widths_version = 0
+        names = partition_dirs(path)
+        _check_one_directory_each(path, names)
         try:
-            for name in partition_dirs(path):
+            for name in names:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock, recovery_point=self.recovery_points.get((topic, number), 0))
@@ -171,12 +200,21 @@ class LogDir:
             where = os.path.join(self.path, name)
             if not files.is_dir(where):
                 continue
-            if not kafka_partition_name(name):
+            if not is_text_name(name):
+                problems.append((where, None, "expected partition directories named by UTF-8 text in a log "
+                                 f"directory, found {cut(os.fsencode(name))}: Kafka reads the name with "
+                                 "U+FFFD for its bytes and opens another directory, not this one"))
+            elif not kafka_partition_name(name):
                 problems.append((where, None, "expected partition directories named TOPIC-PARTITION in a log "
                                  f"directory, found {cut(name)}: Kafka's LogManager.loadLogs fails the log "
                                  "directory on it (LocalLog.parseTopicPartitionName)"))
             elif where not in loaded and PARTITION_DIR.match(name):
                 problems += orphaned_indexes(where)
+            elif where not in loaded and java_partition(name) is not None and segment_bases(where):
+                topic = name.rpartition("-")[0]
+                problems.append((where, None, "expected partition directories named TOPIC-N, found "
+                                 f"{cut(name)}: Kafka loads it as partition {java_partition(name)} of topic "
+                                 f"{cut(topic)} (Integer.parseInt), segstore does not read it"))
         problems += self.log_start_problems()
         for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
                                      ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
@@ -233,13 +271,15 @@ class LogDir:
             self.widths[topic] = number + 1
             self.widths_version += 1
 
-    def check_new_partition(self, topic: str, partition: int) -> None:
+    def check_new_partition(self, topic: str, partition: int, known: Iterable[str] = ()) -> None:
         """Refuse a partition to create that Kafka refuses: :func:`validate_topic`'s rules, and a new
         topic whose name collides with an existing topic's once ``.`` and ``_`` are made the same (their
         metric names would clash): 3.8 ``ReplicationControlManager.validateNewTopicNames`` answers
         ``Topic 'a_b' collides with existing topic: a.b`` (``Topic.hasCollisionChars`` /
         ``unifyCollisionChars``).  A new partition of an existing topic is not checked, as
-        ``createPartitions`` does not.  ``O(partitions)`` for a new topic.
+        ``createPartitions`` does not.  ``known``: the cluster's topics besides those with a partition
+        here (the metadata log's: the controller checks every topic it replayed,
+        ``topicsWithCollisionChars``).  ``O(partitions + known)`` for a new topic.
 
         :raises InvalidTopicError: the rule broken, naming the existing topic.
         """
@@ -248,7 +288,7 @@ class LogDir:
         validate_topic(topic, partition)
         if "." not in topic and "_" not in topic:
             return
-        existing = {name for name, _ in self.partitions}
+        existing = {name for name, _ in self.partitions} | set(known)
         if topic in existing:
             return
         unified = topic.replace(".", "_")

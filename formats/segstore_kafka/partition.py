@@ -48,7 +48,7 @@ from segstore.log import SegmentedLog
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
-from .dirnames import PARTITION_DIR, segment_bases
+from .dirnames import PARTITION_DIR, named_path, segment_bases
 from .loader import (
     complete_interrupted,
     pending_swap_problems,
@@ -238,7 +238,7 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
 
     :raises InvalidTopicError: the name is not of that form.
     """
-    name = os.path.basename(os.path.normpath(path))
+    name = os.path.basename(named_path(path))
     match = PARTITION_DIR.match(name)
     if match is None:
         raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",

@@ -11,7 +11,7 @@ from segstore import files
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from .dirnames import partition_dirs, segment_bases
+from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
 
 if TYPE_CHECKING:
     from .store import KafkaStore
@@ -24,10 +24,12 @@ _SETTLED_NS = 1_000_000_000
 
 #: Files a Kafka log directory holds from the broker's first start, partitions or not.
 LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
+#: ``MetaPropertiesEnsemble.META_PROPERTIES_NAME``: a KRaft or ZooKeeper broker's log directory identity
+META = "meta.properties"
 #: Every file a Kafka 3.8 broker keeps in a log directory itself (``LogManager``: its lock and
 #: clean-shutdown marker, the checkpoints; ``MetaPropertiesEnsemble``: ``meta.properties``).
 LOG_DIR_FILES = frozenset((*LOG_DIR_CHECKPOINTS, REPLICATION_OFFSET_CHECKPOINT, "cleaner-offset-checkpoint",
-                           ".lock", ".kafka_cleanshutdown", "meta.properties"))
+                           ".lock", ".kafka_cleanshutdown", META))
 
 
 class KafkaFormat(FormatPlugin):
@@ -62,6 +64,22 @@ class KafkaFormat(FormatPlugin):
         return bool(partitions) and all(
             name in partitions or (name in LOG_DIR_FILES and files.is_file(os.path.join(path, name)))
             for name in names)
+
+    def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
+        """A log directory holds partition directories only: Kafka 3.8 ``LogManager.loadLogs`` passes
+        each subdirectory to ``UnifiedLog.parseTopicPartitionName`` (``LocalLog``), which throws for a
+        name that is not ``TOPIC-PARTITION`` and fails the log directory, and loads one that is as a
+        partition (another format's store too).  A partition directory's subdirectories are passed over
+        (``LogLoader`` lists its files only).  A log directory: one holding the files a broker writes
+        there from its first start (checkpoints, ``meta.properties``), not any directory a copied
+        partition directory sits in."""
+        if not any(files.is_file(os.path.join(parent, name)) for name in (*LOG_DIR_CHECKPOINTS, META)):
+            return None
+        if store_format == self.name and PARTITION_DIR.match(name):
+            return None
+        return ("Kafka's LogManager.loadLogs loads every directory of a log directory as a partition and "
+                "fails the log directory on one not named TOPIC-PARTITION "
+                "(LocalLog.parseTopicPartitionName): only a kafka partition directory may be made there")
 
     def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""

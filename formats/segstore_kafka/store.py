@@ -67,7 +67,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft, partitioner
-from .dirnames import partition_numbers
+from .dirnames import named_path, partition_numbers
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
@@ -677,7 +677,7 @@ class KafkaStore(Store):
             raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
         self.single = is_partition_dir(path)
         #: the log directory: the store's path, or a partition directory's parent
-        self.log_dir_path = os.path.dirname(os.path.normpath(path)) if self.single else path
+        self.log_dir_path = os.path.dirname(named_path(path)) if self.single else path
         #: problems met reading the cluster's files (meta.properties, the metadata log) for verify
         self._cluster_problems: list[Problem] = []
         self.metadata = self._load(kraft.load_image, "the metadata log")
@@ -697,7 +697,7 @@ class KafkaStore(Store):
         self._widths: tuple[int, dict[str, int]] | None = None
         if writable:
             files.make_dirs(path)
-            log_dir = os.path.dirname(os.path.normpath(path)) if self.single else path
+            log_dir = os.path.dirname(named_path(path)) if self.single else path
             # A running broker holds `.lock` in its log dir (LogManager.lockLogDirs, FileLock).
             self._broker_lock = BrokerLock(os.path.join(log_dir, BROKER_LOCK_FILE), "a Kafka broker")
             self._broker_lock.acquire()
@@ -1096,14 +1096,19 @@ class KafkaStore(Store):
         self._check_writable()
         self._check_partitions(destinations)
 
+    def _cluster_topics(self) -> Iterable[str]:
+        """The topics the metadata log names (none without one): a new topic must not collide with them."""
+        return self.metadata.topics.keys() if self.metadata is not None else ()
+
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
         this partition directory's."""
+        known = self._cluster_topics()
         for topic, partition in keys:
             if self._part is not None:
                 self.partition_of(topic, partition)
             else:
-                self._log_dir.check_new_partition(topic, partition)
+                self._log_dir.check_new_partition(topic, partition, known)
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
@@ -1168,7 +1173,7 @@ class KafkaStore(Store):
         """
         self._check_writable()
         if self._part is None:
-            self._log_dir.check_new_partition(topic, partition)
+            self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
         self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
                                                                         new_segment=new_segment)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)

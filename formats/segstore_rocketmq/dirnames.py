@@ -68,7 +68,12 @@ def queue_dirs(root: str) -> QueueDirs:
     ``listFiles()`` is null) is skipped, and so is a queue entry whose name ``Integer.parseInt``
     refuses (``NumberFormatException``: ``continue``).  The broker starts and serves the store beside
     such strays (a README, an editor's backup), so readers do too.  A negative queue id (``-1``,
-    which the broker loads) is listed: the caller decides.
+    which the broker loads) is listed: the caller decides.  A queue's directory is the one the broker
+    reads, ``TOPIC/`` + the queue id as Java writes it (``ConsumeQueue``'s constructor: ``storePath +
+    File.separator + topic + File.separator + queueId``), whatever name parsed to the id: ``00`` or
+    ``+0`` beside ``0`` is never read, and one alone stands for a queue with no directory yet; so does
+    a file of the queue's own name (``MappedFileQueue.load``: ``listFiles()`` of a file is null, a
+    queue without files).
     """
     queues = []
     strays = []
@@ -77,11 +82,10 @@ def queue_dirs(root: str) -> QueueDirs:
         if not files.is_dir(directory):
             strays.append(topic)
             continue
-        for qname in files.list_dir(directory):
-            queue_id = parse_int(qname)
-            if queue_id is None:
-                continue
-            queues.append((topic, queue_id, os.path.join(directory, qname)))
+        names = set(files.list_dir(directory))
+        ids = {queue_id for queue_id in map(parse_int, names) if queue_id is not None}
+        queues += [(topic, queue_id, os.path.join(directory, str(queue_id))) for queue_id in sorted(ids)
+                   if str(queue_id) in names and files.is_dir(os.path.join(directory, str(queue_id)))]
     rocksdb = ROCKSDB_MARKER in strays and any(name.startswith(ROCKSDB_MANIFEST) for name in strays)
     return QueueDirs(queues, rocksdb)
 

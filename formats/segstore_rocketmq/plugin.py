@@ -10,7 +10,7 @@ from segstore import files
 from segstore.errors import ConversionError
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
-from .dirnames import is_rocketmq_store
+from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, is_rocketmq_store, parse_int
 
 if TYPE_CHECKING:
     from .store import RocketMQStore
@@ -39,6 +39,27 @@ class RocketMQFormat(FormatPlugin):
     def detect(self, path: str) -> bool:
         """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""
         return files.is_dir(path) and is_rocketmq_store(path)
+
+    def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
+        """The directories whose every entry the broker loads as a file of its own: ``commitlog/`` and a
+        queue directory (4.9.7 ``MappedFileQueue.load`` refuses to start on an entry of another length:
+        "length not matched message store config value"; ``loadConsumeQueue`` makes a queue of any name
+        ``Integer.parseInt`` reads in a topic directory) and ``index/`` (``IndexService.load`` opens
+        every entry as an IndexFile).  Elsewhere the broker reads only the names it knows."""
+        up, kind = os.path.split(os.path.abspath(parent))
+        if kind in (COMMITLOG_DIR, INDEX_DIR) and is_rocketmq_store(up):
+            return (f"the broker loads every entry of {kind}/ as a {kind} file and refuses to start on a "
+                    "directory there (MappedFileQueue.load, IndexService.load)")
+        grand, up_name = os.path.split(up)
+        # parent is consumequeue/TOPIC/N (a queue directory), or consumequeue/TOPIC (name: a queue id)
+        queue_dir = parse_int(kind) is not None and os.path.basename(grand) == CONSUMEQUEUE_DIR \
+            and is_rocketmq_store(os.path.dirname(grand))
+        new_queue = parse_int(name) is not None and up_name == CONSUMEQUEUE_DIR and is_rocketmq_store(grand)
+        if queue_dir or new_queue:
+            return ("the broker loads a consume-queue directory's every entry as a consume-queue file and "
+                    "refuses to start on one of another length (MappedFileQueue.load); a topic directory's "
+                    "entry named by a queue id is such a directory (DefaultMessageStore.loadConsumeQueue)")
+        return None
 
     def open(self, path: str, mode: str = "r", **config: Any) -> RocketMQStore:
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""

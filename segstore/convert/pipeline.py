@@ -65,6 +65,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidMessageError,
+    InvalidTopicError,
     NotFoundError,
     OffsetOutOfRangeError,
     UnsupportedOperationError,
@@ -899,7 +900,9 @@ def _install(tmp: str, dst: str) -> None:
     """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed.
 
     A replaced destination left aside by an install that was itself interrupted is removed too.
+    ``dst`` is renamed by its absolute path: ``.`` (the working directory) cannot be renamed by that name.
     """
+    dst = os.path.abspath(dst)
     old = f"{temp_path(dst)[:-len(TEMP_SUFFIX)]}{OLD_SUFFIX}"
     _remove(old)
     if files.exists(dst):
@@ -951,6 +954,8 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     # Beside the link, the install renamed the link aside, put a directory on the link's disk in
     # its place, and then could not remove the link it had renamed (rmtree refuses links).
     dst = os.path.realpath(dst) if os.path.islink(dst) else dst
+    if not (files.is_dir(dst) and files.list_dir(dst)):
+        registry.check_new_store(dst, to, whole=True)     # not where another store's broker fails
     tmp = temp_path(dst)
     if resume and not force and _finished(src, dst, tmp, options, source_format, source_side, report):
         if verify:
@@ -993,6 +998,9 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             # Refused while converting (DEAD_ENDS): a resume would be refused at the same record,
             # and a corrected run would trip over what is left.
             _remove(tmp)
+        if isinstance(err, InvalidTopicError) and err.path is None:
+            # a topic the target cannot name or hold: the source's (its name mapped, found mid-run)
+            raise InvalidTopicError(err.message, src) from err
         raise
     finally:
         if bar is not None:

@@ -30,7 +30,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from segstore.errors import InvalidTopicError
+from segstore.errors import InvalidTopicError, cut
 
 #: Distinct names remembered by each mapping (a store has few topics; every record asks).
 NAME_CACHE_SIZE = 4096
@@ -54,16 +54,17 @@ class TopicRules:
     def check(self, name: object) -> str:
         """``name`` if this format accepts it as a topic name, else :class:`InvalidTopicError`."""
         if not isinstance(name, str) or not name:
-            raise InvalidTopicError(f"expected a non-empty {self.side} topic name, found {name!r}")
+            raise InvalidTopicError(f"expected a non-empty {self.side} topic name, found {cut(name)}")
         if name in self.reserved:
-            raise InvalidTopicError(f"expected a {self.side} topic name other than "
-                                    f"{' and '.join(repr(n) for n in sorted(self.reserved))}, found {name!r}")
+            reserved = " and ".join(repr(n) for n in sorted(self.reserved))
+            raise InvalidTopicError(f"expected a {self.side} topic name other than {reserved}, "
+                                    f"found {cut(name)}")
         if not set(name) <= set(self.chars):
             raise InvalidTopicError(f"expected a {self.side} topic name of the characters {self.pattern}, "
-                                    f"found {name!r}")
+                                    f"found {cut(name)}")
         if len(name) > self.max_length:
             raise InvalidTopicError(f"expected a {self.side} topic name of at most {self.max_length} "
-                                    f"characters, found {len(name)} in {name!r}")
+                                    f"characters, found {len(name)} in {cut(name)}")
         return name
 
 
