@@ -984,6 +984,11 @@ class AppendFile:
         if self._fd == _CLOSED:
             raise StoreClosedError("file is closed", self.path)
 
+    @property
+    def closed(self) -> bool:
+        """Closed by :meth:`close` (a parked file, its descriptor let go for the limit, is open)."""
+        return self._fd == _CLOSED
+
     def read(self, pos: int, n: int) -> bytes:
         """Up to ``n`` bytes from ``pos``.  :raises StoreClosedError: the file is closed."""
         return self._in_use(self._read, pos, n)

@@ -60,11 +60,19 @@ class SegmentedLog(Generic[S]):
         return self.segments.floor(offset)
 
     def roll(self, base: int) -> S:
-        """Start a new active segment at ``base`` (after flushing the old one)."""
+        """Start a new active segment at ``base`` (after flushing the old one).
+
+        An old active segment of the same base (an empty one rolled at its own base: Kafka's
+        ``UnifiedLog.roll`` deletes such a segment and makes a new one) is closed before its successor
+        opens the same files: replaced in the map unclosed, it held its descriptors and maps until
+        collected."""
         old = self.segments.active
         if old is not None:
             old.flush()
             self._dirty.pop(old.base, None)
+            if old.base == base:
+                self.segments.remove(base)
+                old.close()
         seg = self._factory(base)
         self.segments.add(base, seg)
         return seg

@@ -180,3 +180,24 @@ def test_a_one_slot_time_index_takes_the_entry_forced_in_on_close(tmp_path: Path
         assert entry == (T0 + 10 * base).to_bytes(8, "big") + (0).to_bytes(4, "big")
     verify = _cli("verify", str(store), "--config", "segment.index.bytes=12")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_an_empty_segment_rolled_at_its_own_base_is_closed_before_its_successor(tmp_path: Path) -> None:
+    """With a one-slot time index every append rolls, the first one into the new empty partition's own
+    segment at its own base offset: Kafka 3.8.0 ``UnifiedLog.roll`` deletes that empty segment ("Trying to
+    roll a new log segment ... while it already exists and is active with size 0") and makes a new one.
+    segstore replaced it in the segment map without closing it: its log and index files stayed open
+    (descriptors and maps) until the object was collected."""
+    with segstore.open(tmp_path / "k", format="kafka", mode="a", **{"segment.index.bytes": 12}) as st:
+        part = st.partition_of("t", 0, create=True)
+        replaced = []
+        for n in range(3):
+            before = part.log.segments.active
+            st.append({"topic": "t", "partition": 0, "value": b"v" * 40, "timestamp": T0 + n})
+            after = part.log.segments.active
+            if before is not None and after is not before and after.base == before.base:
+                replaced.append(before)
+        assert replaced, "no append rolled an empty segment at its own base"
+        for seg in replaced:
+            assert seg.log.closed and seg.offset_index.file.closed and seg.time_index.file.closed
+        assert [seg.base for seg in part.log.segments] == [0, 1, 2]
