@@ -112,6 +112,7 @@ from .message import (
     RocketMQMessage,
     encode_properties,
     has_queue_entry,
+    host_flags,
 )
 from .recovery import next_valid_message as next_valid_after
 
@@ -406,7 +407,9 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
                               f"{entry.partition} offset {entry.offset}, found {err.message}") from err
     return RocketMQMessage(
         topic=escape(entry.topic, peer.topics, TOPICS), queue_id=entry.partition, body=entry.value or b"",
-        properties=props, sys_flag=SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0,
+        # (an IPv6 store host sets the host bits, as 4.9.7 CommitLog.asyncPutMessage does)
+        properties=props, sys_flag=(SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0)
+        | host_flags(store_host, store_host),
         born_timestamp=entry.timestamp, born_host=store_host, store_timestamp=entry.timestamp,
         store_host=store_host)
 
