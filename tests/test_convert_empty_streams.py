@@ -93,3 +93,59 @@ def test_verify_catches_a_dropped_empty_stream(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(RocketMQConversion, "open_streams", dropping)
     with pytest.raises(ConversionError, match=r"empty\.v1-1: expected an empty queue empty%2Ev1/1, found"):
         convert(str(source), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+
+
+def test_a_kafka_log_end_past_its_last_record_comes_back(tmp_path: Path) -> None:
+    """A partition whose log end offset lies past its last record (the cleaner removed the records at the
+    end of the log, or they were aborted and compacted away, and the active segment is an empty one named
+    by the log end) comes back ending there: Kafka 3.8.0 ``LogLoader.load`` takes the log end offset from
+    the last segment (``LogSegment.readNextOffset``: its base offset when it is empty), and a consumer
+    that committed that offset would otherwise be past the end (``OffsetOutOfRangeException``)."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000 + i) for i in range(5)])
+        store.append_batch([Message("t", b"w", partition=1, timestamp=1000)])
+    (src / "t-0" / f"{10:020d}.log").write_bytes(b"")
+    before = _ranges(src)
+    assert before == {("t", 0): (0, 10), ("t", 1): (0, 1)}
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    convert(str(tmp_path / "r"), str(tmp_path / "back"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back") == before
+    logs = sorted(p.name for p in (tmp_path / "back" / "t-0").glob("*.log"))
+    assert logs == [f"{0:020d}.log", f"{10:020d}.log"]
+    with segstore.open(tmp_path / "back") as store:
+        assert store.verify() == []
+        assert [(r.partition, r.offset) for r in store.scan()] == [(0, i) for i in range(5)] + [(1, 0)]
+
+
+def test_verify_catches_a_kafka_log_end_left_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from segstore_kafka.conversion import KafkaConversion
+
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000 + i) for i in range(5)])
+    (src / "t-0" / f"{10:020d}.log").write_bytes(b"")
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    monkeypatch.setattr(KafkaConversion, "close_streams", lambda self, dest, extents, options: None)
+    with pytest.raises(ConversionError, match=r"t-0: expected offsets from 0 to at least 10, found 0 to 5"):
+        convert(str(tmp_path / "r"), str(tmp_path / "back"), to="kafka", verify=True)
+
+
+def test_a_copy_without_its_journal_ending_in_transaction_markers_verifies(tmp_path: Path) -> None:
+    """The markers at the end of a partition are rolled-back messages no consume queue holds: the queue
+    ends at the last data record, the partition converted back past it (Kafka 3.8.0 control batches hold
+    offsets), and --verify takes that."""
+    from segstore_kafka import batch as codec
+
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        part = store.partition_of("t", 0, create=True)
+        producer = {"producer_id": 7, "producer_epoch": 0}
+        part.append_encoded(codec.encode_batch([(b"k", b"v", 1000)], base_offset=0, is_transactional=True,
+                                               **producer), now_ms=1000)
+        part.append_encoded(codec.encode_control_batch("COMMIT", base_offset=1, coordinator_epoch=1,
+                                                       timestamp=1001, **producer), now_ms=1001)
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    (tmp_path / "r" / "segstore-convert.json").unlink()
+    convert(str(tmp_path / "r"), str(tmp_path / "back"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back") == _ranges(src) == {("t", 0): (0, 2)}

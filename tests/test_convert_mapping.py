@@ -337,3 +337,27 @@ def test_an_rmq_property_rocketmq_cannot_carry_names_its_record(header: tuple[st
                        headers=[*entry.headers, header])
     with pytest.raises(ConversionError, match=f"T-1 offset 7, found expected .*{said}"):
         kafka_to_rocketmq(entry, store_host=STORE_HOST)
+
+
+def test_an_ipv6_store_host_sets_the_host_bits_the_broker_sets(tmp_path: Path) -> None:
+    """A Kafka record converted into a store whose ``storeHost`` is IPv6 gets that host as born and store
+    host, so its sysFlag has 0x10 and 0x20, as RocketMQ 4.9.7 CommitLog.asyncPutMessage sets them
+    (``setBornHostV6Flag``/``setStoreHostAddressV6Flag`` for an ``Inet6Address``): the message mapped
+    from the record said 0, and ``--verify`` then failed every record of a correct conversion."""
+    host = Host.parse("[2001:db8::1]:10911")
+    assert kafka_to_rocketmq(KafkaEntry("t", 0, 0, 1, b"k", b"v"), store_host=host).sys_flag == 0x30
+    control = KafkaEntry("t", 0, 1, 1, b"k", b"v", transactional=True, control=True, producer_id=7,
+                         producer_epoch=0)
+    assert kafka_to_rocketmq(control, store_host=host).sys_flag == 0x3C
+    src = tmp_path / "src"
+    write_kafka(src, "t", 0, [{"records": [(b"k", b"v", []), (None, b"w", [])], "gap": 0,
+                               "transactional": True, "log_append": False, "compression": "none"},
+                              {"control": "COMMIT", "gap": 0}])
+    convert(src, tmp_path / "r", to="rocketmq", verify=True,
+            config={**ROCKETMQ_CONFIG, "storeHost": "[2001:db8::1]:10911"})
+    with segstore.open(tmp_path / "r", "rocketmq") as store:
+        assert [(m.sys_flag, str(m.born_host)) for m in store.scan()] == \
+            [(0x30, "[2001:db8:0:0:0:0:0:1]:10911")] * 2 + [(0x3C, "[2001:db8:0:0:0:0:0:1]:10911")]
+    convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(src, "kafka") as a, segstore.open(tmp_path / "back", "kafka") as b:
+        assert [kafka_entry_of(r) for r in a.scan()] == [kafka_entry_of(r) for r in b.scan()]

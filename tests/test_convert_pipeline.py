@@ -33,7 +33,7 @@ from segstore.errors import (
     MessageTooLargeError,
     WrongFormatError,
 )
-from segstore.records import LOG_APPEND_TIME
+from segstore.records import LOG_APPEND_TIME, Message
 
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 1 << 20}
 BASIC = FIXTURES / "rocketmq" / "basic" / "store"
@@ -585,6 +585,26 @@ def test_batches_into_kafka_end_where_max_message_bytes_or_segment_bytes_would_r
     assert report.messages == 300
     sizes = [b.size for log in sorted(out.glob("T-*/*.log")) for b in iter_batches(log.read_bytes())]
     assert len(sizes) > 10 and max(sizes) <= 2000
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_kafka_value_over_max_message_size_names_its_record_and_the_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool) -> None:
+    # before: "/.../.r.converting/commitlog:114: expected a body of at most 1024 bytes (maxMessageSize),
+    # found 2000", naming a directory the refused run removes, neither the record nor the setting
+    # (RocketMQ 4.9.7 CommitLog.MessageExtEncoder.encode refuses a body over maxMessageSize)
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "k"
+    with segstore.open(src, "kafka", "a") as store:
+        store.append(Message("t.v1", b"small", b"k", 2, timestamp=1000))
+        store.append(Message("t.v1", bytes(2000), b"k", 2, timestamp=1001))
+    config = {"maxMessageSize": 1024, "mappedFileSizeCommitLog": 1 << 20}
+    said = r"^expected a body of at most 1024 bytes \(maxMessageSize\) for t\.v1-2 offset 1, found 2000 \(--"
+    with pytest.raises(MessageTooLargeError, match=said):
+        convert(src, tmp_path / "r", to="rocketmq", config=config)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+    config["maxMessageSize"] = 4096
+    assert convert(src, tmp_path / "r", to="rocketmq", config=config, verify=True).messages == 2
 
 
 @pytest.mark.parametrize("setting", ["segment.bytes", "max.message.bytes"])

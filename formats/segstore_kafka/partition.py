@@ -741,6 +741,27 @@ class Partition:
         self.epochs.clear()
         self.log_start_offset = self.next_offset = offset
 
+    def end_at(self, offset: int) -> None:
+        """Move the log end past the last record to ``offset``: a new, empty active segment named from it,
+        as the broker's log is when the records at its end are gone (cleaned, or aborted and compacted
+        away) and it rolled (Kafka 3.8.0 ``LogLoader.load`` reads the log end offset from the last segment,
+        ``LogSegment.readNextOffset``: its base offset when empty).  The next record gets ``offset``.
+
+        :raises OffsetOutOfRangeError: ``offset`` below the log end offset, or a log without records (an
+            empty log starts where it ends: :meth:`start_at`).
+        """
+        if offset < self.next_offset:
+            raise OffsetOutOfRangeError(f"expected a log end offset at or past {self.next_offset}, found "
+                                        f"{offset}", self.path)
+        if not any(seg.size for seg in self.log.segments):
+            raise OffsetOutOfRangeError(f"expected a log with records to end past them at {offset}, found "
+                                        "an empty one", self.path)
+        if offset == self.next_offset:
+            return
+        self.active_segment().on_become_inactive()
+        self.log.roll(offset).make_appendable()
+        self.next_offset = offset
+
     # -- appends ----------------------------------------------------------------
     def new_tracker(self) -> TransactionTracker:
         """A :class:`TransactionTracker` holding the transactions open below the first segment: those of

@@ -87,7 +87,14 @@ from segstore.convert.interchange import (
     Writer,
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules, escape, unescape
-from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError, cut
+from segstore.errors import (
+    ConversionError,
+    CorruptDataError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    cut,
+)
 from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.search import first_true
@@ -112,6 +119,7 @@ from .message import (
     RocketMQMessage,
     encode_properties,
     has_queue_entry,
+    host_flags,
 )
 from .recovery import next_valid_message as next_valid_after
 
@@ -406,7 +414,9 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
                               f"{entry.partition} offset {entry.offset}, found {err.message}") from err
     return RocketMQMessage(
         topic=escape(entry.topic, peer.topics, TOPICS), queue_id=entry.partition, body=entry.value or b"",
-        properties=props, sys_flag=SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0,
+        # (an IPv6 store host sets the host bits, as 4.9.7 CommitLog.asyncPutMessage does)
+        properties=props, sys_flag=(SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0)
+        | host_flags(store_host, store_host),
         born_timestamp=entry.timestamp, born_host=store_host, store_timestamp=entry.timestamp,
         store_host=store_host)
 
@@ -923,6 +933,7 @@ class RocketMQWriter(Writer):
         self.peer = options.peer
         self.batch = options.batch_records
         self.store_host = Host.parse(dest.config.storeHost)
+        self.body_limit = dest.config.maxMessageSize
         self.present = sum(1 for _ in dest.scan()) if present is None else present
         self.seen = 0
         self.restored: list[RocketMQMessage] = []
@@ -935,6 +946,11 @@ class RocketMQWriter(Writer):
         msg = from_entry(entry, self.peer, store_host=self.store_host)
         if self.seen <= self.present:
             return False
+        if len(msg.body) > self.body_limit:     # (the store's own error names no record, no setting)
+            raise MessageTooLargeError(
+                f"expected a body of at most {self.body_limit} bytes (maxMessageSize) for {entry.topic}-"
+                f"{entry.partition} offset {entry.offset}, found {len(msg.body)} (--config maxMessageSize=N "
+                "takes larger ones, as the broker's own setting does)")
         if restored:
             if self.native:
                 self.flush()

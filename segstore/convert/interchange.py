@@ -352,6 +352,12 @@ class FormatConversion(abc.ABC):
         stream ``dest`` holds already is left as it is.  This default creates none."""
         return
 
+    def close_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Once every entry is written, end each stream of ``extents`` that holds records where its extent
+        ends, past its last entry where the format can hold that (a Kafka log end after its last record).
+        Called again when a resumed run finishes.  This default does nothing."""
+        return
+
     def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
         """What ``dest`` lacks of ``extents`` after a conversion (``--verify``): a stream missing, or
         starting elsewhere than where :meth:`open_streams` put it; one line each."""

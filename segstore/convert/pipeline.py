@@ -764,7 +764,8 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     of format ``to`` that ``src`` was itself converted from (its journal's ``streams``), where the
     source's own files cannot hold that: an empty stream takes the recorded end (Kafka: an empty
     partition's log start), a stream with records the recorded start when it is not past the first
-    record (Kafka: a log start before the first record kept)."""
+    record (Kafka: a log start before the first record kept) and the recorded end when it is past the
+    last (Kafka: a log end after the last record kept)."""
     extents = source_side.extents(source, reading)
     journal = _read_journal(src)
     if journal is None or journal.get("source_format") != to:
@@ -775,8 +776,8 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
         found = recorded.get((extent.topic, extent.partition))
         if found is not None and extent.empty:
             extent = replace(extent, start=found[1], end=found[1])
-        elif found is not None and found[0] <= extent.start:
-            extent = replace(extent, start=found[0])
+        elif found is not None:
+            extent = replace(extent, start=min(found[0], extent.start), end=max(found[1], extent.end))
         out.append(extent)
     return out
 
@@ -991,6 +992,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
+                target_side.close_streams(dest, extents, writing)
     except BaseException as err:
         if (not converting and not resume) or (converting and isinstance(err, DEAD_ENDS)):
             # Refused before it started (a config name the target does not know, an unreadable
