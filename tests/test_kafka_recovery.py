@@ -822,3 +822,39 @@ def test_recover_keeps_a_legacy_wrapper_whose_inner_set_does_not_read_and_what_f
         with pytest.raises(CorruptDataError) as info:
             _values(store)
         assert (info.value.path, info.value.pos) == (str(log), len(first))
+
+
+@pytest.mark.parametrize("segment", [SEG0, "00000000000000000289"])
+def test_recover_keeps_a_batch_of_an_unknown_magic_whose_size_and_crc_hold(tmp_path: Path,
+                                                                          segment: str) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` reads an entry of magic 2 or more as a
+    ``DefaultFileChannelRecordBatch`` (no check of the magic), and ``LogSegment.recover`` keeps it when
+    ``DefaultRecordBatch.ensureValid`` holds (size >= 61 and CRC-32C, which does not cover the magic
+    byte), its ``lastOffset`` counting in the log end offset.  recover cut the segment at such a batch
+    and set every later segment aside (``cut 6362 bytes at 159 ...: expected magic 0, 1 or 2, found 7``).
+    It stays; reads and verify name its magic (``ByteBufferLogInputStream``: no consumer reads it)."""
+    part = _fixture(tmp_path)
+    log = part / f"{segment}.log"
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))
+    bad = batches[2] if segment == SEG0 else batches[-1]
+    data = bytearray(log.read_bytes())
+    data[bad.position + MAGIC_OFFSET] = 7
+    log.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    with segstore.open(part) as store:
+        end = store.offset_range("topic", 0)[1]
+    assert end == 289 + sum(b.record_count for b in iter_batches(
+        (part / "00000000000000000289.log").read_bytes()))
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError):
+            store.recover()
+        assert store.offset_range("topic", 0)[1] == end
+    assert {p.name: p.read_bytes() for p in part.glob("*.log")} == before
+    assert list(part.glob("*.cut-*")) == []
+    with segstore.open(part) as store:
+        problems = store.verify()
+        assert [(p.path, p.pos) for p in problems] == [(str(log), bad.position + MAGIC_OFFSET)]
+        assert "magic" in problems[0].message
+        with pytest.raises(CorruptDataError, match="magic") as info:
+            _values(store)
+        assert (info.value.path, info.value.pos) == (str(log), bad.position + MAGIC_OFFSET)

@@ -30,7 +30,9 @@ record whose key is int16 version + int16 type (0 ABORT, 1 COMMIT) and whose
 value is int16 version + int32 coordinator epoch.
 
 Magic 0 and 1 entries (legacy message sets) are read by :mod:`.legacy` and
-surface here as :class:`RecordBatch` objects with ``magic`` 0 or 1.
+surface here as :class:`RecordBatch` objects with ``magic`` 0 or 1.  An entry of
+a magic above 2 is framed as v2, as Kafka's ``FileLogInputStream.nextBatch`` frames
+it (and its recovery keeps it when its length and CRC hold); its records raise.
 
 The hot record loops run in the optional C extension ``segstore_kafka._speedups``
 when it is built; the pure-Python loops below give identical results and errors.
@@ -480,6 +482,8 @@ class RecordBatch:
         """
         if self.magic < MAGIC_V2:
             return self._legacy_records()
+        if self.magic > MAGIC_V2:
+            raise _unknown_magic(self.magic, self.path, self.position)
         region: bytes | memoryview = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
         region_pos = self.position + RECORD_BATCH_OVERHEAD
         compressed = self.attributes & CODEC_MASK != NONE
@@ -544,6 +548,12 @@ class RecordBatch:
             raise CorruptDataError(str(err), self.path, self.position) from err
 
 
+def _unknown_magic(magic: int, path: str, position: int) -> CorruptDataError:
+    """A batch of a magic above 2: framed and kept as v2 (``FileLogInputStream.nextBatch``), its records
+    unread (``ByteBufferLogInputStream.nextBatchSize``: no consumer reads a magic it does not know)."""
+    return CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, position + MAGIC_OFFSET)
+
+
 def _crc32c(data: bytes | memoryview, value: int = 0) -> int:
     """The CRC-32C (Castagnoli) of ``data``, continuing from ``value``: the ``crc32c`` package's, imported
     at the first checksum (it reads its own package metadata on import: 10-15 ms that a command reading
@@ -580,8 +590,10 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     if remaining < size:
         raise TruncatedDataError(f"expected a {size}-byte batch, found {remaining} bytes", path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
-    if magic not in (0, 1, MAGIC_V2):
+    if magic < 0:
         raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+    # A magic above 2 frames as a v2 batch, as nextBatch takes it (DefaultFileChannelRecordBatch) and
+    # recovery keeps it when its length and CRC hold; its records raise (_unknown_magic).
     if magic < MAGIC_V2:
         return _legacy_batch(view[pos:pos + size], at, path, check_crc)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
