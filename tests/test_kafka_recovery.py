@@ -10,7 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
-from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
+from segstore_kafka.batch import (
+    CRC_OFFSET,
+    MAGIC_OFFSET,
+    encode_batch,
+    encode_control_batch,
+    encode_empty_batch,
+    iter_batches,
+)
 from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.timeindex import TIME_ENTRY
 
@@ -858,3 +865,32 @@ def test_recover_keeps_a_batch_of_an_unknown_magic_whose_size_and_crc_hold(tmp_p
         with pytest.raises(CorruptDataError, match="magic") as info:
             _values(store)
         assert (info.value.path, info.value.pos) == (str(log), bad.position + MAGIC_OFFSET)
+
+
+def test_an_empty_control_batch_is_read_verified_and_recovered_as_kafka_does(tmp_path: Path) -> None:
+    """A control batch of no records (``DefaultRecordBatch.writeEmptyHeader``: a marker the cleaner
+    emptied) completes nothing: Kafka 3.8 ``ProducerAppendInfo.append`` ("An empty control batch means
+    the entire transaction has been cleaned from the log") and the consumer's
+    ``CompletedFetch.containsAbortMarker`` (no record: no abort) pass it.  recover raised
+    ``expected a control batch with one control record, found none`` after resetting the indexes,
+    verify named it, and a read took the next batch's first record as its marker
+    (``a control record key of 4 bytes, found b'k2'``, no path)."""
+    codec_batch = encode_batch(
+        [(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+        is_transactional=True)
+    marker = next(iter_batches(encode_control_batch("ABORT", base_offset=1, producer_id=5, producer_epoch=0,
+                                                    coordinator_epoch=0, timestamp=2)))
+    data = codec_batch + encode_empty_batch(marker) + encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    with segstore.open(part) as store:
+        assert store.verify() == []
+        assert [r.offset for r in store.scan()] == [0, 2]
+        list(store.read("t", 0, isolation="read_committed"))          # asks each control batch its type
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == data and list(part.glob("*.cut-*")) == []
+    assert (part / f"{SEG0}.index").stat().st_size == 0

@@ -535,8 +535,13 @@ class RecordBatch:
         return [(record, m.crc, m.valid) for record, m in zip(self.records(), messages, strict=True)]
 
     def control_type(self) -> str | None:
-        """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""
-        if not self.is_control:
+        """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None.
+
+        None too for a control batch of no records (``writeEmptyHeader``: a marker the cleaner emptied),
+        which Kafka 3.8 passes as marking nothing (``ProducerAppendInfo.append``,
+        ``CompletedFetch.containsAbortMarker``).
+        """
+        if not self.is_control or self.record_count == 0:
             return None
         records = self.records()
         if not records:

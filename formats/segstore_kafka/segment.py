@@ -146,6 +146,8 @@ class TransactionTracker:
         if not batch.is_control:
             self._open.setdefault(pid, batch.base_offset)
             return None
+        if batch.record_count == 0:
+            return None     # completes nothing (ProducerAppendInfo.append: an emptied marker)
         first = self._open.pop(pid, None)
         if first is None or batch.control_type() != "ABORT":
             return None

@@ -164,14 +164,15 @@ def _control_columns() -> pa.Schema:
 
 
 def _control_records(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[codec.Record | None]:
-    """Each decoded batch's control record (its first record's key and value; None for a data batch),
-    from the chunk (``batches`` hold no records)."""
+    """Each decoded batch's control record (its first record's key and value; None for a data batch
+    and for a control batch of no records, whose first row is the next batch's), from the chunk
+    (``batches`` hold no records)."""
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
     table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
     keys, values = table.column("key"), table.column("value")
     return [codec.Record(batch.base_offset, batch.max_timestamp, keys[first].as_py(), values[first].as_py())
-            if batch.is_control else None
+            if batch.is_control and batch.record_count else None
             for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True)]
 
 
