@@ -894,3 +894,34 @@ def test_an_empty_control_batch_is_read_verified_and_recovered_as_kafka_does(tmp
         assert store.offset_range("t", 0)[1] == 3
     assert log.read_bytes() == data and list(part.glob("*.cut-*")) == []
     assert (part / f"{SEG0}.index").stat().st_size == 0
+
+
+def test_a_batch_whose_last_offset_passes_long_max_is_named_not_a_crash(tmp_path: Path) -> None:
+    """A batch of base offset ``Long.MAX_VALUE - 1`` and last offset delta 2 (its CRC holding): Kafka
+    3.8 ``DefaultRecordBatch.lastOffset`` (``baseOffset + lastOffsetDelta``) wraps below the segment's
+    base and ``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` (``ensureOffsetInRange``).
+    verify and recover died with ``OverflowError: Python int too large to convert to C long``; the
+    batch is named as any batch no index can name, its records as past int64."""
+    import crc32c
+    from segstore_kafka.batch import ATTRIBUTES_OFFSET, HEADER
+
+    bad = bytearray(encode_batch([(b"k%d" % i, b"v", 2000 + i) for i in range(3)], base_offset=1))
+    fields = list(HEADER.unpack_from(bad))
+    fields[0] = (1 << 63) - 2
+    HEADER.pack_into(bad, 0, *fields)
+    struct.pack_into(">I", bad, CRC_OFFSET, crc32c.crc32c(bytes(bad[ATTRIBUTES_OFFSET:])))
+    first = encode_batch([(b"a", b"x", 1000)], base_offset=0)
+    data = first + bytes(bad) + encode_batch([(b"z", b"y", 3000)], base_offset=4)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert (problems[0].path, problems[0].pos) == (str(log), len(first))
+    assert "found one of offsets 9223372036854775806..9223372036854775808" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(first))
+    assert log.read_bytes() == data

@@ -443,7 +443,9 @@ class LogSegment:
                     problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                     break
                 starts.append(np.array([pos], np.int64))
-                ends.append(np.array([header.last_offset], np.int64))
+                # base + delta wrapped as the chunks' int64 (and Java's long) sum wraps it: a base offset
+                # near Long.MAX_VALUE ends past it
+                ends.append(np.array([header.base_offset], np.int64) + header.last_offset_delta)
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
                 if not self.indexable(header.last_offset) and not below_base:
