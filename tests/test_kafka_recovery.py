@@ -925,3 +925,35 @@ def test_a_batch_whose_last_offset_passes_long_max_is_named_not_a_crash(tmp_path
             store.recover()
         assert (info.value.path, info.value.pos) == (str(log), len(first))
     assert log.read_bytes() == data
+
+
+@pytest.mark.parametrize("open_txn", [True, False])
+def test_recover_cuts_after_a_marker_that_does_not_parse_as_kafka_does(tmp_path: Path,
+                                                                      open_txn: bool) -> None:
+    """Kafka 3.8 ``LogSegment.recover`` counts a batch's bytes as valid, then hands a batch with a
+    producer id to ``updateProducerState``: ``ProducerAppendInfo.append`` reads a control batch's record
+    with ``EndTransactionMarker.deserialize``, whose ``InvalidRecordException`` (a key under 4 bytes) the
+    recovery catches, cutting the segment after that batch.  recover raised the error after resetting the
+    indexes (left preallocated, 10 MiB each), cut nothing, and without an open transaction did not read
+    the marker at all; now it cuts where Kafka does, keeping the cut bytes."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=open_txn)
+    records = _encode_records_py([(b"\x00", b"\x00" * 6, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError):      # the marker stays (Kafka keeps it), named
+            store.recover()
+        assert store.offset_range("t", 0)[1] == 2
+    assert log.read_bytes() == data + marker
+    assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after
+    assert (part / f"{SEG0}.index").stat().st_size == 0

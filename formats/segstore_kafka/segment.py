@@ -736,8 +736,18 @@ class LogSegment:
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
                     last_entry = batch.position
-            if on_batch is not None:
-                on_batch(batch)
+            try:
+                if batch.is_control and batch.producer_id >= 0:
+                    batch.control_type()    # ProducerAppendInfo.append: EndTransactionMarker.deserialize
+                if on_batch is not None:
+                    on_batch(batch)
+            except CorruptDataError as err:
+                if batch.magic != codec.MAGIC_V2:
+                    continue    # records Kafka reads as v2 and segstore does not read (batch._unknown_magic)
+                # Kafka counted the batch's bytes as valid before updateProducerState threw: the
+                # InvalidRecordException is caught and the segment cut after the batch
+                valid, error = batch.position + batch.size, err
+                break
         del buf
         truncated = self.log.size - valid
         saved = None
