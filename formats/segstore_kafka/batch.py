@@ -484,6 +484,8 @@ class RecordBatch:
             return self._legacy_records()
         if self.magic > MAGIC_V2:
             raise _unknown_magic(self.magic, self.path, self.position)
+        if self.record_count == 0:
+            return []   # DefaultRecordBatch.iterator: no record, the region (compressed or not) unread
         region: bytes | memoryview = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
         region_pos = self.position + RECORD_BATCH_OVERHEAD
         compressed = self.attributes & CODEC_MASK != NONE
