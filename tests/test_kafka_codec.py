@@ -779,3 +779,17 @@ def test_lz4_content_checksum_is_not_verified_as_kafka_does_not(magic_v0: bool) 
     frame = bytearray(lz4.frame.compress(b"payload " * 50, content_checksum=True, store_size=magic_v0))
     frame[-1] ^= 0xFF
     assert compression.decompress("lz4", bytes(frame), legacy_lz4=magic_v0) == b"payload " * 50
+
+
+def test_a_tail_of_17_bytes_is_torn_whatever_its_length_field_says() -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch``: ``if (position >= end - HEADER_SIZE_UP_TO_MAGIC) return
+    null``: 17 bytes left (no batch is that short) end the data, before the length is read.  segstore
+    read the length and called a torn 17-byte tail holding a small one corrupt (``expected a batch length
+    of at least 14, found 3``), not torn."""
+    whole = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    tail = struct.pack(">qi", 1, 3) + b"\x00" * 5
+    assert len(tail) == codec.HEADER_UP_TO_MAGIC
+    with pytest.raises(TruncatedDataError) as info:
+        list(codec.iter_batches(whole + tail, path="t.log"))
+    assert (info.value.path, info.value.pos) == ("t.log", len(whole))
+    assert codec.valid_prefix(whole + tail)[0] == len(whole)

@@ -584,10 +584,11 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         # would read another batch as if it stood there (Kafka's FileRecords.slice refuses it)
         raise CorruptDataError(f"expected a batch position of at least 0, found {pos}", path, base_pos)
     remaining = len(view) - pos
-    if remaining < HEADER_UP_TO_MAGIC:
+    if remaining <= HEADER_UP_TO_MAGIC:
+        # nextBatch: ``position >= end - HEADER_SIZE_UP_TO_MAGIC`` ends the data (no batch is that short);
         # past the end: a position read before another process cut the file (a broker's recovery)
         found = f"{remaining}" if remaining >= 0 else f"the file ending at {base_pos + len(view)}"
-        raise TruncatedDataError(f"expected a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
+        raise TruncatedDataError(f"expected a batch of more than {HEADER_UP_TO_MAGIC} bytes, "
                                  f"found {found}", path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
