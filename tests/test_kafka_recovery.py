@@ -957,3 +957,38 @@ def test_recover_cuts_after_a_marker_that_does_not_parse_as_kafka_does(tmp_path:
     assert log.read_bytes() == data + marker
     assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after
     assert (part / f"{SEG0}.index").stat().st_size == 0
+
+
+def test_recover_keeps_an_entry_of_a_negative_magic_whose_size_and_crc_32_hold(tmp_path: Path) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` frames any magic below 2 as a legacy entry
+    (``LegacyFileChannelRecordBatch``), and ``LogSegment.recover`` keeps it when
+    ``LegacyRecord.ensureValid`` holds: a size of at least 14 and its CRC-32 (over the magic on).
+    recover cut the segment there (``expected magic 0, 1 or 2, found -1``); it stays, reads name
+    its magic, and one whose CRC-32 fails is cut as before."""
+    import zlib
+
+    def message(offset: int, magic: int, value: bytes) -> bytes:
+        body = struct.pack(">bbqi", magic, 0, 5, -1) + struct.pack(">i", len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    first, odd, after = message(0, 1, b"a"), message(1, -1, b"b"), message(2, 1, b"c")
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(first + odd + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(first) + 16)
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == first + odd + after and list(part.glob("*.cut-*")) == []
+    with segstore.open(part) as store:
+        with pytest.raises(CorruptDataError, match="magic") as err:
+            _values(store)
+        assert (err.value.path, err.value.pos) == (str(log), len(first) + 16)
+    bad = bytearray(odd)
+    bad[-1] ^= 1
+    log.write_bytes(first + bytes(bad) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+    assert log.read_bytes() == first

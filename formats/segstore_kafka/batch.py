@@ -599,7 +599,11 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         raise TruncatedDataError(f"expected a {size}-byte batch, found {remaining} bytes", path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
     if magic < 0:
-        raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+        try:   # framed as legacy, as nextBatch frames it, where its size and CRC-32 hold (kept by recovery)
+            return _legacy_batch(view[pos:pos + size], at, path, check_crc, any_magic=True)
+        except CorruptDataError:
+            raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path,
+                                   at + MAGIC_OFFSET) from None
     # A magic above 2 frames as a v2 batch, as nextBatch takes it (DefaultFileChannelRecordBatch) and
     # recovery keeps it when its length and CRC hold; its records raise (_unknown_magic).
     if magic < MAGIC_V2:
@@ -622,16 +626,17 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     return batch
 
 
-def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
+def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool,
+                  any_magic: bool = False) -> RecordBatch:
     # The entry is whole by its own size and CRC: what Kafka checks a legacy batch by
     # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls).  Its key and value, and a
     # wrapper's inner set (DeepRecordsIterator), are read with its records, where their errors are raised.
-    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc)
+    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc, any_magic=any_magic)
     messages = None
     error = None
     base_offset = entry.offset
     count = 1
-    if entry.attributes & CODEC_MASK != NONE:
+    if entry.attributes & CODEC_MASK != NONE and entry.magic >= 0:
         try:
             messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
         except CorruptDataError as err:
