@@ -7,6 +7,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
@@ -902,7 +903,6 @@ def test_a_batch_whose_last_offset_passes_long_max_is_named_not_a_crash(tmp_path
     base and ``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` (``ensureOffsetInRange``).
     verify and recover died with ``OverflowError: Python int too large to convert to C long``; the
     batch is named as any batch no index can name, its records as past int64."""
-    import crc32c
     from segstore_kafka.batch import ATTRIBUTES_OFFSET, HEADER
 
     bad = bytearray(encode_batch([(b"k%d" % i, b"v", 2000 + i) for i in range(3)], base_offset=1))
@@ -992,3 +992,30 @@ def test_recover_keeps_an_entry_of_a_negative_magic_whose_size_and_crc_32_hold(t
     with segstore.open(part, format="kafka", mode="a") as store:
         store.recover()
     assert log.read_bytes() == first
+
+
+def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_inflate(tmp_path: Path) -> None:
+    """A gzip control batch whose stream's header is wrong (its CRC holding): Kafka 3.8
+    ``GzipCompression.wrapForInput`` throws a ``KafkaException``, which ``LogSegment.recover`` does not
+    catch (the log does not load): nothing is cut, and the batch is named."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
+    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                              max_timestamp=2, compression="gzip", partition_leader_epoch=0, producer_id=5,
+                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                              log_append=False))
+    marker[61] ^= 0xFF                                              # the gzip magic
+    struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert info.value.path == str(log)
+    assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []

@@ -742,8 +742,10 @@ class LogSegment:
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
-                if batch.magic != codec.MAGIC_V2:
-                    continue    # records Kafka reads as v2 and segstore does not read (batch._unknown_magic)
+                if batch.magic != codec.MAGIC_V2 or batch.attributes & codec.CODEC_MASK != codec.NONE:
+                    # records Kafka reads as v2 and segstore does not (batch._unknown_magic), or a stream
+                    # whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
+                    continue
                 # Kafka counted the batch's bytes as valid before updateProducerState threw: the
                 # InvalidRecordException is caught and the segment cut after the batch
                 valid, error = batch.position + batch.size, err
