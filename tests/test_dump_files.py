@@ -738,7 +738,7 @@ def test_a_batch_whose_records_do_not_decode_is_named_and_the_batches_after_it_d
     assert err.splitlines() == [
         f"{log}:61: record 0 of 2: expected a length >= 0, found -64",
         f"Found 5 invalid bytes at the end of {log.name} ({log}:{len(first) + len(second)}: expected a batch "
-        "header of at least 17 bytes, found 5)",
+        "of more than 17 bytes, found 5)",
     ]
 
 

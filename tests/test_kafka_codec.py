@@ -353,8 +353,8 @@ def test_every_single_bit_flip_after_the_length_is_caught() -> None:
         for bit in (0, 3, 7):
             bad = bytearray(data)
             bad[index] ^= 1 << bit
-            with pytest.raises(CorruptDataError) as info:
-                list(codec.iter_batches(bytes(bad), path="p.log", base_pos=100))
+            with pytest.raises(CorruptDataError) as info:   # a magic above 2 frames; its records raise
+                [b.records() for b in codec.iter_batches(bytes(bad), path="p.log", base_pos=100)]
             assert info.value.path == "p.log" and info.value.pos in (100, 100 + codec.MAGIC_OFFSET,
                                                                      100 + codec.CRC_OFFSET)
 
@@ -362,7 +362,15 @@ def test_every_single_bit_flip_after_the_length_is_caught() -> None:
 def test_wrong_magic_and_bad_length() -> None:
     data = bytearray(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
     data[codec.MAGIC_OFFSET] = 7
+    # FileLogInputStream.nextBatch frames a magic above 2 as v2 (what recovery keeps when its CRC holds);
+    # its records are what no reader reads (ByteBufferLogInputStream.nextBatchSize)
+    (batch,) = codec.iter_batches(bytes(data), path="m.log")
+    assert (batch.magic, batch.last_offset) == (7, 0)
     with pytest.raises(CorruptDataError, match="magic 0, 1 or 2, found 7") as info:
+        batch.records()
+    assert info.value.pos == codec.MAGIC_OFFSET
+    data[codec.MAGIC_OFFSET] = 0xF9
+    with pytest.raises(CorruptDataError, match="magic 0, 1 or 2, found -7") as info:
         list(codec.iter_batches(bytes(data), path="m.log"))
     assert info.value.pos == codec.MAGIC_OFFSET
     short = bytearray(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
@@ -771,3 +779,17 @@ def test_lz4_content_checksum_is_not_verified_as_kafka_does_not(magic_v0: bool) 
     frame = bytearray(lz4.frame.compress(b"payload " * 50, content_checksum=True, store_size=magic_v0))
     frame[-1] ^= 0xFF
     assert compression.decompress("lz4", bytes(frame), legacy_lz4=magic_v0) == b"payload " * 50
+
+
+def test_a_tail_of_17_bytes_is_torn_whatever_its_length_field_says() -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch``: ``if (position >= end - HEADER_SIZE_UP_TO_MAGIC) return
+    null``: 17 bytes left (no batch is that short) end the data, before the length is read.  segstore
+    read the length and called a torn 17-byte tail holding a small one corrupt (``expected a batch length
+    of at least 14, found 3``), not torn."""
+    whole = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    tail = struct.pack(">qi", 1, 3) + b"\x00" * 5
+    assert len(tail) == codec.HEADER_UP_TO_MAGIC
+    with pytest.raises(TruncatedDataError) as info:
+        list(codec.iter_batches(whole + tail, path="t.log"))
+    assert (info.value.path, info.value.pos) == ("t.log", len(whole))
+    assert codec.valid_prefix(whole + tail)[0] == len(whole)

@@ -7,10 +7,18 @@ import shutil
 import struct
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
-from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
+from segstore_kafka.batch import (
+    CRC_OFFSET,
+    MAGIC_OFFSET,
+    encode_batch,
+    encode_control_batch,
+    encode_empty_batch,
+    iter_batches,
+)
 from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.timeindex import TIME_ENTRY
 
@@ -822,3 +830,192 @@ def test_recover_keeps_a_legacy_wrapper_whose_inner_set_does_not_read_and_what_f
         with pytest.raises(CorruptDataError) as info:
             _values(store)
         assert (info.value.path, info.value.pos) == (str(log), len(first))
+
+
+@pytest.mark.parametrize("segment", [SEG0, "00000000000000000289"])
+def test_recover_keeps_a_batch_of_an_unknown_magic_whose_size_and_crc_hold(tmp_path: Path,
+                                                                          segment: str) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` reads an entry of magic 2 or more as a
+    ``DefaultFileChannelRecordBatch`` (no check of the magic), and ``LogSegment.recover`` keeps it when
+    ``DefaultRecordBatch.ensureValid`` holds (size >= 61 and CRC-32C, which does not cover the magic
+    byte), its ``lastOffset`` counting in the log end offset.  recover cut the segment at such a batch
+    and set every later segment aside (``cut 6362 bytes at 159 ...: expected magic 0, 1 or 2, found 7``).
+    It stays; reads and verify name its magic (``ByteBufferLogInputStream``: no consumer reads it)."""
+    part = _fixture(tmp_path)
+    log = part / f"{segment}.log"
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))
+    bad = batches[2] if segment == SEG0 else batches[-1]
+    data = bytearray(log.read_bytes())
+    data[bad.position + MAGIC_OFFSET] = 7
+    log.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    with segstore.open(part) as store:
+        end = store.offset_range("topic", 0)[1]
+    assert end == 289 + sum(b.record_count for b in iter_batches(
+        (part / "00000000000000000289.log").read_bytes()))
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError):
+            store.recover()
+        assert store.offset_range("topic", 0)[1] == end
+    assert {p.name: p.read_bytes() for p in part.glob("*.log")} == before
+    assert list(part.glob("*.cut-*")) == []
+    with segstore.open(part) as store:
+        problems = store.verify()
+        assert [(p.path, p.pos) for p in problems] == [(str(log), bad.position + MAGIC_OFFSET)]
+        assert "magic" in problems[0].message
+        with pytest.raises(CorruptDataError, match="magic") as info:
+            _values(store)
+        assert (info.value.path, info.value.pos) == (str(log), bad.position + MAGIC_OFFSET)
+
+
+def test_an_empty_control_batch_is_read_verified_and_recovered_as_kafka_does(tmp_path: Path) -> None:
+    """A control batch of no records (``DefaultRecordBatch.writeEmptyHeader``: a marker the cleaner
+    emptied) completes nothing: Kafka 3.8 ``ProducerAppendInfo.append`` ("An empty control batch means
+    the entire transaction has been cleaned from the log") and the consumer's
+    ``CompletedFetch.containsAbortMarker`` (no record: no abort) pass it.  recover raised
+    ``expected a control batch with one control record, found none`` after resetting the indexes,
+    verify named it, and a read took the next batch's first record as its marker
+    (``a control record key of 4 bytes, found b'k2'``, no path)."""
+    codec_batch = encode_batch(
+        [(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+        is_transactional=True)
+    marker = next(iter_batches(encode_control_batch("ABORT", base_offset=1, producer_id=5, producer_epoch=0,
+                                                    coordinator_epoch=0, timestamp=2)))
+    data = codec_batch + encode_empty_batch(marker) + encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    with segstore.open(part) as store:
+        assert store.verify() == []
+        assert [r.offset for r in store.scan()] == [0, 2]
+        list(store.read("t", 0, isolation="read_committed"))          # asks each control batch its type
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == data and list(part.glob("*.cut-*")) == []
+    assert (part / f"{SEG0}.index").stat().st_size == 0
+
+
+def test_a_batch_whose_last_offset_passes_long_max_is_named_not_a_crash(tmp_path: Path) -> None:
+    """A batch of base offset ``Long.MAX_VALUE - 1`` and last offset delta 2 (its CRC holding): Kafka
+    3.8 ``DefaultRecordBatch.lastOffset`` (``baseOffset + lastOffsetDelta``) wraps below the segment's
+    base and ``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` (``ensureOffsetInRange``).
+    verify and recover died with ``OverflowError: Python int too large to convert to C long``; the
+    batch is named as any batch no index can name, its records as past int64."""
+    from segstore_kafka.batch import ATTRIBUTES_OFFSET, HEADER
+
+    bad = bytearray(encode_batch([(b"k%d" % i, b"v", 2000 + i) for i in range(3)], base_offset=1))
+    fields = list(HEADER.unpack_from(bad))
+    fields[0] = (1 << 63) - 2
+    HEADER.pack_into(bad, 0, *fields)
+    struct.pack_into(">I", bad, CRC_OFFSET, crc32c.crc32c(bytes(bad[ATTRIBUTES_OFFSET:])))
+    first = encode_batch([(b"a", b"x", 1000)], base_offset=0)
+    data = first + bytes(bad) + encode_batch([(b"z", b"y", 3000)], base_offset=4)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert (problems[0].path, problems[0].pos) == (str(log), len(first))
+    assert "found one of offsets 9223372036854775806..9223372036854775808" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(first))
+    assert log.read_bytes() == data
+
+
+@pytest.mark.parametrize("open_txn", [True, False])
+def test_recover_cuts_after_a_marker_that_does_not_parse_as_kafka_does(tmp_path: Path,
+                                                                      open_txn: bool) -> None:
+    """Kafka 3.8 ``LogSegment.recover`` counts a batch's bytes as valid, then hands a batch with a
+    producer id to ``updateProducerState``: ``ProducerAppendInfo.append`` reads a control batch's record
+    with ``EndTransactionMarker.deserialize``, whose ``InvalidRecordException`` (a key under 4 bytes) the
+    recovery catches, cutting the segment after that batch.  recover raised the error after resetting the
+    indexes (left preallocated, 10 MiB each), cut nothing, and without an open transaction did not read
+    the marker at all; now it cuts where Kafka does, keeping the cut bytes."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=open_txn)
+    records = _encode_records_py([(b"\x00", b"\x00" * 6, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError):      # the marker stays (Kafka keeps it), named
+            store.recover()
+        assert store.offset_range("t", 0)[1] == 2
+    assert log.read_bytes() == data + marker
+    assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after
+    assert (part / f"{SEG0}.index").stat().st_size == 0
+
+
+def test_recover_keeps_an_entry_of_a_negative_magic_whose_size_and_crc_32_hold(tmp_path: Path) -> None:
+    """Kafka 3.8 ``FileLogInputStream.nextBatch`` frames any magic below 2 as a legacy entry
+    (``LegacyFileChannelRecordBatch``), and ``LogSegment.recover`` keeps it when
+    ``LegacyRecord.ensureValid`` holds: a size of at least 14 and its CRC-32 (over the magic on).
+    recover cut the segment there (``expected magic 0, 1 or 2, found -1``); it stays, reads name
+    its magic, and one whose CRC-32 fails is cut as before."""
+    import zlib
+
+    def message(offset: int, magic: int, value: bytes) -> bytes:
+        body = struct.pack(">bbqi", magic, 0, 5, -1) + struct.pack(">i", len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    first, odd, after = message(0, 1, b"a"), message(1, -1, b"b"), message(2, 1, b"c")
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(first + odd + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(first) + 16)
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == first + odd + after and list(part.glob("*.cut-*")) == []
+    with segstore.open(part) as store:
+        with pytest.raises(CorruptDataError, match="magic") as err:
+            _values(store)
+        assert (err.value.path, err.value.pos) == (str(log), len(first) + 16)
+    bad = bytearray(odd)
+    bad[-1] ^= 1
+    log.write_bytes(first + bytes(bad) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+    assert log.read_bytes() == first
+
+
+def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_inflate(tmp_path: Path) -> None:
+    """A gzip control batch whose stream's header is wrong (its CRC holding): Kafka 3.8
+    ``GzipCompression.wrapForInput`` throws a ``KafkaException``, which ``LogSegment.recover`` does not
+    catch (the log does not load): nothing is cut, and the batch is named."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
+    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                              max_timestamp=2, compression="gzip", partition_leader_epoch=0, producer_id=5,
+                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                              log_append=False))
+    marker[61] ^= 0xFF                                              # the gzip magic
+    struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert info.value.path == str(log)
+    assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []

@@ -217,3 +217,34 @@ def test_a_batch_whose_records_do_not_decode_dumps_alike_in_c_and_python(tmp_pat
         fast = _lines_then_error(bytes(block) for block in store.dump_text())
         slow = _lines_then_error(line.text.encode() + b"\n" for line in store.dump())
     assert fast == slow and fast[1][2] is not None and f"position: {len(first)} ".encode() not in fast[0]
+
+
+@needs_c
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_control_batch_whose_record_is_no_marker_dumps_alike_in_c_and_python(tmp_path, isolation):
+    """A data batch whose attributes say control (its CRC holding): kafka-dump-log's
+    ``ControlRecordType.parseTypeId`` cannot read its records' keys.  The record-by-record dump prints
+    each as ``controlType: invalid (...)``; the C text dump stopped at the batch with
+    ``a control record key of 4 bytes, found b'k0'`` and no path.  Alike now: the lines read_uncommitted,
+    and read_committed (which asks the batch its marker type, ``CompletedFetch.containsAbortMarker``)
+    the same error at the batch, named by its file, after the lines of the batches before it."""
+    import crc32c
+
+    first = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    bad = bytearray(codec.encode_batch([(b"k0", b"v", 2), (b"k1", b"w", 3)], base_offset=1, producer_id=7,
+                                       producer_epoch=0, base_sequence=0))
+    struct.pack_into(">h", bad, codec.ATTRIBUTES_OFFSET, codec.TRANSACTIONAL_FLAG | codec.CONTROL_FLAG)
+    struct.pack_into(">I", bad, codec.CRC_OFFSET, crc32c.crc32c(bytes(bad[codec.ATTRIBUTES_OFFSET:])))
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(first + bytes(bad) + codec.encode_batch([(b"z", b"y", 4)], base_offset=3))
+    with KafkaStore(str(tmp_path), "r") as store:
+        fast = _lines_then_error(bytes(block) for block in store.dump_text(isolation=isolation))
+        slow = _lines_then_error(line.text.encode() + b"\n" for line in store.dump(isolation=isolation))
+    assert fast == slow
+    if isolation == "read_uncommitted":
+        assert fast[1] == ()
+        assert b"controlType: invalid (a control record key of 4 bytes, found b'k1')" in fast[0]
+    else:
+        assert fast[1][1:3] == (str(log), len(first)) and b"position: 0 " in fast[0]

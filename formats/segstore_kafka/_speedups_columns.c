@@ -15,7 +15,8 @@
  * whole and only when everything the reference path checks holds: the entry
  * lies inside ``log``, magic 2, the v2 minimum length, the CRC-32C, a record
  * count >= 0, its (decompressed) records filling the region exactly with valid
- * varints, UTF-8 header keys and offsets/timestamps within int64.  Any other
+ * varints, UTF-8 header keys and offsets/timestamps within int64 (a count of 0:
+ * no record, the region unread, as DefaultRecordBatch.iterator).  Any other
  * batch (a legacy v0/v1 entry, a torn or corrupt one) stops the walk *before* it
  * with STOP_DECLINE: columnar.py then hands that batch to the reference codec in
  * batch.py, which decodes it or raises its typed error, so errors and their
@@ -396,6 +397,11 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
     if (c->n.batches >= c->cap.batches) {
         *need |= NEED_BATCHES;
         return REC_FULL;
+    }
+    if (b.record_count == 0) {
+        /* DefaultRecordBatch.iterator: no record, the region (compressed or not) unread */
+        c->batch[c->n.batches++] = b;
+        return REC_OK;
     }
     const uint8_t *region = p + V2_HEADER_SIZE;
     Py_ssize_t region_len = *size - V2_HEADER_SIZE;

@@ -30,7 +30,9 @@ record whose key is int16 version + int16 type (0 ABORT, 1 COMMIT) and whose
 value is int16 version + int32 coordinator epoch.
 
 Magic 0 and 1 entries (legacy message sets) are read by :mod:`.legacy` and
-surface here as :class:`RecordBatch` objects with ``magic`` 0 or 1.
+surface here as :class:`RecordBatch` objects with ``magic`` 0 or 1.  An entry of
+a magic above 2 is framed as v2, as Kafka's ``FileLogInputStream.nextBatch`` frames
+it (and its recovery keeps it when its length and CRC hold); its records raise.
 
 The hot record loops run in the optional C extension ``segstore_kafka._speedups``
 when it is built; the pure-Python loops below give identical results and errors.
@@ -480,6 +482,10 @@ class RecordBatch:
         """
         if self.magic < MAGIC_V2:
             return self._legacy_records()
+        if self.magic > MAGIC_V2:
+            raise _unknown_magic(self.magic, self.path, self.position)
+        if self.record_count == 0:
+            return []   # DefaultRecordBatch.iterator: no record, the region (compressed or not) unread
         region: bytes | memoryview = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
         region_pos = self.position + RECORD_BATCH_OVERHEAD
         compressed = self.attributes & CODEC_MASK != NONE
@@ -531,8 +537,13 @@ class RecordBatch:
         return [(record, m.crc, m.valid) for record, m in zip(self.records(), messages, strict=True)]
 
     def control_type(self) -> str | None:
-        """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""
-        if not self.is_control:
+        """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None.
+
+        None too for a control batch of no records (``writeEmptyHeader``: a marker the cleaner emptied),
+        which Kafka 3.8 passes as marking nothing (``ProducerAppendInfo.append``,
+        ``CompletedFetch.containsAbortMarker``).
+        """
+        if not self.is_control or self.record_count == 0:
             return None
         records = self.records()
         if not records:
@@ -542,6 +553,12 @@ class RecordBatch:
             return parse_control_record(records[0].key, records[0].value)[0]
         except ValueError as err:
             raise CorruptDataError(str(err), self.path, self.position) from err
+
+
+def _unknown_magic(magic: int, path: str, position: int) -> CorruptDataError:
+    """A batch of a magic above 2: framed and kept as v2 (``FileLogInputStream.nextBatch``), its records
+    unread (``ByteBufferLogInputStream.nextBatchSize``: no consumer reads a magic it does not know)."""
+    return CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, position + MAGIC_OFFSET)
 
 
 def _crc32c(data: bytes | memoryview, value: int = 0) -> int:
@@ -567,10 +584,11 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         # would read another batch as if it stood there (Kafka's FileRecords.slice refuses it)
         raise CorruptDataError(f"expected a batch position of at least 0, found {pos}", path, base_pos)
     remaining = len(view) - pos
-    if remaining < HEADER_UP_TO_MAGIC:
+    if remaining <= HEADER_UP_TO_MAGIC:
+        # nextBatch: ``position >= end - HEADER_SIZE_UP_TO_MAGIC`` ends the data (no batch is that short);
         # past the end: a position read before another process cut the file (a broker's recovery)
         found = f"{remaining}" if remaining >= 0 else f"the file ending at {base_pos + len(view)}"
-        raise TruncatedDataError(f"expected a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
+        raise TruncatedDataError(f"expected a batch of more than {HEADER_UP_TO_MAGIC} bytes, "
                                  f"found {found}", path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
@@ -580,8 +598,14 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     if remaining < size:
         raise TruncatedDataError(f"expected a {size}-byte batch, found {remaining} bytes", path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
-    if magic not in (0, 1, MAGIC_V2):
-        raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+    if magic < 0:
+        try:   # framed as legacy, as nextBatch frames it, where its size and CRC-32 hold (kept by recovery)
+            return _legacy_batch(view[pos:pos + size], at, path, check_crc, any_magic=True)
+        except CorruptDataError:
+            raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path,
+                                   at + MAGIC_OFFSET) from None
+    # A magic above 2 frames as a v2 batch, as nextBatch takes it (DefaultFileChannelRecordBatch) and
+    # recovery keeps it when its length and CRC hold; its records raise (_unknown_magic).
     if magic < MAGIC_V2:
         return _legacy_batch(view[pos:pos + size], at, path, check_crc)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
@@ -602,16 +626,17 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     return batch
 
 
-def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
+def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool,
+                  any_magic: bool = False) -> RecordBatch:
     # The entry is whole by its own size and CRC: what Kafka checks a legacy batch by
     # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls).  Its key and value, and a
     # wrapper's inner set (DeepRecordsIterator), are read with its records, where their errors are raised.
-    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc)
+    entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc, any_magic=any_magic)
     messages = None
     error = None
     base_offset = entry.offset
     count = 1
-    if entry.attributes & CODEC_MASK != NONE:
+    if entry.attributes & CODEC_MASK != NONE and entry.magic >= 0:
         try:
             messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
         except CorruptDataError as err:

@@ -104,10 +104,13 @@ class LegacyHead(NamedTuple):
 
 
 def read_head(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
-              check_crc: bool = True) -> LegacyHead:
+              check_crc: bool = True, any_magic: bool = False) -> LegacyHead:
     """The entry at ``data[pos]`` as Kafka's recovery takes it: ``FileLogInputStream.nextBatch`` (a
     size of at least 14, ``RECORD_OVERHEAD_V0``, whatever the magic) and ``LegacyRecord.ensureValid``
     (the CRC); its key and value are not read.
+
+    ``any_magic``: a negative magic too, framed as nextBatch frames it (``LegacyFileChannelRecordBatch``,
+    read as v1 is) when its size and CRC hold (what the recovery keeps); its messages are not read.
 
     :raises TruncatedDataError: the bytes end inside the entry.
     :raises CorruptDataError: bad magic, size or CRC.
@@ -118,7 +121,9 @@ def read_head(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         raise TruncatedDataError(f"expected a {MESSAGE_PREFIX.size}-byte message header, "
                                  f"found {len(view) - pos} bytes", path, at)
     offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
-    if magic not in (0, 1):
+    framed = (any_magic and magic < 0 and MIN_MESSAGE_SIZE <= size <= len(view) - pos - LOG_OVERHEAD
+              and zlib.crc32(view[pos + CRC_COVERED_FROM:pos + LOG_OVERHEAD + size]) == crc)
+    if magic not in (0, 1) and not framed:
         raise CorruptDataError(f"expected message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
     if size < MIN_MESSAGE_SIZE:
         raise CorruptDataError(f"expected a v{magic} message size of at least {MIN_MESSAGE_SIZE}, "
@@ -132,7 +137,7 @@ def read_head(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
                                f"found {computed:#010x}", path, at + LOG_OVERHEAD)
     timestamp = NO_TIMESTAMP
-    if magic == 1:  # a size of 14 holds the timestamp (bytes 18..26 of the entry)
+    if magic != 0:  # a size of 14 holds the timestamp (bytes 18..26 of the entry); LegacyRecord.timestamp
         (timestamp,) = TIMESTAMP_V1.unpack_from(view, pos + MESSAGE_PREFIX.size)
     return LegacyHead(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, computed == crc)
 

@@ -146,6 +146,8 @@ class TransactionTracker:
         if not batch.is_control:
             self._open.setdefault(pid, batch.base_offset)
             return None
+        if batch.record_count == 0:
+            return None     # completes nothing (ProducerAppendInfo.append: an emptied marker)
         first = self._open.pop(pid, None)
         if first is None or batch.control_type() != "ABORT":
             return None
@@ -441,7 +443,9 @@ class LogSegment:
                     problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                     break
                 starts.append(np.array([pos], np.int64))
-                ends.append(np.array([header.last_offset], np.int64))
+                # base + delta wrapped as the chunks' int64 (and Java's long) sum wraps it: a base offset
+                # near Long.MAX_VALUE ends past it
+                ends.append(np.array([header.base_offset], np.int64) + header.last_offset_delta)
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
                 if not self.indexable(header.last_offset) and not below_base:
@@ -732,8 +736,20 @@ class LogSegment:
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
                     last_entry = batch.position
-            if on_batch is not None:
-                on_batch(batch)
+            try:
+                if batch.is_control and batch.producer_id >= 0:
+                    batch.control_type()    # ProducerAppendInfo.append: EndTransactionMarker.deserialize
+                if on_batch is not None:
+                    on_batch(batch)
+            except CorruptDataError as err:
+                if batch.magic != codec.MAGIC_V2 or batch.attributes & codec.CODEC_MASK != codec.NONE:
+                    # records Kafka reads as v2 and segstore does not (batch._unknown_magic), or a stream
+                    # whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
+                    continue
+                # Kafka counted the batch's bytes as valid before updateProducerState threw: the
+                # InvalidRecordException is caught and the segment cut after the batch
+                valid, error = batch.position + batch.size, err
+                break
         del buf
         truncated = self.log.size - valid
         saved = None

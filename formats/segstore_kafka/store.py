@@ -164,44 +164,47 @@ def _control_columns() -> pa.Schema:
 
 
 def _control_records(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[codec.Record | None]:
-    """Each decoded batch's control record (its first record's key and value; None for a data batch),
-    from the chunk (``batches`` hold no records)."""
+    """Each decoded batch's control record (its first record's key and value; None for a data batch
+    and for a control batch of no records, whose first row is the next batch's), from the chunk
+    (``batches`` hold no records)."""
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
     table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
     keys, values = table.column("key"), table.column("value")
     return [codec.Record(batch.base_offset, batch.max_timestamp, keys[first].as_py(), values[first].as_py())
-            if batch.is_control else None
+            if batch.is_control and batch.record_count else None
             for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True)]
 
 
-def _control_kind(record: codec.Record, batch: codec.RecordBatch) -> str:
-    """A control record's type name.
+def _control_kind(record: codec.Record, batch: codec.RecordBatch, path: str | None) -> str:
+    """A control record's type name (``path``: the batch's log, which errors name).
 
     :raises CorruptDataError: a record that is not a control record.
     """
     try:
         return codec.parse_control_record(record.key, record.value)[0]
     except ValueError as err:
-        raise CorruptDataError(str(err), None, batch.position) from err
+        raise CorruptDataError(str(err), path, batch.position) from err
 
 
-def _control_kinds(records: list[codec.Record | None], batches: list[codec.RecordBatch]) -> list[str | None]:
+def _control_kinds(records: list[codec.Record | None], batches: list[codec.RecordBatch],
+                   path: str | None) -> list[str | None]:
     """The control type of each of :func:`_control_records`' records (None for a data batch).
 
     :raises CorruptDataError: a control batch whose record is not a control record.
     """
-    return [None if record is None else _control_kind(record, batch)
+    return [None if record is None else _control_kind(record, batch, path)
             for record, batch in zip(records, batches, strict=True)]
 
 
-def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
+def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch],
+                   path: str | None) -> list[str | None]:
     """Each decoded batch's control type (None for a data batch), from its first record's key and
     value in the chunk (``batches`` hold no records).
 
     :raises CorruptDataError: a control batch whose record is not a control record.
     """
-    return _control_kinds(_control_records(chunk, batches), batches)
+    return _control_kinds(_control_records(chunk, batches), batches, path)
 
 
 def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
@@ -468,17 +471,23 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
     below ``start`` too.  A batch line per batch in Python, the record lines in C; ``view`` (the log
     the chunk was decoded from, at ``path``) gives a chunk holding v0/v1 messages its lines in
     Python: each such message's line names its own CRC, which the columns do not keep (logs from
-    before Kafka 0.11)."""
+    before Kafka 0.11); and one holding a control batch of more than one record (each record's line
+    its own control text)."""
     from .dumpfile import control_text
 
     batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
     controls = _control_records(chunk, batches)
-    kinds = _control_kinds(controls, batches)
+    # the types only for a read_committed filter: the lines name a record that is no marker as
+    # kafka-dump-log cannot read it (control_text), the record-by-record dump's lines
+    kinds = _control_kinds(controls, batches, path) if keeps is not None else [None] * len(batches)
     heads: list[bytes | None] = []
     for batch, kind in zip(batches, kinds, strict=True):
         kept = batch.last_offset >= start and (keeps is None or keeps(batch, kind))
         heads.append(_text(batch_line(batch) + "\n") if kept else None)
-    if any(batch.magic < codec.MAGIC_V2 for batch in batches):
+    # v0/v1 messages, and a control batch of more than one record (the C lines give each record of a
+    # batch its first record's control text; kafka-dump-log reads each record's own): lines in Python
+    if any(batch.magic < codec.MAGIC_V2 or (batch.is_control and batch.record_count > 1)
+           for batch in batches):
         n = chunk.rows
         offsets, row_batch = chunk.buffers["offset"][:n], chunk.buffers["row_batch"][:n]
         out = []
@@ -2190,7 +2199,19 @@ class KafkaStore(Store):
                     keeps: Callable[..., bool] | None) -> Iterator[bytes]:
             for chunk in seg.column_chunks(want, start=position):
                 chunk, cut = _below(chunk, stop)
-                lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
+                try:
+                    lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
+                except CorruptDataError as err:
+                    # a control batch whose record is no marker, met by the read_committed filter (before
+                    # it asked any batch of the chunk): the lines of the batches before it, then its error,
+                    # as the record-by-record dump prints them
+                    before = int(np.count_nonzero(chunk.batches["position"] < (err.pos or 0)))
+                    if before:
+                        head = chunk.head(int(chunk.batches["first_row"][before]), before)
+                        lines = _text_chunk(head, start, keeps, seg.log.view(), seg.path)
+                        if lines:
+                            yield lines
+                    raise
                 if lines:
                     yield lines
                 if cut:
@@ -2314,7 +2335,8 @@ class KafkaStore(Store):
                 if keeps is not None:
                     batches = [columnar.record_batch(row) for row in rows.tolist()]
                     kept = np.array([keeps(b, kind) for b, kind in
-                                     zip(batches, _control_types(chunk, batches), strict=True)], dtype=bool)
+                                     zip(batches, _control_types(chunk, batches, seg.path), strict=True)],
+                                    dtype=bool)
                 if kept is not None and not kept.all():
                     # a record is one line (JSON escapes newlines): keep the kept batches' lines
                     per_row = np.repeat(kept, np.diff(rows["first_row"], append=chunk.rows))
