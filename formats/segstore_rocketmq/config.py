@@ -256,6 +256,10 @@ class BrokerConfig:
     flushCommitLogLeastPages: int = 4
     flushIntervalConsumeQueue: int = 1000
     flushConsumeQueueLeastPages: int = 2
+    #: after this many ms a flush takes whatever is dirty, however few pages (4.9.7
+    #: ``FlushRealTimeService.run``, ``FlushConsumeQueueService.doFlush``: least pages 0)
+    flushCommitLogThoroughInterval: int = 10_000
+    flushConsumeQueueThoroughInterval: int = 60_000
     #: the broker version a new store's messages are written as (an existing store keeps its own style)
     rocketmqVersion: str = REFERENCE_VERSION
     # Retention (retention.py).  deleteWhen is the broker's "04" only when given: offline, a run with
@@ -351,6 +355,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushCommitLogLeastPages": _positive_int,
     "flushIntervalConsumeQueue": _positive_int,
     "flushConsumeQueueLeastPages": _positive_int,
+    "flushCommitLogThoroughInterval": _java_int,
+    "flushConsumeQueueThoroughInterval": _java_int,
     "rocketmqVersion": _version,
     "fileReservedTime": _non_negative_java_int,
     "deleteWhen": _delete_when,

@@ -78,10 +78,10 @@ class FlushPolicy:
             config.flushDiskType,
             config.flushIntervalCommitLog,
             config.flushCommitLogLeastPages,
-            FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS,
+            config.flushCommitLogThoroughInterval,
             config.flushIntervalConsumeQueue,
             config.flushConsumeQueueLeastPages,
-            FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS,
+            config.flushConsumeQueueThoroughInterval,
         )
 
 
