@@ -55,3 +55,51 @@ def test_a_thorough_interval_is_a_java_int(name):
 
     with pytest.raises(ConfigError, match=f"expected a valid value for {name}, found '2147483648'"):
         BrokerConfig.from_mapping({name: "2147483648"})
+
+
+def _crashed_store_of_three_files(path, **config) -> None:
+    """Three 4 KiB commitlog files whose first messages were stored at 10 s, 20 s and 30 s; the checkpoint
+    says the commitlog and queues were flushed up to 35 s, the index up to 15 s; the abort file present."""
+    import os
+
+    from segstore_rocketmq.checkpoint import Checkpoint
+
+    with segstore.open(str(path), format="rocketmq", mode="a", mappedFileSizeCommitLog="4096",
+                       **config) as store:
+        for i in range(9):      # three messages of 1 KiB a file
+            store.append({"topic": "T", "queue_id": 0, "body": b"b" * 1000, "keys": [f"k{i}"],
+                          "store_timestamp": 10_000 * (1 + i // 3) + i})
+        assert [seg.base for seg in store.commitlog.log.segments] == [0, 4096, 8192]
+    cp_path = os.path.join(path, "checkpoint")
+    with open(cp_path, "rb") as f:
+        cp = Checkpoint.unpack(f.read())
+    cp.physic_msg_timestamp = cp.logics_msg_timestamp = 35_000
+    cp.index_msg_timestamp = 15_000
+    with open(cp_path, "wb") as f:
+        f.write(cp.pack())
+    open(os.path.join(path, "abort"), "wb").close()
+
+
+def _walk_start(lines: list[str]) -> int:
+    line = next(line for line in lines if line.startswith("commitlog: unclean shutdown"))
+    return int(line.split(" from ")[1].split()[0])
+
+
+def test_message_index_safe_starts_the_crash_recovery_where_the_index_needs_it(tmp_path):
+    """4.9.7 ``CommitLog.isMappedFileMatchedRecover``: with ``messageIndexEnable`` and ``messageIndexSafe``
+    the recovery after a crash starts at the last file whose first store time is at most
+    ``StoreCheckpoint.getMinTimestampIndex`` (min of ``getMinTimestamp`` and ``indexMsgTimestamp``), here
+    the first file (10 s <= 15 s); without it at the last file at most ``getMinTimestamp`` (32 s): the
+    third.  Before: ``messageIndexSafe`` was a ConfigError."""
+    _crashed_store_of_three_files(tmp_path / "safe")
+    with segstore.open(str(tmp_path / "safe"), format="rocketmq", mode="a", mappedFileSizeCommitLog="4096",
+                       messageIndexSafe="true") as store:
+        assert _walk_start(store.recovery_lines) == 0
+    _crashed_store_of_three_files(tmp_path / "plain")
+    with segstore.open(str(tmp_path / "plain"), format="rocketmq", mode="a",
+                       mappedFileSizeCommitLog="4096") as store:
+        assert _walk_start(store.recovery_lines) == 8192
+    _crashed_store_of_three_files(tmp_path / "noindex", messageIndexEnable="false")
+    with segstore.open(str(tmp_path / "noindex"), format="rocketmq", mode="a", mappedFileSizeCommitLog="4096",
+                       messageIndexEnable="false", messageIndexSafe="true") as store:
+        assert _walk_start(store.recovery_lines) == 8192     # messageIndexSafe needs the index on
