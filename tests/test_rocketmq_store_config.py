@@ -103,3 +103,60 @@ def test_message_index_safe_starts_the_crash_recovery_where_the_index_needs_it(t
     with segstore.open(str(tmp_path / "noindex"), format="rocketmq", mode="a", mappedFileSizeCommitLog="4096",
                        messageIndexEnable="false", messageIndexSafe="true") as store:
         assert _walk_start(store.recovery_lines) == 8192     # messageIndexSafe needs the index on
+
+
+def test_names_that_tune_only_a_running_broker_are_taken_and_ignored(tmp_path):
+    """4.9.7 ``MessageStoreConfig`` names a broker.conf holds that change nothing the store writes or
+    recovers: ``syncFlushTimeout`` (``CommitLog.submitFlushRequest``: how long a SYNC_FLUSH put waits for
+    ``GroupCommitService`` before answering FLUSH_DISK_TIMEOUT; segstore's append waits until the bytes are
+    durable), ``flushCommitLogTimed`` (``FlushRealTimeService.run``: sleep or wait), the transient store
+    pool, pull limits, HA.  Before: each was a ConfigError (exit 2)."""
+    from conftest import cli_run
+
+    config = {"syncFlushTimeout": "100", "flushCommitLogTimed": "false", "transientStorePoolEnable": "true",
+              "maxTransferBytesOnMessageInMemory": "262144", "flushLeastPagesWhenWarmMapedFile": "4096",
+              "warmMapedFileEnable": "false", "brokerRole": "SYNC_MASTER", "haListenPort": "10912",
+              "storePathRootDir": "/data/store", "flushDelayOffsetInterval": "10000",
+              "mappedFileSizeConsumeQueueExt": "50331648", "bitMapLengthConsumeQueueExt": "64"}
+    assert BrokerConfig.from_mapping(config) == BrokerConfig()
+    with segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH",
+                       **config) as store:
+        store.append({"topic": "T", "queue_id": 0, "body": b"x"})
+        assert store._flusher.flushed_offset == store.commitlog.end      # durable once append returned
+    code, _, err = cli_run("recover", tmp_path / "s", "--config", "syncFlushTimeout=100",
+                           "--config", "brokerRole=SLAVE")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(("name", "value"), [("syncFlushTimeout", "5s"), ("syncFlushTimeout", "2147483648"),
+                                             ("flushCommitLogTimed", "yes"), ("brokerRole", "master"),
+                                             ("osPageCacheBusyTimeOutMills", "1.5")])
+def test_an_ignored_name_of_a_bad_value_is_refused_naming_it(tmp_path, name, value):
+    """``MixAll.properties2Object`` parses the value into the field's type (``Integer.parseInt``,
+    ``Long.parseLong``, ``BrokerRole.valueOf``); a value it cannot parse is no value the broker took."""
+    from conftest import cli_run
+
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"expected a valid value for {name}, found '{value}'"):
+        BrokerConfig.from_mapping({name: value})
+    segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a").close()
+    code, out, err = cli_run("recover", tmp_path / "s", "--config", f"{name}={value}")
+    assert (code, out) == (2, "") and f"expected a valid value for {name}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("name", "value", "default"), [("checkCRCOnRecover", "false", "true"),
+                                                        ("duplicationEnable", "true", "false"),
+                                                        ("enableDLegerCommitLog", "true", "false"),
+                                                        ("enableConsumeQueueExt", "true", "false")])
+def test_a_name_asking_for_what_segstore_does_not_do_is_refused_at_any_other_value(name, value, default):
+    """``checkCRCOnRecover=false`` (``CommitLog.recoverAbnormally``/``checkMessageAndReturnSize``: a message
+    failing its body CRC dispatched), ``duplicationEnable=true`` (``recoverAbnormally`` dispatches only below
+    the confirm offset), a DLedger commitlog, ``enableConsumeQueueExt=true``
+    (``ConsumeQueue.putMessagePositionInfo`` writes an ext unit and its address): refused naming the name,
+    the default taken."""
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"expected {name}={default} .*, found '{value}'"):
+        BrokerConfig.from_mapping({name: value})
+    assert BrokerConfig.from_mapping({name: default}) == BrokerConfig()
