@@ -160,3 +160,29 @@ def test_a_name_asking_for_what_segstore_does_not_do_is_refused_at_any_other_val
     with pytest.raises(ConfigError, match=f"expected {name}={default} .*, found '{value}'"):
         BrokerConfig.from_mapping({name: value})
     assert BrokerConfig.from_mapping({name: default}) == BrokerConfig()
+
+
+def test_zero_least_pages_flush_whatever_is_dirty_and_the_checkpoint_each_interval(tmp_path):
+    """4.9.7 ``MappedFile.isAbleToFlush``: least pages 0 (or less) flushes whatever is written past the
+    flushed position; ``FlushConsumeQueueService.doFlush`` with ``flushConsumeQueueLeastPages`` 0 flushes the
+    checkpoint too, every interval.  A broker.conf may set both to 0.  Before: refused as not positive."""
+    import os
+
+    from segstore_rocketmq.checkpoint import Checkpoint
+
+    cfg = BrokerConfig.from_mapping({"flushCommitLogLeastPages": "0", "flushConsumeQueueLeastPages": "0"})
+    assert (cfg.flushCommitLogLeastPages, cfg.flushConsumeQueueLeastPages) == (0, 0)
+    path = tmp_path / "s"
+    with segstore.open(str(path), format="rocketmq", mode="a", flushIntervalCommitLog="5",
+                       flushIntervalConsumeQueue="5", flushCommitLogLeastPages="0",
+                       flushConsumeQueueLeastPages="0") as store:
+        store.append({"topic": "T", "queue_id": 0, "body": b"x", "store_timestamp": 1_700_000_000_000})
+        end = store.commitlog.end
+        assert _wait(lambda: store._flusher.durable_offset == end)
+
+        def on_disk() -> Checkpoint:
+            with open(os.path.join(path, "checkpoint"), "rb") as f:
+                return Checkpoint.unpack(f.read())
+
+        assert _wait(lambda: on_disk().logics_msg_timestamp == 1_700_000_000_000)
+        assert on_disk().physic_msg_timestamp == 1_700_000_000_000

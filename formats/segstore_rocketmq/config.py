@@ -478,9 +478,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "messageIndexSafe": _bool,
     "messageDelayLevel": _delay_levels,
     "flushIntervalCommitLog": _positive_int,
-    "flushCommitLogLeastPages": _positive_int,
+    "flushCommitLogLeastPages": _java_int,     # 0 or less: whatever is dirty (MappedFile.isAbleToFlush)
     "flushIntervalConsumeQueue": _positive_int,
-    "flushConsumeQueueLeastPages": _positive_int,
+    "flushConsumeQueueLeastPages": _java_int,
     "flushCommitLogThoroughInterval": _java_int,
     "flushConsumeQueueThoroughInterval": _java_int,
     "rocketmqVersion": _version,
