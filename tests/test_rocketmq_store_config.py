@@ -186,3 +186,28 @@ def test_zero_least_pages_flush_whatever_is_dirty_and_the_checkpoint_each_interv
 
         assert _wait(lambda: on_disk().logics_msg_timestamp == 1_700_000_000_000)
         assert on_disk().physic_msg_timestamp == 1_700_000_000_000
+
+
+def test_broker_ip_and_listen_port_make_the_store_host_messages_store(tmp_path):
+    """A broker.conf sets ``brokerIP1`` (``BrokerConfig``) and ``listenPort`` (``NettyServerConfig``); 4.9.7
+    ``BrokerController.getStoreHost`` is ``new InetSocketAddress(brokerIP1, listenPort)``, which
+    ``SendMessageProcessor`` stores as every message's STOREHOST (and its offset msgId).  Before: both
+    names were a ConfigError, so a store written with a broker.conf's values carried 127.0.0.1:10911."""
+    from segstore.errors import ConfigError
+
+    assert BrokerConfig.from_mapping({"brokerIP1": "10.0.0.7", "listenPort": "10921"}).storeHost == \
+        "10.0.0.7:10921"
+    assert BrokerConfig.from_mapping({"brokerIP1": "10.0.0.7"}).storeHost == "10.0.0.7:10911"
+    assert BrokerConfig.from_mapping({"listenPort": "10921"}).storeHost == "127.0.0.1:10921"
+    assert BrokerConfig.from_mapping({"brokerIP1": "2001:db8::11"}).storeHost == "[2001:db8::11]:10911"
+    with segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a", brokerIP1="10.0.0.7",
+                       listenPort="10921") as store:
+        store.append({"topic": "T", "queue_id": 0, "body": b"x"})
+    with segstore.open(str(tmp_path / "s"), format="rocketmq") as store:
+        (msg,) = list(store.scan())
+        assert str(msg.store_host) == "10.0.0.7:10921"
+    for bad, name in (({"listenPort": "70000"}, "listenPort"), ({"listenPort": "x"}, "listenPort"),
+                      ({"brokerIP1": "broker-a.local"}, "brokerIP1"),
+                      ({"brokerIP1": "10.0.0.7", "storeHost": "10.0.0.8:1"}, "storeHost or brokerIP1")):
+        with pytest.raises(ConfigError, match=name):
+            BrokerConfig.from_mapping(bad)

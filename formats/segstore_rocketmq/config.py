@@ -390,7 +390,8 @@ class BrokerConfig:
         """
         known = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
-        for name, value in (config or {}).items():
+        config = _store_host_from_broker_names(config or {})
+        for name, value in config.items():
             if name in IGNORED or name in DEFAULT_ONLY:
                 _check_broker_only(name, value)
                 continue
@@ -445,6 +446,44 @@ class BrokerConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _port(value: Any) -> int:
+    number = _java_int(value)
+    if not 0 <= number <= 0xFFFF:
+        raise ValueError(f"{number} is not a port (0..65535: InetSocketAddress)")
+    return number
+
+
+def _store_host_from_broker_names(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` with ``brokerIP1``/``listenPort`` (``BrokerConfig``/``NettyServerConfig``, as a broker.conf
+    sets them) made into ``storeHost``: 4.9.7 ``BrokerController.getStoreHost`` is
+    ``new InetSocketAddress(brokerIP1, listenPort)``, the STOREHOST every message the broker takes stores.
+    The one not given is the default ``storeHost``'s.
+
+    :raises ConfigError: either given with ``storeHost``, a ``listenPort`` that is no port, or a ``brokerIP1``
+        that is no IP address.
+    """
+    if "brokerIP1" not in config and "listenPort" not in config:
+        return config
+    given = [name for name in ("brokerIP1", "listenPort") if name in config]
+    if "storeHost" in config:
+        raise ConfigError(f"expected storeHost or {'/'.join(given)}, found both "
+                          f"(storeHost={config['storeHost']!r})")
+    rest = {name: value for name, value in config.items() if name not in ("brokerIP1", "listenPort")}
+    default_ip, _, default_port = BrokerConfig.storeHost.rpartition(":")
+    ip = str(config.get("brokerIP1", default_ip)).strip()
+    try:
+        port = _port(config.get("listenPort", default_port))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"expected a valid value for listenPort, found {config['listenPort']!r} "
+                          f"({err})") from err
+    host = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    try:
+        _host(host)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"expected an IP address for brokerIP1, found {ip!r} ({err})") from err
+    return {**rest, "storeHost": host}
 
 
 def _check_broker_only(name: str, value: Any) -> None:
