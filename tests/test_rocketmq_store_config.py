@@ -211,3 +211,20 @@ def test_broker_ip_and_listen_port_make_the_store_host_messages_store(tmp_path):
                       ({"brokerIP1": "10.0.0.7", "storeHost": "10.0.0.8:1"}, "storeHost or brokerIP1")):
         with pytest.raises(ConfigError, match=name):
             BrokerConfig.from_mapping(bad)
+
+
+@pytest.mark.parametrize("text", ["1s  5s", " 1s 5s", "1s\t5s", "1s 5S"])
+def test_delay_levels_the_broker_cannot_parse_are_refused(text):
+    """4.9.7 ``ScheduleMessageService.parseDelayLevel`` splits at each single space (``split(" ")``): an
+    empty part (two spaces, a leading one) or a tab inside a part throws, ``load`` fails and the broker does
+    not start.  Before: segstore split at any whitespace and took these as the levels 1s and 5s."""
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="expected delay levels like"):
+        BrokerConfig.from_mapping({"messageDelayLevel": text})
+
+
+def test_delay_levels_as_the_broker_parses_them():
+    """``String.split`` drops trailing empty parts; ``Long.parseLong`` takes a sign."""
+    assert BrokerConfig.from_mapping({"messageDelayLevel": "1s 5s  "}).delay_levels_ms == (1000, 5000)
+    assert BrokerConfig.from_mapping({"messageDelayLevel": "+2m 1d"}).delay_levels_ms == (120_000, 86_400_000)

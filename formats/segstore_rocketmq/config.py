@@ -88,13 +88,24 @@ def validate_group(group: str, path: str | None = None) -> str:
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
-    """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first."""
+    """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first.
+
+    As 4.9.7 ``ScheduleMessageService.parseDelayLevel`` reads it: parts split at each single space
+    (``String.split(" ")``, which drops only trailing empty parts), each a ``Long.parseLong`` number and a
+    unit s, m, h or d.  A text it throws on (two spaces in a row, a leading space, a tab) makes that broker's
+    ``load`` fail and the broker not start: refused here too, not read as other levels.
+    """
+    parts = text.split(" ")
+    while parts and not parts[-1]:
+        parts.pop()
     levels = []
-    for token in text.split():
+    for token in parts:
         unit = _DELAY_UNITS_MS.get(token[-1:])
-        if unit is None or not token[:-1].isdigit():
-            raise ConfigError(f"expected delay levels like '1s 5m 2h 1d', found {token!r} in {text!r}")
-        levels.append(int(token[:-1]) * unit)
+        number = token[:-1]
+        if unit is None or _JAVA_INT.fullmatch(number) is None or not -2**63 <= int(number) <= JAVA_LONG_MAX:
+            raise ConfigError(f"expected delay levels like '1s 5m 2h 1d' (one space between), "
+                              f"found {token!r} in {text!r}")
+        levels.append(int(number) * unit)
     if not levels:
         raise ConfigError("expected at least one delay level, found none")
     return tuple(levels)
