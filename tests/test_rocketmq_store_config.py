@@ -228,3 +228,19 @@ def test_delay_levels_as_the_broker_parses_them():
     """``String.split`` drops trailing empty parts; ``Long.parseLong`` takes a sign."""
     assert BrokerConfig.from_mapping({"messageDelayLevel": "1s 5s  "}).delay_levels_ms == (1000, 5000)
     assert BrokerConfig.from_mapping({"messageDelayLevel": "+2m 1d"}).delay_levels_ms == (120_000, 86_400_000)
+
+
+def test_the_store_lines_of_the_distributions_broker_conf_are_taken_and_its_broker_names_refused(tmp_path):
+    """4.9.7's ``distribution/conf/broker.conf``: the store names (``deleteWhen``, ``fileReservedTime``,
+    ``brokerRole``, ``flushDiskType``) are taken as ``--config``; a ``BrokerConfig`` name segstore has no use
+    for (``brokerName``) is a usage error naming it (exit 2).  Before: ``brokerRole`` was refused too."""
+    from conftest import cli_run
+
+    segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a").close()
+    store_lines = ["deleteWhen=04", "fileReservedTime=48", "brokerRole=ASYNC_MASTER",
+                   "flushDiskType=ASYNC_FLUSH"]
+    args = [arg for line in store_lines for arg in ("--config", line)]
+    code, _, err = cli_run("recover", tmp_path / "s", *args)
+    assert code == 0, err
+    code, out, err = cli_run("recover", tmp_path / "s", *args, "--config", "brokerName=broker-a")
+    assert (code, out) == (2, "") and "found 'brokerName'" in err and "Traceback" not in err
