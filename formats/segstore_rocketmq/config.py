@@ -88,13 +88,24 @@ def validate_group(group: str, path: str | None = None) -> str:
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
-    """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first."""
+    """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first.
+
+    As 4.9.7 ``ScheduleMessageService.parseDelayLevel`` reads it: parts split at each single space
+    (``String.split(" ")``, which drops only trailing empty parts), each a ``Long.parseLong`` number and a
+    unit s, m, h or d.  A text it throws on (two spaces in a row, a leading space, a tab) makes that broker's
+    ``load`` fail and the broker not start: refused here too, not read as other levels.
+    """
+    parts = text.split(" ")
+    while parts and not parts[-1]:
+        parts.pop()
     levels = []
-    for token in text.split():
+    for token in parts:
         unit = _DELAY_UNITS_MS.get(token[-1:])
-        if unit is None or not token[:-1].isdigit():
-            raise ConfigError(f"expected delay levels like '1s 5m 2h 1d', found {token!r} in {text!r}")
-        levels.append(int(token[:-1]) * unit)
+        number = token[:-1]
+        if unit is None or _JAVA_INT.fullmatch(number) is None or not -2**63 <= int(number) <= JAVA_LONG_MAX:
+            raise ConfigError(f"expected delay levels like '1s 5m 2h 1d' (one space between), "
+                              f"found {token!r} in {text!r}")
+        levels.append(int(number) * unit)
     if not levels:
         raise ConfigError("expected at least one delay level, found none")
     return tuple(levels)
@@ -239,6 +250,105 @@ def _delay_levels(value: Any) -> str:
     return str(value)
 
 
+def _java_long(value: Any) -> int:
+    """A ``long`` field of the broker's config: what ``Long.parseLong`` reads."""
+    number = _whole(value)
+    if not -2**63 <= number <= JAVA_LONG_MAX:
+        raise ValueError(f"{number} is past a Java long (-2**63..{JAVA_LONG_MAX})")
+    return number
+
+
+_BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+
+def _broker_role(value: Any) -> str:
+    """``brokerRole``: ``BrokerRole.valueOf`` (exact, upper case)."""
+    if str(value) not in _BROKER_ROLES:
+        raise ValueError(f"{value!r} is not one of {', '.join(_BROKER_ROLES)}")
+    return str(value)
+
+
+_TIMING = "tunes a running broker's threads and timing, not what the store holds"
+_SERVING = "limits what a running broker serves a pull or query; segstore's reads take their own options"
+_HA = "configures replication to or from another broker"
+_MEMORY = "chooses how a running broker buffers or pre-touches files; the bytes written are the same"
+_PATHS = "names directories; segstore's store is the PATH given (its commitlog PATH/commitlog)"
+_DLEDGER = "configures a DLedger commitlog, which segstore does not read (enableDLegerCommitLog)"
+_EXT = "sizes consumequeue_ext/ units, which segstore reads as the files hold them and never writes"
+
+#: 4.9.7 ``MessageStoreConfig`` names that change nothing an offline store writes or recovers: taken (the
+#: value checked as ``MixAll.properties2Object`` would parse it into the field's type) and ignored, with why
+IGNORED: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "syncFlushTimeout": (_java_int, "a SYNC_FLUSH append returns only once its bytes are durable "
+                                    "(GroupCommitService's FLUSH_DISK_TIMEOUT answer never comes)"),
+    "flushCommitLogTimed": (_bool, _TIMING),
+    "commitIntervalCommitLog": (_java_int, _TIMING),
+    "commitCommitLogLeastPages": (_java_int, _TIMING),
+    "commitCommitLogThoroughInterval": (_java_int, _TIMING),
+    "flushDelayOffsetInterval": (_java_long, _TIMING),
+    "cleanResourceInterval": (_java_int, _TIMING),
+    "deleteCommitLogFilesInterval": (_java_int, _TIMING),
+    "deleteConsumeQueueFilesInterval": (_java_int, _TIMING),
+    "destroyMapedFileIntervalForcibly": (_java_int, _TIMING),
+    "redeleteHangedFileInterval": (_java_int, _TIMING),
+    "putMsgIndexHightWater": (_java_int, _TIMING),
+    "osPageCacheBusyTimeOutMills": (_java_long, _TIMING),
+    "useReentrantLockWhenPutMessage": (_bool, _TIMING),
+    "debugLockEnable": (_bool, _TIMING),
+    "diskFallRecorded": (_bool, _TIMING),
+    "enableScheduleMessageStats": (_bool, _TIMING),
+    "enableScheduleAsyncDeliver": (_bool, _TIMING),
+    "scheduleAsyncDeliverMaxPendingLimit": (_java_int, _TIMING),
+    "scheduleAsyncDeliverMaxResendNum2Blocked": (_java_int, _TIMING),
+    "transientStorePoolEnable": (_bool, _MEMORY),
+    "transientStorePoolSize": (_java_int, _MEMORY),
+    "fastFailIfNoBufferInStorePool": (_bool, _MEMORY),
+    "warmMapedFileEnable": (_bool, _MEMORY),
+    "flushLeastPagesWhenWarmMapedFile": (_java_int, _MEMORY),
+    "maxTransferBytesOnMessageInMemory": (_java_int, _SERVING),
+    "maxTransferCountOnMessageInMemory": (_java_int, _SERVING),
+    "maxTransferBytesOnMessageInDisk": (_java_int, _SERVING),
+    "maxTransferCountOnMessageInDisk": (_java_int, _SERVING),
+    "accessMessageInMemoryMaxRatio": (_java_int, _SERVING),
+    "maxMsgsNumBatch": (_java_int, _SERVING),
+    "defaultQueryMaxNum": (_java_int, _SERVING),
+    "brokerRole": (_broker_role, _HA),
+    "haListenPort": (_java_int, _HA),
+    "haSendHeartbeatInterval": (_java_int, _HA),
+    "haHousekeepingInterval": (_java_int, _HA),
+    "haTransferBatchSize": (_java_int, _HA),
+    "haMasterAddress": (str, _HA),
+    "haSlaveFallbehindMax": (_java_int, _HA),
+    "slaveTimeout": (_java_int, _HA),
+    "offsetCheckInSlave": (_bool, _HA),
+    "enableBatchPush": (_bool, _HA),
+    "storePathRootDir": (str, _PATHS),
+    "storePathCommitLog": (str, _PATHS),
+    "readOnlyCommitLogStorePaths": (str, _PATHS),
+    "storePathDLedgerCommitLog": (str, _PATHS),
+    "dLegerGroup": (str, _DLEDGER),
+    "dLegerPeers": (str, _DLEDGER),
+    "dLegerSelfId": (str, _DLEDGER),
+    "preferredLeaderId": (str, _DLEDGER),
+    "mappedFileSizeConsumeQueueExt": (_java_int, _EXT),
+    "bitMapLengthConsumeQueueExt": (_java_int, _EXT),
+    "maxLmqConsumeQueueNum": (_java_int, "bounds the LMQ queues a running broker creates; not enforced"),
+}
+
+#: 4.9.7 ``MessageStoreConfig`` names taken at the broker's default only: another value asks the store for
+#: what segstore does not do, and is a :class:`ConfigError` saying so (name: parser, default, why)
+DEFAULT_ONLY: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
+    "checkCRCOnRecover": (_bool, True, "segstore checks every body's CRC: a message failing it is "
+                                       "damage, never dispatched; the broker would dispatch it"),
+    "duplicationEnable": (_bool, False, "recovery dispatching only below a replica's confirm offset "
+                                        "(CommitLog.recoverAbnormally) is not supported"),
+    "enableDLegerCommitLog": (_bool, False, "a DLedger commitlog is not supported"),
+    "enableConsumeQueueExt": (_bool, False, "segstore reads consumequeue_ext/ whatever this says, and "
+                                            "never writes it: appends would write tags hashes, not unit "
+                                            "addresses"),
+}
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """The store's configuration, under the broker's names.  Immutable, thread-safe."""
@@ -251,11 +361,18 @@ class BrokerConfig:
     maxHashSlotNum: int = 5_000_000
     maxIndexNum: int = 20_000_000
     messageIndexEnable: bool = True
+    #: with ``messageIndexEnable``, a recovery after a crash starts early enough for the index too
+    #: (4.9.7 ``CommitLog.isMappedFileMatchedRecover``: ``StoreCheckpoint.getMinTimestampIndex``)
+    messageIndexSafe: bool = False
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     flushIntervalCommitLog: int = 500
     flushCommitLogLeastPages: int = 4
     flushIntervalConsumeQueue: int = 1000
     flushConsumeQueueLeastPages: int = 2
+    #: after this many ms a flush takes whatever is dirty, however few pages (4.9.7
+    #: ``FlushRealTimeService.run``, ``FlushConsumeQueueService.doFlush``: least pages 0)
+    flushCommitLogThoroughInterval: int = 10_000
+    flushConsumeQueueThoroughInterval: int = 60_000
     #: the broker version a new store's messages are written as (an existing store keeps its own style)
     rocketmqVersion: str = REFERENCE_VERSION
     # Retention (retention.py).  deleteWhen is the broker's "04" only when given: offline, a run with
@@ -284,10 +401,15 @@ class BrokerConfig:
         """
         known = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
-        for name, value in (config or {}).items():
+        config = _store_host_from_broker_names(config or {})
+        for name, value in config.items():
+            if name in IGNORED or name in DEFAULT_ONLY:
+                _check_broker_only(name, value)
+                continue
             if name not in known:
-                raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)}, "
-                                  f"found {cut(name)}{did_you_mean(str(name), known)}")
+                raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)} (or a "
+                                  f"MessageStoreConfig name segstore ignores), found {cut(name)}"
+                                  f"{did_you_mean(str(name), known | set(IGNORED) | set(DEFAULT_ONLY))}")
             try:
                 values[name] = _PARSERS[name](value)
             except (TypeError, ValueError) as err:
@@ -337,6 +459,63 @@ class BrokerConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def _port(value: Any) -> int:
+    number = _java_int(value)
+    if not 0 <= number <= 0xFFFF:
+        raise ValueError(f"{number} is not a port (0..65535: InetSocketAddress)")
+    return number
+
+
+def _store_host_from_broker_names(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` with ``brokerIP1``/``listenPort`` (``BrokerConfig``/``NettyServerConfig``, as a broker.conf
+    sets them) made into ``storeHost``: 4.9.7 ``BrokerController.getStoreHost`` is
+    ``new InetSocketAddress(brokerIP1, listenPort)``, the STOREHOST every message the broker takes stores.
+    The one not given is the default ``storeHost``'s.
+
+    :raises ConfigError: either given with ``storeHost``, a ``listenPort`` that is no port, or a ``brokerIP1``
+        that is no IP address.
+    """
+    if "brokerIP1" not in config and "listenPort" not in config:
+        return config
+    given = [name for name in ("brokerIP1", "listenPort") if name in config]
+    if "storeHost" in config:
+        raise ConfigError(f"expected storeHost or {'/'.join(given)}, found both "
+                          f"(storeHost={config['storeHost']!r})")
+    rest = {name: value for name, value in config.items() if name not in ("brokerIP1", "listenPort")}
+    default_ip, _, default_port = BrokerConfig.storeHost.rpartition(":")
+    ip = str(config.get("brokerIP1", default_ip)).strip()
+    try:
+        port = _port(config.get("listenPort", default_port))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"expected a valid value for listenPort, found {config['listenPort']!r} "
+                          f"({err})") from err
+    host = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    try:
+        _host(host)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"expected an IP address for brokerIP1, found {ip!r} ({err})") from err
+    return {**rest, "storeHost": host}
+
+
+def _check_broker_only(name: str, value: Any) -> None:
+    """A name of :data:`IGNORED` or :data:`DEFAULT_ONLY`: its value parsed as the broker's field type, and
+    one of :data:`DEFAULT_ONLY` at its default.
+
+    :raises ConfigError: a value of the wrong kind, or another value than the default where that is all
+        segstore does.
+    """
+    if name in IGNORED:
+        parser, _ = IGNORED[name]
+    else:
+        parser, default, why = DEFAULT_ONLY[name]
+    try:
+        parsed = parser(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"expected a valid value for {name}, found {value!r} ({err})") from err
+    if name in DEFAULT_ONLY and parsed != default:
+        raise ConfigError(f"expected {name}={str(default).lower()} ({why}), found {value!r}")
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "mappedFileSizeCommitLog": _positive_int,
     "mappedFileSizeConsumeQueue": _positive_int,
@@ -346,11 +525,14 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "maxHashSlotNum": _positive_int,
     "maxIndexNum": _index_num,
     "messageIndexEnable": _bool,
+    "messageIndexSafe": _bool,
     "messageDelayLevel": _delay_levels,
     "flushIntervalCommitLog": _positive_int,
-    "flushCommitLogLeastPages": _positive_int,
+    "flushCommitLogLeastPages": _java_int,     # 0 or less: whatever is dirty (MappedFile.isAbleToFlush)
     "flushIntervalConsumeQueue": _positive_int,
-    "flushConsumeQueueLeastPages": _positive_int,
+    "flushConsumeQueueLeastPages": _java_int,
+    "flushCommitLogThoroughInterval": _java_int,
+    "flushConsumeQueueThoroughInterval": _java_int,
     "rocketmqVersion": _version,
     "fileReservedTime": _non_negative_java_int,
     "deleteWhen": _delete_when,

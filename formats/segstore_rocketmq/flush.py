@@ -78,10 +78,10 @@ class FlushPolicy:
             config.flushDiskType,
             config.flushIntervalCommitLog,
             config.flushCommitLogLeastPages,
-            FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS,
+            config.flushCommitLogThoroughInterval,
             config.flushIntervalConsumeQueue,
             config.flushConsumeQueueLeastPages,
-            FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS,
+            config.flushConsumeQueueThoroughInterval,
         )
 
 
@@ -283,6 +283,9 @@ class FlushService:
                 thorough = now - self._last_thorough_queues >= policy.thorough_consume_queue
                 if thorough:
                     self._last_thorough_queues = now
+                # least pages 0 flushes whatever is dirty every time, and the checkpoint with it (4.9.7
+                # FlushConsumeQueueService.doFlush: "if (0 == flushConsumeQueueLeastPages)")
+                if thorough or policy.least_pages_consume_queue == 0:
                     self._background(self._flush_queues_and_checkpoint)
                 else:
                     self._background(functools.partial(self._flush_queues, force=False))

@@ -270,6 +270,7 @@ class LifecycleMixin:
             batch_topics=self.topic_configs.batch_cq_topics(),
             multi_dispatch=self.config.enableMultiDispatch,
             lmq=self.config.enableLmq,
+            index_safe=self.config.messageIndexEnable and self.config.messageIndexSafe,
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left

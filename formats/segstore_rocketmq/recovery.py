@@ -329,6 +329,10 @@ class RecoveryContext:
     #: (LMQ) entries of the messages walked (:class:`_MultiDispatch`)
     multi_dispatch: bool = False
     lmq: bool = False
+    #: ``messageIndexEnable && messageIndexSafe`` (4.9.7 ``CommitLog.isMappedFileMatchedRecover``): after a
+    #: crash the walk starts at the last file whose first store time is at most
+    #: ``Checkpoint.min_timestamp_index`` (the index's time too), not ``min_timestamp``
+    index_safe: bool = False
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -790,7 +794,7 @@ def _start_offset(ctx: RecoveryContext) -> int:
     segs = list(cl.log.segments)
     if ctx.abnormal:
         chosen = segs[0]
-        limit = ctx.checkpoint.min_timestamp
+        limit = ctx.checkpoint.min_timestamp_index if ctx.index_safe else ctx.checkpoint.min_timestamp
         for seg in reversed(segs):
             first = _valid_at(seg, seg.file.view(), 0)
             if isinstance(first, RocketMQMessage) and 0 < first.store_timestamp <= limit:
