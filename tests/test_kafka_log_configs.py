@@ -182,3 +182,24 @@ def test_a_broker_only_config_is_refused_where_config_def_refuses_it(tmp_path, c
     code = main(["retention", str(tmp_path), "--config", setting, "--dry-run"])
     err = capsys.readouterr().err
     assert code == 2 and why in err and "expected a Kafka topic config name" not in err
+
+
+def test_the_metadata_logs_dynamic_broker_defaults_of_these_configs_apply(tmp_path):
+    """ServerTopicConfigSynonyms (3.8): message.timestamp.before.max.ms <- log.message.timestamp.before
+    .max.ms,
+    max.compaction.lag.ms <- log.cleaner.max.compaction.lag.ms, segment.jitter.ms <- log.roll.jitter.ms
+    or log.roll.jitter.hours.  Before: the cluster default was skipped, and old records were appended."""
+    logs = tmp_path / "logs"
+    with _store(logs) as store:
+        store.append_batch([Message("orders", b"v", timestamp=T0)])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "cleanup.policy", "compact"),
+                              config("", "log.message.timestamp.before.max.ms", "1000", resource_type=4),
+                              config("", "log.cleaner.max.compaction.lag.ms", "100", resource_type=4),
+                              config("", "log.roll.jitter.hours", "1", resource_type=4)])
+    with _store(logs) as store:
+        got = store.topic_configs.config_for("orders")
+        assert (got.message_timestamp_before_max_ms, got.max_compaction_lag_ms, got.segment_jitter_ms) == (
+            1000, 100, 3_600_000)
+        with pytest.raises(InvalidMessageError, match="out of range"):
+            store.append_batch([Message("orders", b"old", timestamp=T0)])

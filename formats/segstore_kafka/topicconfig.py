@@ -50,6 +50,11 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "cleanup.policy": (("log.cleanup.policy", 1),),
     "compression.type": (("compression.type", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOURS)),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
 }
 
 
