@@ -203,3 +203,97 @@ def test_the_metadata_logs_dynamic_broker_defaults_of_these_configs_apply(tmp_pa
             1000, 100, 3_600_000)
         with pytest.raises(InvalidMessageError, match="out of range"):
             store.append_batch([Message("orders", b"old", timestamp=T0)])
+
+
+# -- compression levels (KIP-390) ----------------------------------------------------------------------
+
+def _first_batch_body(path) -> bytes:
+    data = next((path / "t-0").glob("*.log")).read_bytes()
+    length = int.from_bytes(data[8:12], "big")
+    return data[61:12 + length]
+
+
+def _records_region(body: bytes, name: str) -> bytes:
+    from segstore_kafka.compression import codec_id, decompress
+    return bytes(decompress(codec_id(name), body))
+
+
+def _write(path, how: str, **config) -> bytes:
+    rows = [{"topic": "t", "partition": 0, "key": f"k{i % 7}", "value": "value " * (i % 13),
+             "timestamp": 1000 + i} for i in range(400)]
+    with _store(path, **config) as store:
+        if how == "messages":
+            store.append_batch([Message("t", r["value"].encode(), key=r["key"].encode(),
+                                        timestamp=r["timestamp"], partition=0) for r in rows])
+        elif how == "dicts":
+            store.append_batch(rows)
+        else:
+            import pyarrow as pa
+            store.append_arrow(pa.Table.from_pylist(rows))
+    return _first_batch_body(path)
+
+
+@pytest.mark.parametrize("how", ["messages", "dicts", "arrow"])
+def test_gzip_level_is_the_level_the_broker_compresses_at(tmp_path, how):
+    """3.8.0 LogConfig.getCompression: Compression.gzip().level(compression.gzip.level); GzipCompression
+    wraps a GZIPOutputStream whose Deflater has that level.  Before: the name was refused, and from the
+    metadata log skipped (the batches written at level 6 whatever the topic said)."""
+    import zlib
+    body = _write(tmp_path / "a", how, **{"compression.type": "gzip", "compression.gzip.level": 1})
+    region = _records_region(body, "gzip")
+    deflater = zlib.compressobj(1, zlib.DEFLATED, -15)
+    assert body[10:-8] == deflater.compress(region) + deflater.flush()
+    default = _write(tmp_path / "b", how, **{"compression.type": "gzip"})
+    assert default != body and _records_region(default, "gzip") == region
+    deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert default[10:-8] == deflater.compress(region) + deflater.flush()
+
+
+def test_lz4_and_zstd_levels_are_the_levels_the_broker_compresses_at(tmp_path):
+    """Lz4BlockOutputStream: level 9 (the default) by fastCompressor, another by highCompressor(level), each
+    64 KiB block alone; ZstdCompression: zstd-jni's stream at compression.zstd.level."""
+    import lz4.block
+    import zstandard
+    body = _write(tmp_path / "l", "messages", **{"compression.type": "lz4", "compression.lz4.level": 12})
+    region = _records_region(body, "lz4")
+    assert len(region) < 64 * 1024
+    packed = lz4.block.compress(region, mode="high_compression", compression=12, store_size=False)
+    assert body[7:] == len(packed).to_bytes(4, "little") + packed + bytes(4)
+    assert body != _write(tmp_path / "l9", "messages", **{"compression.type": "lz4"})
+    body = _write(tmp_path / "z", "messages", **{"compression.type": "zstd", "compression.zstd.level": 19})
+    region = _records_region(body, "zstd")
+    stream = zstandard.ZstdCompressor(level=19, write_content_size=False, write_checksum=False).compressobj()
+    assert body == (stream.compress(region) + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+                    + stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+
+
+def test_a_level_of_another_codec_changes_nothing(tmp_path):
+    assert (_write(tmp_path / "a", "messages", **{"compression.type": "gzip", "compression.zstd.level": 19})
+            == _write(tmp_path / "b", "messages", **{"compression.type": "gzip"}))
+
+
+@pytest.mark.parametrize("setting", ["compression.gzip.level=0", "compression.gzip.level=10",
+                                     "compression.gzip.level=-2", "compression.lz4.level=0",
+                                     "compression.lz4.level=18", "compression.zstd.level=23",
+                                     "compression.zstd.level=-131073"])
+def test_a_level_is_refused_where_the_level_validator_refuses_it(setting):
+    name, value = setting.split("=")
+    with pytest.raises(ConfigError, match=f"expected {name} of "):
+        KafkaConfig.from_mapping({name: value})
+
+
+@pytest.mark.parametrize("setting", ["compression.gzip.level=-1", "compression.gzip.level=9",
+                                     "compression.lz4.level=1", "compression.lz4.level=17",
+                                     "compression.zstd.level=22", "compression.zstd.level=-131072"])
+def test_a_level_the_validator_takes_is_taken(setting):
+    name, value = setting.split("=")
+    assert getattr(KafkaConfig.from_mapping({name: value}), name.replace(".", "_")) == int(value)
+
+
+def test_the_metadata_logs_gzip_level_is_applied(tmp_path):
+    logs = tmp_path / "logs"
+    write_metadata_log(logs, [topic("t", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("t", "compression.type", "gzip"),
+                              config("t", "compression.gzip.level", "1")])
+    with _store(logs) as store:
+        assert store.topic_configs.config_for("t").compression_gzip_level == 1

@@ -48,7 +48,7 @@ from segstore.log import SegmentedLog
 
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from .compression import codec_id
+from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import PARTITION_DIR, named_path, segment_bases
 from .loader import (
     complete_interrupted,
@@ -140,15 +140,24 @@ def _config_long(low: int, high: int = _LONG_MAX) -> Callable[[str, Any], None]:
     return check
 
 
-def _config_level(*allowed: range) -> Callable[[str, Any], None]:
-    def check(name: str, raw: Any) -> None:
-        value = _config_int(name, raw)
-        if not any(value in r for r in allowed):
-            spans = " or ".join(f"{r.start}" if len(r) == 1 else f"{r.start} to {r.stop - 1}"
-                                for r in allowed)
-            raise ConfigError(f"expected {name} of {spans} (Kafka's CompressionType level validator), "
-                              f"found {value}")
-    return check
+class _Levels(tuple):
+    """Spans of ints (ranges); ``in`` asks each of them."""
+
+    def __contains__(self, value: object) -> bool:
+        return any(value in r for r in self)
+
+
+def _spans(allowed: tuple[range, ...]) -> str:
+    return " or ".join(f"{r.start}" if len(r) == 1 else f"{r.start} to {r.stop - 1}" for r in allowed)
+
+
+#: 3.8.0 ``GzipCompression``/``Lz4Compression``/``ZstdCompression`` level validators: gzip 1 to 9 or -1
+#: (``Deflater.DEFAULT_COMPRESSION``), lz4 1 to 17, zstd ``Zstd.minCompressionLevel()`` to 22
+_LEVELS = {
+    "compression_gzip_level": _Levels((range(-1, 0), range(1, 10))),
+    "compression_lz4_level": _Levels((range(1, 18),)),
+    "compression_zstd_level": _Levels((range(-131072, 23),)),
+}
 
 
 def _config_any_bool(name: str, raw: Any) -> None:
@@ -241,6 +250,11 @@ class KafkaConfig:
     message_timestamp_before_max_ms: int = _LONG_MAX
     message_timestamp_after_max_ms: int = _LONG_MAX
     message_timestamp_difference_max_ms: int = _LONG_MAX
+    # KIP-390 (3.8): the level the broker compresses at when it writes the topic's compression.type
+    # (LogConfig.getCompression; CompressionType's default levels)
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     @classmethod
     def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
@@ -298,11 +312,20 @@ class KafkaConfig:
             if not low <= value <= high:
                 raise ConfigError(f"expected {name.replace('_', '.')} from {low} to {high} (Kafka's "
                                   f"LogConfig), found {value}")
+        for name, allowed in _LEVELS.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"expected {name.replace('_', '.')} of {_spans(allowed)} (Kafka's "
+                                  f"CompressionType level validator), found {getattr(self, name)}")
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             # LogConfig.validateValues' InvalidConfigurationException
             raise ConfigError(f"expected min.compaction.lag.ms ({self.min_compaction_lag_ms}) at most "
                               f"max.compaction.lag.ms ({self.max_compaction_lag_ms}) (conflict topic config "
                               "setting, Kafka's LogConfig.validateValues)")
+
+    def level_of(self, compression: str | int) -> int | None:
+        """The level the broker writes ``compression`` at under this config (``compression.gzip.level``...);
+        None for snappy and none, which have no level."""
+        return getattr(self, f"compression_{COMPRESSION_NAMES[codec_id(compression)]}_level", None)
 
     @property
     def max_segment_ms(self) -> int:
@@ -563,7 +586,8 @@ def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int,
         records, base_offset=base_offset, compression=compression or config.codec,
         partition_leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, is_transactional=transactional,
-        timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None)
+        timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None,
+        compression_level=config.level_of(compression or config.codec))
 
 
 def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.ndarray, *, base_offset: int,
@@ -578,7 +602,7 @@ def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.n
         [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
         compression=config.codec, partition_leader_epoch=leader_epoch,
         timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
-        log_append_time=now if log_append else None)
+        log_append_time=now if log_append else None, compression_level=config.level_of(config.codec))
 
 
 def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,

@@ -912,7 +912,8 @@ class KafkaStore(Store):
         from . import dictappend
 
         header, codec_number = plain_header(config, len(rows) // 8, now, base_offset=base, leader_epoch=epoch)
-        return dictappend.encode_plain(items, rows, bound, now, header, codec_number, snapshot)
+        return dictappend.encode_plain(items, rows, bound, now, header, codec_number, snapshot,
+                                       config.level_of(config.codec))
 
     def _append_state(self, topic: str, partition: int) -> tuple[KafkaConfig, int, int, int]:
         """``(config, log end offset, latest leader epoch, now)`` of the partition an append writes, held
