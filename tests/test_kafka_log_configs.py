@@ -297,3 +297,18 @@ def test_the_metadata_logs_gzip_level_is_applied(tmp_path):
                               config("t", "compression.gzip.level", "1")])
     with _store(logs) as store:
         assert store.topic_configs.config_for("t").compression_gzip_level == 1
+
+
+@pytest.mark.parametrize("as_dicts", [False, True])
+def test_append_batch_refuses_an_out_of_range_timestamp_before_it_writes_any_partition(tmp_path, as_dicts):
+    """append_batch is all or none (a batch too large is refused before anything is written): a record
+    LogValidator.validateTimestamp refuses leaves the other partitions' records unwritten too."""
+    hour = 3_600_000
+    with _store(tmp_path / "l", **{"message.timestamp.before.max.ms": hour}) as store:
+        now = _now()
+        items = [Message("a", b"fine", timestamp=now), Message("b", b"old", timestamp=now - 2 * hour)]
+        if as_dicts:
+            items = [{"topic": m.topic, "value": m.value, "timestamp": m.timestamp} for m in items]
+        with pytest.raises(InvalidMessageError, match="out of range"):
+            store.append_batch(items)
+        assert list(store.scan()) == []

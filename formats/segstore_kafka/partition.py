@@ -336,6 +336,13 @@ class KafkaConfig:
         return self.segment_ms
 
     @property
+    def checks_timestamps(self) -> bool:
+        """Whether an append checks its records' times (:func:`check_timestamps`): a CreateTime topic with
+        a bound set."""
+        return self.message_timestamp_type == "CreateTime" and (
+            self.timestamp_before_max_ms != _LONG_MAX or self.timestamp_after_max_ms != _LONG_MAX)
+
+    @property
     def timestamp_before_max_ms(self) -> int:
         """``LogConfig.getMessageTimestampBeforeMaxMs`` (3.8): difference.max.ms where before is unset."""
         before = self.message_timestamp_before_max_ms
@@ -561,10 +568,8 @@ def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, pa
     :raises InvalidMessageError: naming the record's offset and the range, as the broker's message does.
     """
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
-    if config.message_timestamp_type != "CreateTime" or (before == _LONG_MAX and after == _LONG_MAX):
-        return
-    if batch.is_control:
-        return      # markers are the coordinator's (appendAsLeader, origin COORDINATOR): not validated
+    if not config.checks_timestamps or batch.is_control:
+        return      # no bound; or markers, the coordinator's (appendAsLeader, origin COORDINATOR)
     for record in batch.records():
         if record.timestamp == codec.NO_TIMESTAMP:
             continue

@@ -79,6 +79,7 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
+    check_timestamps,
     encode_columns,
     encode_records,
     now_ms,
@@ -892,6 +893,8 @@ class KafkaStore(Store):
                 cut.append((indices[run].tobytes(), data))
                 base += len(run)
             batches.append((topic, partition, now, cut))
+        self._check_timestamps((topic, partition, now, [data for _, data in runs])
+                               for topic, partition, now, runs in batches)
         results: list[Any] = [None] * len(items)
         for topic, partition, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
@@ -1037,6 +1040,20 @@ class KafkaStore(Store):
             self.indexes.append()
         return appended
 
+    def _check_timestamps(self, batches: Iterable[tuple[str, int, int, list[bytes]]]) -> None:
+        """Refuse, before anything is written, a batch with a record time the topic's
+        ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`): the append is
+        all or none.
+
+        :raises InvalidMessageError: naming the record.
+        """
+        for topic, partition, now, datas in batches:
+            config = self._append_state(topic, partition)[0]
+            if config.checks_timestamps:
+                path = self._partition_path(topic, partition)
+                for data in datas:
+                    check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+
     def _check_lone_rows(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` too large for a batch alone.  Only a
         row whose size bound is over ``arrowappend.batch_limit`` can make a batch the broker refuses
@@ -1129,6 +1146,8 @@ class KafkaStore(Store):
             group = [msgs[i] for i in indices]
             batches.append((topic, partition, indices, now,
                             self._encoded_messages(topic, partition, config, group, base, epoch, now)))
+        self._check_timestamps((topic, partition, now, [data for _, data in runs])
+                               for topic, partition, _, now, runs in batches)
         results: list[AppendResult | None] = [None] * len(msgs)
         for topic, partition, indices, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
