@@ -312,3 +312,18 @@ def test_append_batch_refuses_an_out_of_range_timestamp_before_it_writes_any_par
         with pytest.raises(InvalidMessageError, match="out of range"):
             store.append_batch(items)
         assert list(store.scan()) == []
+
+
+def test_append_arrow_refuses_an_out_of_range_timestamp_before_it_writes_anything(tmp_path):
+    """append_arrow checks every row before it writes (its docstring); LogValidator.validateTimestamp's
+    refusal is one of those checks."""
+    import pyarrow as pa
+    hour = 3_600_000
+    with _store(tmp_path / "l", **{"message.timestamp.after.max.ms": hour}) as store:
+        now = _now()
+        table = pa.Table.from_pylist([{"topic": "a", "value": b"fine", "timestamp": now},
+                                      {"topic": "b", "value": b"late", "timestamp": now + 2 * hour}])
+        with pytest.raises(InvalidMessageError, match="out of range"):
+            store.append_arrow(table)
+        assert list(store.scan()) == []
+        assert store.append_arrow(table.slice(0, 1)) == 1

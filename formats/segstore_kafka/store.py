@@ -1017,6 +1017,7 @@ class KafkaStore(Store):
         for b in batches:
             plan = self._checked_plan(b, widths)
             self._check_lone_rows(plan)
+            self._check_plan_times(plan)
             keep = b.num_rows <= budget
             kept.append(plan if keep else None)
             budget -= b.num_rows if keep else 0
@@ -1053,6 +1054,29 @@ class KafkaStore(Store):
                 path = self._partition_path(topic, partition)
                 for data in datas:
                     check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+
+    def _check_plan_times(self, plan: Any) -> None:
+        """Refuse, before anything is written, a row of ``plan`` whose time the topic's
+        ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`; a row without a time
+        is stamped now, in range).  ``O(rows)`` numpy where a topic sets a bound, nothing elsewhere.
+
+        :raises InvalidMessageError: naming the row's time and the range.
+        """
+        for topic, partition, rows in plan.groups:
+            config, _, _, now = self._append_state(topic, partition)
+            if not config.checks_timestamps:
+                continue
+            stamps = plan.timestamps[rows]
+            diff = np.int64(now) - stamps          # wraps as Java's long subtraction does
+            bad = (stamps >= 0) & ((diff > config.timestamp_before_max_ms)
+                                   | (-diff > config.timestamp_after_max_ms))
+            if bad.any():
+                first = int(stamps[np.flatnonzero(bad)[0]])
+                low, high = now - config.timestamp_before_max_ms, now + config.timestamp_after_max_ms
+                raise InvalidMessageError(
+                    f"Timestamp {first} of a record for {topic}-{partition} is out of range. The timestamp "
+                    f"should be within [{max(low, -2**63)}, {min(high, 2**63 - 1)}]",
+                    self._partition_path(topic, partition))
 
     def _check_lone_rows(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` too large for a batch alone.  Only a
