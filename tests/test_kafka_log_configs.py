@@ -175,7 +175,8 @@ def test_a_broker_only_config_from_describe_output_is_taken(tmp_path, capsys, se
     ("min.cleanable.dirty.ratio=1.5", "min.cleanable.dirty.ratio from 0"),
     ("flush.messages=0", "flush.messages"), ("local.retention.ms=-3", "local.retention.ms"),
     ("follower.replication.throttled.replicas=0-1", "throttled"),
-    ("message.downconversion.enable=1", "true or false"), ("file.delete.delay.ms=x", "file.delete.delay.ms"),
+    ("message.downconversion.enable=1", "true or false"), ("message.format.version=latest", "Kafka version"),
+    ("file.delete.delay.ms=x", "file.delete.delay.ms"),
 ])
 def test_a_broker_only_config_is_refused_where_config_def_refuses_it(tmp_path, capsys, setting, why):
     _one(tmp_path)

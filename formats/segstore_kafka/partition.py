@@ -132,6 +132,17 @@ def _config_throttled(name: str, raw: Any) -> None:
         raise ConfigError(f"expected {name} of '*' or a list of [partitionId]:[brokerId], found {cut(raw)}")
 
 
+#: ``MetadataVersion.fromVersionString``'s shape: ``0.10.2``, ``2.8``, ``3.0-IV1``...
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+
+
+def _config_version(name: str, raw: Any) -> None:
+    """``message.format.version``'s ``MetadataVersionValidator`` (a version ``MetadataVersion`` names; its
+    shape checked here)."""
+    if not isinstance(raw, str) or _VERSION.fullmatch(raw.strip()) is None:
+        raise ConfigError(f"expected {name} of a Kafka version (3.0-IV1, 2.8...), found {cut(raw)}")
+
+
 def _config_long(low: int, high: int = _LONG_MAX) -> Callable[[str, Any], None]:
     def check(name: str, raw: Any) -> None:
         value = _config_int(name, raw)
@@ -187,7 +198,7 @@ BROKER_ONLY: dict[str, Callable[[str, Any], None]] = {
     "min_cleanable_dirty_ratio": lambda name, raw: _config_double(name, raw, 0.0, 1.0),
     "leader_replication_throttled_replicas": _config_throttled,
     "follower_replication_throttled_replicas": _config_throttled,
-    "message_format_version": lambda name, raw: None,
+    "message_format_version": _config_version,
 }
 
 def _config_int(name: str, raw: Any) -> int:
