@@ -328,3 +328,16 @@ def test_append_arrow_refuses_an_out_of_range_timestamp_before_it_writes_anythin
             store.append_arrow(table)
         assert list(store.scan()) == []
         assert store.append_arrow(table.slice(0, 1)) == 1
+
+
+def test_a_transactions_append_batch_refuses_an_out_of_range_time_before_it_writes_any_partition(tmp_path):
+    """The transactional append_batch checks every partition before anything is written; a record time
+    LogValidator.validateTimestamp refuses is checked there too."""
+    hour = 3_600_000
+    with _store(tmp_path / "l", **{"message.timestamp.before.max.ms": hour}) as store:
+        now = _now()
+        txn = store.transaction(5, 0)
+        with pytest.raises(InvalidMessageError, match="out of range"):
+            txn.append_batch([Message("a", b"fine", timestamp=now),
+                              Message("b", b"old", timestamp=now - 2 * hour)])
+        assert list(store.scan()) == []

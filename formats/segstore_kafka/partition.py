@@ -582,14 +582,20 @@ def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, pa
     if not config.checks_timestamps or batch.is_control:
         return      # no bound; or markers, the coordinator's (appendAsLeader, origin COORDINATOR)
     for record in batch.records():
-        if record.timestamp == codec.NO_TIMESTAMP:
-            continue
-        diff = _java_long(now - record.timestamp)
-        if diff > before or _java_long(-diff) > after:
+        if time_out_of_range(config, record.timestamp, now):
             raise InvalidMessageError(
                 f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
                 f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
                 path)
+
+
+def time_out_of_range(config: KafkaConfig, timestamp: int, now: int) -> bool:
+    """Whether a CreateTime topic under ``config`` refuses a record of ``timestamp`` at ``now`` (3.8
+    ``LogValidator.recordHasInvalidTimestamp``, Java's long arithmetic; -1, no time, is never checked)."""
+    if not config.checks_timestamps or timestamp == codec.NO_TIMESTAMP:
+        return False
+    diff = _java_long(now - timestamp)
+    return diff > config.timestamp_before_max_ms or _java_long(-diff) > config.timestamp_after_max_ms
 
 
 def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int, leader_epoch: int, now: int,
