@@ -341,3 +341,20 @@ def test_a_transactions_append_batch_refuses_an_out_of_range_time_before_it_writ
             txn.append_batch([Message("a", b"fine", timestamp=now),
                               Message("b", b"old", timestamp=now - 2 * hour)])
         assert list(store.scan()) == []
+
+
+def test_a_tiered_topic_is_named_not_silently_taken_as_a_local_one(tmp_path, capsys):
+    """LogConfig.remoteStorageEnable / UnifiedLog.deleteOldSegments (3.8): a tiered topic's broker deletes
+    local segments by local.retention.ms/bytes once they are in remote storage, and its log start offset is
+    the remote one; the log directory holds the local log only, and segstore cannot see what was copied.
+    Before: remote.storage.enable from the metadata log was skipped without a word."""
+    logs = tmp_path / "logs"
+    with _store(logs) as store:
+        store.append_batch([Message("orders", b"v", timestamp=T0)])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "remote.storage.enable", "true"),
+                              config("orders", "local.retention.ms", "1000")])
+    code = main(["retention", str(logs), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "orders: remote.storage.enable=true in the metadata log" in err and "local.retention" in err

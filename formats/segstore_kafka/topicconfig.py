@@ -129,6 +129,13 @@ class TopicConfigs:
         applied: dict[str, str] = {}
         overridden: dict[str, tuple[str, str]] = {}
         notes: list[str] = []
+        if files.get("remote.storage.enable", "").strip().lower() == "true":
+            # LogConfig.remoteStorageEnable: UnifiedLog.deleteOldSegments deletes local segments by
+            # local.retention.* once copied to remote storage, which the log directory does not show
+            notes.append(f"{topic}: remote.storage.enable=true in {METADATA_LOG_SOURCE}: a tiered topic; "
+                         "segstore sees only its local log (the broker deletes local segments by "
+                         "local.retention.ms/bytes once remote storage holds them, and its log start "
+                         "offset is remote storage's), and applies retention.ms/bytes to that local log")
         for name, value in sorted(files.items()):
             attr = field_name(name)
             if attr not in KNOWN:
