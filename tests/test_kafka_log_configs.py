@@ -358,3 +358,16 @@ def test_a_tiered_topic_is_named_not_silently_taken_as_a_local_one(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 0
     assert "orders: remote.storage.enable=true in the metadata log" in err and "local.retention" in err
+
+
+def test_the_metadata_logs_dynamic_broker_compression_levels_apply(tmp_path):
+    """ServerTopicConfigSynonyms (3.8, KIP-390): compression.gzip.level, .lz4.level and .zstd.level are
+    their own broker-level synonyms."""
+    logs = tmp_path / "logs"
+    write_metadata_log(logs, [topic("t", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("", "compression.gzip.level", "2", resource_type=4),
+                              config("", "compression.zstd.level", "7", resource_type=4)])
+    with _store(logs) as store:
+        got = store.topic_configs.config_for("t")
+        levels = (got.compression_gzip_level, got.compression_lz4_level, got.compression_zstd_level)
+        assert levels == (2, 9, 7)

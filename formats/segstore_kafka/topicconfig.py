@@ -55,6 +55,9 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
 }
 
 
