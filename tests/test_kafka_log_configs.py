@@ -371,3 +371,18 @@ def test_the_metadata_logs_dynamic_broker_compression_levels_apply(tmp_path):
         got = store.topic_configs.config_for("t")
         levels = (got.compression_gzip_level, got.compression_lz4_level, got.compression_zstd_level)
         assert levels == (2, 9, 7)
+
+
+def test_a_conversion_replays_history_without_the_append_time_bounds(tmp_path):
+    """A conversion writes records a broker took at their own times (as a follower or a restore does:
+    UnifiedLog.appendAsFollower, no LogValidator); message.timestamp.before.max.ms measured from the
+    batch's newest record refused the older records of the same batch, and stopped the conversion."""
+    from segstore.convert import convert
+    src = tmp_path / "rmq"
+    with segstore.open(src, format="rocketmq", mode="a") as writer:
+        for n in range(6):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"m%d" % n,
+                           "born_timestamp": T0 + n * 3_600_000})
+    convert(src, tmp_path / "kafka", to="kafka", config={"message.timestamp.before.max.ms": 1000})
+    with segstore.open(tmp_path / "kafka") as kafka:
+        assert len(list(kafka.scan())) == 6

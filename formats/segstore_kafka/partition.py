@@ -1008,13 +1008,15 @@ class Partition:
         return active
 
     def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
-                       new_segment: bool = False) -> Appended:
+                       new_segment: bool = False, replay: bool = False) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
 
         ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
+        ``replay``: the batch replays records a broker already took at their own times (a conversion):
+        as a follower's, its record times are not checked against ``message.timestamp.*.max.ms``.
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
         """
         header = codec.read_batch_header(data, 0, path=self.path)
@@ -1028,7 +1030,7 @@ class Partition:
                                         f"found base offset {header.base_offset}", self.path)
         check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
-        if not keep_offsets:        # a follower's append (appendAsFollower) is not validated
+        if not (keep_offsets or replay):    # a follower's append (appendAsFollower) is not validated
             check_timestamps(header, self.config, now, self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
