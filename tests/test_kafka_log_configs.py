@@ -386,3 +386,17 @@ def test_a_conversion_replays_history_without_the_append_time_bounds(tmp_path):
     convert(src, tmp_path / "kafka", to="kafka", config={"message.timestamp.before.max.ms": 1000})
     with segstore.open(tmp_path / "kafka") as kafka:
         assert len(list(kafka.scan())) == 6
+
+
+def test_a_producers_own_codec_keeps_its_default_level(tmp_path):
+    """3.8.0 LogValidator.validateMessagesAndAssignOffsetsCompressed: inPlaceAssignment when the batch's
+    codec is the topic's (levels are not compared), so a producer's gzip batch keeps the producer's level;
+    the topic's compression.gzip.level applies only where the broker recompresses.  Before this, an
+    append_records(compression="gzip") on a gzip level-1 topic was written at level 1."""
+    import zlib
+    with _store(tmp_path / "l", **{"compression.type": "gzip", "compression.gzip.level": 1}) as store:
+        part = store.partition_of("t", 0, create=True)
+        part.append_records([(b"k", b"value " * 50, T0)] * 20, compression="gzip")
+    body = _first_batch_body(tmp_path / "l")
+    deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert body[10:-8] == deflater.compress(_records_region(body, "gzip")) + deflater.flush()

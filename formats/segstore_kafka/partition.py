@@ -601,15 +601,17 @@ def time_out_of_range(config: KafkaConfig, timestamp: int, now: int) -> bool:
 def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int, leader_epoch: int, now: int,
                    compression: str | None = None, producer_id: int = -1, producer_epoch: int = -1,
                    base_sequence: int = -1, transactional: bool = False) -> bytes:
-    """``records`` as the one batch an append writes under ``config``: its codec (``compression``
-    overrides it) and timestamp type (LogAppendTime: stamped ``now``). Pure."""
+    """``records`` as the one batch an append writes under ``config``: its codec at its level
+    (``compression`` overrides it: a producer's own codec, at that codec's default level, kept as it came:
+    3.8 ``LogValidator`` does not recompress a batch of the topic's codec, nor compare levels) and
+    timestamp type (LogAppendTime: stamped ``now``). Pure."""
     log_append = config.message_timestamp_type == "LogAppendTime"
     return codec.encode_batch(
         records, base_offset=base_offset, compression=compression or config.codec,
         partition_leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, is_transactional=transactional,
         timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None,
-        compression_level=config.level_of(compression or config.codec))
+        compression_level=None if compression else config.level_of(config.codec))
 
 
 def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.ndarray, *, base_offset: int,
