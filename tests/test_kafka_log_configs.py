@@ -186,8 +186,7 @@ def test_a_broker_only_config_is_refused_where_config_def_refuses_it(tmp_path, c
 
 
 def test_the_metadata_logs_dynamic_broker_defaults_of_these_configs_apply(tmp_path):
-    """ServerTopicConfigSynonyms (3.8): message.timestamp.before.max.ms <- log.message.timestamp.before
-    .max.ms,
+    """ServerTopicConfigSynonyms (3.8): message.timestamp.before.max.ms <- its log.-prefixed broker name,
     max.compaction.lag.ms <- log.cleaner.max.compaction.lag.ms, segment.jitter.ms <- log.roll.jitter.ms
     or log.roll.jitter.hours.  Before: the cluster default was skipped, and old records were appended."""
     logs = tmp_path / "logs"
