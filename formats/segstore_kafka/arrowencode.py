@@ -122,14 +122,14 @@ class Columns:
         return region, top
 
     def batch(self, rows: np.ndarray, base_timestamp: int, deltas: np.ndarray, header: tuple,
-              codec: int) -> bytes:
+              codec: int, level: int | None = None) -> bytes:
         """One whole batch of ``rows`` in one C call (see :func:`header_fields` for ``header``).
 
         :raises InvalidMessageError: a field Kafka cannot encode.
         """
         kv, ko, kd, vv, vo, vd, ts, ho, hko, hkd, hvv, hvo, hvd = self._layout()
         assert _speedups is not None        # callers check native()
-        squeeze = None if codec == NONE else functools.partial(compress, codec)
+        squeeze = None if codec == NONE else functools.partial(compress, codec, level=level)
         try:
             return _speedups.encode_batch(self.n, base_timestamp, np.ascontiguousarray(rows, np.int64), kv,
                                           ko, kd, vv, vo, vd, ts, np.ascontiguousarray(deltas, np.int64), ho,
@@ -163,7 +163,7 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
                          producer_epoch: int = codec.NO_PRODUCER_EPOCH,
                          is_transactional: bool = False, is_control: bool = False,
                          timestamp_type: str = codec.CREATE_TIME, log_append_time: int | None = None,
-                         ) -> bytes:
+                         compression_level: int | None = None) -> bytes:
     """One RecordBatch v2 of the rows ``pieces`` name (``(columns, row indices)``, in order) at absolute
     ``offsets``, byte for byte what ``batch.encode_batch`` makes of the same records.
 
@@ -189,7 +189,8 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
                                         is_transactional=is_transactional, is_control=is_control),
             last_offset_delta=int(deltas[-1]), max_timestamp=log_append_time if log_append else None,
             producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=codec.NO_SEQUENCE)
-        return first_columns.batch(first_rows, base_timestamp, deltas, header, codec_number)
+        return first_columns.batch(first_rows, base_timestamp, deltas, header, codec_number,
+                                   compression_level)
     regions = []
     max_timestamp = codec.NO_TIMESTAMP
     done = 0
@@ -205,7 +206,8 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
                         max_timestamp=max_timestamp, compression=compression,
                         partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
                         producer_epoch=producer_epoch, base_sequence=codec.NO_SEQUENCE,
-                        is_transactional=is_transactional, is_control=is_control, log_append=log_append)
+                        is_transactional=is_transactional, is_control=is_control, log_append=log_append,
+                        compression_level=compression_level)
 
 
 def header_fields(*, base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,

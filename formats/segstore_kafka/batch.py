@@ -742,9 +742,10 @@ def check_header_ranges(*, base_offset: int, partition_leader_epoch: int, produc
 def _build(region: bytes, *, record_count: int, base_offset: int, last_offset_delta: int,
            base_timestamp: int, max_timestamp: int, compression: str | int, partition_leader_epoch: int,
            producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
-           is_control: bool, log_append: bool, delete_horizon: bool = False) -> bytes:
+           is_control: bool, log_append: bool, delete_horizon: bool = False,
+           compression_level: int | None = None) -> bytes:
     codec = codec_id(compression)
-    body = compress(codec, region) if codec != NONE else region
+    body = compress(codec, region, compression_level) if codec != NONE else region
     flags = attributes(codec, log_append=log_append, is_transactional=is_transactional, is_control=is_control,
                        delete_horizon=delete_horizon)
     check_header_ranges(base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
@@ -763,8 +764,9 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
                  producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
                  is_transactional: bool = False, is_control: bool = False,
                  timestamp_type: str = CREATE_TIME, log_append_time: int | None = None,
-                 offset_deltas: Sequence[int] | None = None) -> bytes:
-    """Encode one RecordBatch v2, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
+                 offset_deltas: Sequence[int] | None = None, compression_level: int | None = None) -> bytes:
+    """Encode one RecordBatch v2, byte for byte as Kafka's ``MemoryRecordsBuilder`` does
+    (``compression_level``: the codec's level, :func:`.compression.compress`).
 
     ``records`` are tuples ``(key, value, timestamp[, headers])`` or objects with
     ``key``, ``value``, ``timestamp`` and ``headers`` (a :class:`Record`, a
@@ -798,7 +800,8 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
                   max_timestamp=max_timestamp, compression=compression,
                   partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
                   producer_epoch=producer_epoch, base_sequence=base_sequence,
-                  is_transactional=is_transactional, is_control=is_control, log_append=log_append)
+                  is_transactional=is_transactional, is_control=is_control, log_append=log_append,
+                  compression_level=compression_level)
 
 
 def check_records(records: Sequence) -> None:

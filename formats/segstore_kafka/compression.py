@@ -12,7 +12,8 @@ name     id   stream
 =======  ===  =========================================================================
 none     0    the records as they are
 gzip     1    one gzip member: ``1f 8b 08 00``, mtime 0, XFL 0, OS 255 (what JDK 17's
-              ``GZIPOutputStream`` writes), raw deflate at level 6, CRC-32 and size;
+              ``GZIPOutputStream`` writes), raw deflate at level 6 (or the topic's
+              ``compression.gzip.level``), CRC-32 and size;
               read as ``GZIPInputStream`` reads it: further members, and bytes after
               a member that do not begin one are ignored
 snappy   2    xerial framing (snappy-java's ``SnappyOutputStream``, not Google's framing
@@ -25,8 +26,10 @@ lz4      3    a standard LZ4 frame: FLG 0x60 (version 1, independent blocks, no 
               content checksum, no content size), BD 0x40 (64 KiB blocks), header
               checksum, blocks, end mark; Kafka refuses dependent blocks, does not
               verify a content checksum and reads nothing after the end mark
-              (``Lz4BlockInputStream``)
-zstd     4    a plain zstd frame at level 3 without content size or checksum; the
+              (``Lz4BlockInputStream``); ``compression.lz4.level`` other than 9
+              compresses the blocks by LZ4 HC at that level
+zstd     4    a plain zstd frame at level 3 (or ``compression.zstd.level``) without
+              content size or checksum; the
               data is flushed as a block before the frame ends with an empty last
               block (what zstd-jni's stream does when Kafka closes it)
 =======  ===  =========================================================================
@@ -48,6 +51,7 @@ import functools
 import struct
 import threading
 import zlib
+from typing import Any
 
 from segstore.errors import CorruptDataError, InvalidMessageError
 
@@ -73,7 +77,7 @@ assert GZIP_TRAILER.size == 8
 _GZIP_MAGIC = b"\x1f\x8b"
 _DEFLATE_METHOD = 8
 _GZIP_OS_UNKNOWN = 255
-_GZIP_LEVEL = 6               # Deflater.DEFAULT_COMPRESSION
+_GZIP_LEVEL = -1              # Deflater.DEFAULT_COMPRESSION (zlib's, level 6)
 _RAW_DEFLATE_WBITS = -15
 _GZIP_WBITS = 16 + 15         # zlib: expect a gzip wrapper
 _GZIP_FHCRC, _GZIP_FEXTRA, _GZIP_FNAME, _GZIP_FCOMMENT = 0x02, 0x04, 0x08, 0x10   # FLG bits
@@ -112,6 +116,12 @@ LZ4_FLG_CONTENT_SIZE = 0x08
 LZ4_FLG_CONTENT_CHECKSUM = 0x04
 LZ4_HC_OFFSET = 6
 LZ4_CONTENT_SIZE_BYTES = 8
+#: then blocks: uint32 LE length (high bit: stored uncompressed), the block; a 0 length ends the frame.
+#: ``compression.lz4.level`` (3.8.0 KIP-390): the default 9 writes by ``fastCompressor``, another level
+#: by ``highCompressor(level)``, LZ4 HC (``Lz4BlockOutputStream``)
+LZ4_BLOCK_SIZE = 64 * 1024
+LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+LZ4_DEFAULT_LEVEL = 9
 
 # --- zstd (ZstdOutputStreamNoFinalizer, level 3) ----------------------------------
 ZSTD_LEVEL = 3
@@ -156,8 +166,8 @@ def stored_codec_name(codec: int, *, path: str, pos: int) -> str:
 # compress
 
 
-def _gzip_compress(data: bytes) -> bytes:
-    deflater = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _RAW_DEFLATE_WBITS)
+def _gzip_compress(data: bytes, level: int = _GZIP_LEVEL) -> bytes:
+    deflater = zlib.compressobj(level, zlib.DEFLATED, _RAW_DEFLATE_WBITS)
     body = deflater.compress(data) + deflater.flush()
     trailer = GZIP_TRAILER.pack(zlib.crc32(data), len(data) & 0xFFFFFFFF)
     return b"".join((_GZIP_HEADER_BYTES, body, trailer))
@@ -188,6 +198,28 @@ def _lz4_compress(data: bytes) -> bytes:
     )
 
 
+def _lz4_compress_at(data: bytes, level: int) -> bytes:
+    """``Lz4BlockOutputStream`` at a ``level`` other than the default: the same frame, each 64 KiB block
+    by ``highCompressor(level)`` (LZ4 HC), stored raw (length's high bit set) where that is no smaller."""
+    import lz4.block
+
+    if level == LZ4_DEFAULT_LEVEL:
+        return _lz4_compress(data)
+    parts = [_lz4_compress(b"")[:-4]]          # magic, FLG, BD, header checksum (the end mark follows)
+    view = memoryview(data)
+    for start in range(0, len(data), LZ4_BLOCK_SIZE):
+        chunk = bytes(view[start:start + LZ4_BLOCK_SIZE])
+        packed = lz4.block.compress(chunk, mode="high_compression", compression=level, store_size=False)
+        if len(packed) >= len(chunk):
+            parts.append(struct.pack("<I", len(chunk) | LZ4_UNCOMPRESSED_BLOCK))
+            parts.append(chunk)
+        else:
+            parts.append(struct.pack("<I", len(packed)))
+            parts.append(packed)
+    parts.append(bytes(4))                     # the end mark
+    return b"".join(parts)
+
+
 class _ZstdContexts(threading.local):
     """One zstd compressor and decompressor per thread: they are costly to create and not thread-safe."""
 
@@ -197,6 +229,8 @@ class _ZstdContexts(threading.local):
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False,
                                                    write_checksum=False)
         self.decompressor = zstandard.ZstdDecompressor()
+        #: compressors at the other levels (``compression.zstd.level``), made on first use
+        self.levelled: dict[int, Any] = {}
 
 
 @functools.cache
@@ -213,15 +247,34 @@ def _zstd_compress(data: bytes) -> bytes:
                      stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
 
 
-def compress(compression: str | int, data: bytes) -> bytes:
-    """Compress a record region the way Kafka frames ``compression``.
+def _zstd_compress_at(data: bytes, level: int) -> bytes:
+    import zstandard
+
+    contexts = _zstd()
+    if level == ZSTD_LEVEL:
+        return _zstd_compress(data)
+    compressor = contexts.levelled.get(level)
+    if compressor is None:
+        compressor = contexts.levelled[level] = zstandard.ZstdCompressor(
+            level=level, write_content_size=False, write_checksum=False)
+    stream = compressor.compressobj()
+    return b"".join((stream.compress(data), stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK),
+                     stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
+
+
+def compress(compression: str | int, data: bytes, level: int | None = None) -> bytes:
+    """Compress a record region the way Kafka frames ``compression``, at ``level`` (the topic's
+    ``compression.gzip.level``, ``.lz4.level`` or ``.zstd.level``, Kafka 3.8.0 KIP-390; None: the
+    codec's default, ``CompressionType``'s ``defaultLevel``; snappy has none).
 
     O(n) in ``len(data)``; returns ``data`` itself for ``"none"``.
     """
     codec = codec_id(compression)
     if codec == NONE:
         return bytes(data)
-    return _COMPRESSORS[codec](bytes(data))
+    if level is None or codec == SNAPPY:
+        return _COMPRESSORS[codec](bytes(data))
+    return _LEVELLED[codec](bytes(data), level)
 
 
 # ---------------------------------------------------------------------------------
@@ -465,4 +518,5 @@ def _codec_errors() -> tuple[type[Exception], ...]:
 
 
 _COMPRESSORS = {GZIP: _gzip_compress, SNAPPY: _snappy_compress, LZ4: _lz4_compress, ZSTD: _zstd_compress}
+_LEVELLED = {GZIP: _gzip_compress, LZ4: _lz4_compress_at, ZSTD: _zstd_compress_at}
 _DECOMPRESSORS = {GZIP: _gzip_decompress, SNAPPY: _snappy_decompress, ZSTD: _zstd_decompress}

@@ -154,7 +154,7 @@ def _utf8(obj: Any) -> bytes | None:
 
 
 def encode_plain_py(items: list, rows: bytes, bound: int, now: int, header: tuple,
-                    codec_number: int) -> bytes:
+                    codec_number: int, level: int | None = None) -> bytes:
     """The reference of :func:`encode_plain`: the records as :meth:`Message.coerce` and
     ``KafkaStore.append_batch`` make them, through the per-record reference encoder."""
     (base_offset, leader_epoch, attributes, last_delta, max_timestamp, producer_id, producer_epoch,
@@ -180,7 +180,7 @@ def encode_plain_py(items: list, rows: bytes, bound: int, now: int, header: tupl
                         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
                         is_transactional=bool(attributes & codec.TRANSACTIONAL_FLAG),
                         is_control=bool(attributes & codec.CONTROL_FLAG),
-                        log_append=bool(attributes & codec.TIMESTAMP_TYPE_FLAG))
+                        log_append=bool(attributes & codec.TIMESTAMP_TYPE_FLAG), compression_level=level)
 
 
 def plain_bounds_py(items: list, rows: bytes) -> np.ndarray:
@@ -211,7 +211,7 @@ def plain_groups(items: list, widths: dict[str, int] | None = None) -> tuple[lis
 
 
 def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, codec_number: int,
-                 snapshot: Any = None) -> bytes:
+                 snapshot: Any = None, level: int | None = None) -> bytes:
     """One batch of the plain ``items`` at ``rows`` (int64 indices), offset deltas 0, 1, ...; a
     timestamp below 0 is ``now`` (at least 0); ``bound`` :func:`plain_groups`' size bound (the
     buffer's first size); ``snapshot`` its snapshot (the items as it read them: not read again).
@@ -220,8 +220,8 @@ def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, 
     :raises ValueError: an item is not plain (any more), or ``now`` below 0.
     """
     if _speedups is None:
-        return encode_plain_py(items, rows, bound, now, header, codec_number)
-    squeeze = None if codec_number == NONE else functools.partial(compress, codec_number)
+        return encode_plain_py(items, rows, bound, now, header, codec_number, level)
+    squeeze = None if codec_number == NONE else functools.partial(compress, codec_number, level=level)
     return _speedups.encode_plain(items, snapshot, rows, bound, now, header, squeeze)
 
 

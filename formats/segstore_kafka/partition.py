@@ -36,6 +36,7 @@ from segstore.errors import (
     ConfigError,
     CorruptDataError,
     CorruptIndexError,
+    InvalidMessageError,
     InvalidTopicError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -47,7 +48,7 @@ from segstore.log import SegmentedLog
 
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from .compression import codec_id
+from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import PARTITION_DIR, named_path, segment_bases
 from .loader import (
     complete_interrupted,
@@ -87,6 +88,117 @@ _RANGES = {
     "max_message_bytes": (0, _INT_MAX),
     "delete_retention_ms": (0, _LONG_MAX),
     "min_compaction_lag_ms": (0, _LONG_MAX),
+    "segment_jitter_ms": (0, _LONG_MAX),
+    "max_compaction_lag_ms": (1, _LONG_MAX),
+    "message_timestamp_before_max_ms": (0, _LONG_MAX),
+    "message_timestamp_after_max_ms": (0, _LONG_MAX),
+    "message_timestamp_difference_max_ms": (0, _LONG_MAX),
+}
+
+_THROTTLED = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _config_bool(name: str, raw: Any) -> bool:
+    """A BOOLEAN config as ``ConfigDef.parseType`` takes it: a bool, or ``true``/``false`` in any case,
+    trimmed ("Expected value to be either true or false")."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ConfigError(f"expected true or false for {name}, found {cut(raw)}")
+
+
+def _config_double(name: str, raw: Any, low: float, high: float) -> None:
+    """A DOUBLE config (``ConfigDef.parseType``: a number, or text ``Double.valueOf`` reads) in
+    ``ConfigDef.Range.between(low, high)``."""
+    value: float | None = None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+    if value is None:
+        raise ConfigError(f"expected a number for {name}, found {cut(raw)}")
+    if not low <= value <= high:
+        raise ConfigError(f"expected {name} from {low} to {high} (Kafka's LogConfig), found {cut(raw)}")
+
+
+def _config_throttled(name: str, raw: Any) -> None:
+    """``ThrottledReplicaListValidator``: ``*``, or a list of ``partitionId:brokerId`` (entries trimmed)."""
+    entries = [e.strip() for e in str(raw).split(",")]
+    if not (all(_THROTTLED.fullmatch(e) for e in entries) or "".join(entries) == "*"):
+        raise ConfigError(f"expected {name} of '*' or a list of [partitionId]:[brokerId], found {cut(raw)}")
+
+
+#: ``MetadataVersion.fromVersionString``'s shape: ``0.10.2``, ``2.8``, ``3.0-IV1``...
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+
+
+def _config_version(name: str, raw: Any) -> None:
+    """``message.format.version``'s ``MetadataVersionValidator`` (a version ``MetadataVersion`` names; its
+    shape checked here)."""
+    if not isinstance(raw, str) or _VERSION.fullmatch(raw.strip()) is None:
+        raise ConfigError(f"expected {name} of a Kafka version (3.0-IV1, 2.8...), found {cut(raw)}")
+
+
+def _config_long(low: int, high: int = _LONG_MAX) -> Callable[[str, Any], None]:
+    def check(name: str, raw: Any) -> None:
+        value = _config_int(name, raw)
+        if not low <= value <= high:
+            raise ConfigError(f"expected {name} from {low} to {high} (Kafka's LogConfig), found {value}")
+    return check
+
+
+class _Levels(tuple):
+    """Spans of ints (ranges); ``in`` asks each of them."""
+
+    def __contains__(self, value: object) -> bool:
+        return any(value in r for r in self)
+
+
+def _spans(allowed: tuple[range, ...]) -> str:
+    return " or ".join(f"{r.start}" if len(r) == 1 else f"{r.start} to {r.stop - 1}" for r in allowed)
+
+
+#: 3.8.0 ``GzipCompression``/``Lz4Compression``/``ZstdCompression`` level validators: gzip 1 to 9 or -1
+#: (``Deflater.DEFAULT_COMPRESSION``), lz4 1 to 17, zstd ``Zstd.minCompressionLevel()`` to 22
+_LEVELS = {
+    "compression_gzip_level": _Levels((range(-1, 0), range(1, 10))),
+    "compression_lz4_level": _Levels((range(1, 18),)),
+    "compression_zstd_level": _Levels((range(-131072, 23),)),
+}
+
+
+def _config_any_bool(name: str, raw: Any) -> None:
+    _config_bool(name, raw)
+
+
+#: Kafka 3.8.0 ``LogConfig`` names whose effect is the broker's alone: replication (``min.insync.replicas``,
+#: ``unclean.leader.election.enable``, the throttled replica lists), when it fsyncs (``flush.*``), when it
+#: unlinks a deleted segment (``file.delete.delay.ms``), tiered storage (``remote.storage.enable``,
+#: ``local.retention.*``), which log its cleaner picks first (``min.cleanable.dirty.ratio``: ``segstore
+#: compact`` cleans whatever the ratio), how its fetches answer old clients
+#: (``message.downconversion.enable``), file preallocation (``preallocate``: ``LogSegment``'s files are
+#: trimmed to their size when closed), and ``message.format.version`` (ignored from
+#: inter.broker.protocol.version 3.0).  Each is checked as ``ConfigDef`` checks it (a bad value is a
+#: ConfigError), then ignored: no file segstore writes depends on it.
+BROKER_ONLY: dict[str, Callable[[str, Any], None]] = {
+    "preallocate": _config_any_bool,
+    "unclean_leader_election_enable": _config_any_bool,
+    "remote_storage_enable": _config_any_bool,
+    "message_downconversion_enable": _config_any_bool,
+    "min_insync_replicas": _config_long(1, _INT_MAX),
+    "flush_messages": _config_long(1),
+    "flush_ms": _config_long(0),
+    "file_delete_delay_ms": _config_long(0),
+    "local_retention_ms": _config_long(-2),
+    "local_retention_bytes": _config_long(-2),
+    "min_cleanable_dirty_ratio": lambda name, raw: _config_double(name, raw, 0.0, 1.0),
+    "leader_replication_throttled_replicas": _config_throttled,
+    "follower_replication_throttled_replicas": _config_throttled,
+    "message_format_version": _config_version,
 }
 
 def _config_int(name: str, raw: Any) -> int:
@@ -139,6 +251,21 @@ class KafkaConfig:
     cleanup_policy: str = "delete"
     delete_retention_ms: int = 24 * 3600 * 1000
     min_compaction_lag_ms: int = 0
+    # LogConfig.maxSegmentMs: a compacted topic rolls by min(this, segment.ms), so it becomes cleanable
+    max_compaction_lag_ms: int = _LONG_MAX
+    # LogConfig.randomSegmentJitter draws the roll's jitter in [0, min(this, segment.ms)); segstore draws 0
+    # (a draw the broker can make): its rolls are repeatable, at segment.ms (docs/kafka.md)
+    segment_jitter_ms: int = 0
+    # LogValidator.validateTimestamp: a CreateTime topic refuses a record this much older / newer than now;
+    # the deprecated difference.max.ms stands in for either left at Long.MAX_VALUE (3.8 LogConfig)
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = _LONG_MAX
+    message_timestamp_difference_max_ms: int = _LONG_MAX
+    # KIP-390 (3.8): the level the broker compresses at when it writes the topic's compression.type
+    # (LogConfig.getCompression; CompressionType's default levels)
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     @classmethod
     def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
@@ -150,6 +277,9 @@ class KafkaConfig:
         values: dict[str, Any] = {}
         for raw_name, raw in config.items():
             name = raw_name.replace(".", "_")
+            if name in BROKER_ONLY:
+                BROKER_ONLY[name](raw_name, raw)
+                continue
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
                 raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}"
@@ -193,6 +323,47 @@ class KafkaConfig:
             if not low <= value <= high:
                 raise ConfigError(f"expected {name.replace('_', '.')} from {low} to {high} (Kafka's "
                                   f"LogConfig), found {value}")
+        for name, allowed in _LEVELS.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"expected {name.replace('_', '.')} of {_spans(allowed)} (Kafka's "
+                                  f"CompressionType level validator), found {getattr(self, name)}")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            # LogConfig.validateValues' InvalidConfigurationException
+            raise ConfigError(f"expected min.compaction.lag.ms ({self.min_compaction_lag_ms}) at most "
+                              f"max.compaction.lag.ms ({self.max_compaction_lag_ms}) (conflict topic config "
+                              "setting, Kafka's LogConfig.validateValues)")
+
+    def level_of(self, compression: str | int) -> int | None:
+        """The level the broker writes ``compression`` at under this config (``compression.gzip.level``...);
+        None for snappy and none, which have no level."""
+        return getattr(self, f"compression_{COMPRESSION_NAMES[codec_id(compression)]}_level", None)
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The time a segment may span before a roll (``LogConfig.maxSegmentMs``): a compacted topic's
+        ``max.compaction.lag.ms`` caps ``segment.ms`` so its records become cleanable by then."""
+        if "compact" in self.cleanup_policy.split(",") and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
+    def checks_timestamps(self) -> bool:
+        """Whether an append checks its records' times (:func:`check_timestamps`): a CreateTime topic with
+        a bound set."""
+        return self.message_timestamp_type == "CreateTime" and (
+            self.timestamp_before_max_ms != _LONG_MAX or self.timestamp_after_max_ms != _LONG_MAX)
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """``LogConfig.getMessageTimestampBeforeMaxMs`` (3.8): difference.max.ms where before is unset."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != _LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """``LogConfig.getMessageTimestampAfterMaxMs`` (3.8): difference.max.ms where after is unset."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != _LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def codec(self) -> str:
@@ -395,17 +566,52 @@ def check_batch_size(size: int, config: KafkaConfig, path: str, position: int = 
                                    f"found {size}", path)
 
 
+def _java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, path: str) -> None:
+    """Refuse a batch the broker refuses under ``config`` at ``now`` (3.8 ``LogValidator.validateTimestamp``,
+    ``recordHasInvalidTimestamp``): on a CreateTime topic, a record whose timestamp (not -1, none) is
+    more than ``message.timestamp.before.max.ms`` before ``now`` or ``after.max.ms`` after it
+    (InvalidTimestampException; the whole batch is refused).  Decodes the records only where a bound is set.
+
+    :raises InvalidMessageError: naming the record's offset and the range, as the broker's message does.
+    """
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    if not config.checks_timestamps or batch.is_control:
+        return      # no bound; or markers, the coordinator's (appendAsLeader, origin COORDINATOR)
+    for record in batch.records():
+        if time_out_of_range(config, record.timestamp, now):
+            raise InvalidMessageError(
+                f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+                f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
+                path)
+
+
+def time_out_of_range(config: KafkaConfig, timestamp: int, now: int) -> bool:
+    """Whether a CreateTime topic under ``config`` refuses a record of ``timestamp`` at ``now`` (3.8
+    ``LogValidator.recordHasInvalidTimestamp``, Java's long arithmetic; -1, no time, is never checked)."""
+    if not config.checks_timestamps or timestamp == codec.NO_TIMESTAMP:
+        return False
+    diff = _java_long(now - timestamp)
+    return diff > config.timestamp_before_max_ms or _java_long(-diff) > config.timestamp_after_max_ms
+
+
 def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int, leader_epoch: int, now: int,
                    compression: str | None = None, producer_id: int = -1, producer_epoch: int = -1,
                    base_sequence: int = -1, transactional: bool = False) -> bytes:
-    """``records`` as the one batch an append writes under ``config``: its codec (``compression``
-    overrides it) and timestamp type (LogAppendTime: stamped ``now``). Pure."""
+    """``records`` as the one batch an append writes under ``config``: its codec at its level
+    (``compression`` overrides it: a producer's own codec, at that codec's default level, kept as it came:
+    3.8 ``LogValidator`` does not recompress a batch of the topic's codec, nor compare levels) and
+    timestamp type (LogAppendTime: stamped ``now``). Pure."""
     log_append = config.message_timestamp_type == "LogAppendTime"
     return codec.encode_batch(
         records, base_offset=base_offset, compression=compression or config.codec,
         partition_leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, is_transactional=transactional,
-        timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None)
+        timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None,
+        compression_level=None if compression else config.level_of(config.codec))
 
 
 def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.ndarray, *, base_offset: int,
@@ -420,7 +626,7 @@ def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.n
         [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
         compression=config.codec, partition_leader_epoch=leader_epoch,
         timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
-        log_append_time=now if log_append else None)
+        log_append_time=now if log_append else None, compression_level=config.level_of(config.codec))
 
 
 def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
@@ -804,13 +1010,15 @@ class Partition:
         return active
 
     def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
-                       new_segment: bool = False) -> Appended:
+                       new_segment: bool = False, replay: bool = False) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
 
         ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
+        ``replay``: the batch replays records a broker already took at their own times (a conversion):
+        as a follower's, its record times are not checked against ``message.timestamp.*.max.ms``.
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
         """
         header = codec.read_batch_header(data, 0, path=self.path)
@@ -824,13 +1032,15 @@ class Partition:
                                         f"found base offset {header.base_offset}", self.path)
         check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
+        if not (keep_offsets or replay):    # a follower's append (appendAsFollower) is not validated
+            check_timestamps(header, self.config, now, self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
         tracker = self._tracker() if header.is_transactional else None
         active = self.active_segment()
         if (new_segment and active.size) or active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,
-                segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms, now_ms=now):
+                segment_bytes=self.config.segment_bytes, segment_ms=self.config.max_segment_ms, now_ms=now):
             active.on_become_inactive()
             active = self.log.roll(header.base_offset)
             active.make_appendable()

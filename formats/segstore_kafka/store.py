@@ -79,6 +79,7 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
+    check_timestamps,
     encode_columns,
     encode_records,
     now_ms,
@@ -892,6 +893,8 @@ class KafkaStore(Store):
                 cut.append((indices[run].tobytes(), data))
                 base += len(run)
             batches.append((topic, partition, now, cut))
+        self._check_timestamps((topic, partition, now, [data for _, data in runs])
+                               for topic, partition, now, runs in batches)
         results: list[Any] = [None] * len(items)
         for topic, partition, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
@@ -912,7 +915,8 @@ class KafkaStore(Store):
         from . import dictappend
 
         header, codec_number = plain_header(config, len(rows) // 8, now, base_offset=base, leader_epoch=epoch)
-        return dictappend.encode_plain(items, rows, bound, now, header, codec_number, snapshot)
+        return dictappend.encode_plain(items, rows, bound, now, header, codec_number, snapshot,
+                                       config.level_of(config.codec))
 
     def _append_state(self, topic: str, partition: int) -> tuple[KafkaConfig, int, int, int]:
         """``(config, log end offset, latest leader epoch, now)`` of the partition an append writes, held
@@ -1013,6 +1017,7 @@ class KafkaStore(Store):
         for b in batches:
             plan = self._checked_plan(b, widths)
             self._check_lone_rows(plan)
+            self._check_plan_times(plan)
             keep = b.num_rows <= budget
             kept.append(plan if keep else None)
             budget -= b.num_rows if keep else 0
@@ -1035,6 +1040,43 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return appended
+
+    def _check_timestamps(self, batches: Iterable[tuple[str, int, int, list[bytes]]]) -> None:
+        """Refuse, before anything is written, a batch with a record time the topic's
+        ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`): the append is
+        all or none.
+
+        :raises InvalidMessageError: naming the record.
+        """
+        for topic, partition, now, datas in batches:
+            config = self._append_state(topic, partition)[0]
+            if config.checks_timestamps:
+                path = self._partition_path(topic, partition)
+                for data in datas:
+                    check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+
+    def _check_plan_times(self, plan: Any) -> None:
+        """Refuse, before anything is written, a row of ``plan`` whose time the topic's
+        ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`; a row without a time
+        is stamped now, in range).  ``O(rows)`` numpy where a topic sets a bound, nothing elsewhere.
+
+        :raises InvalidMessageError: naming the row's time and the range.
+        """
+        for topic, partition, rows in plan.groups:
+            config, _, _, now = self._append_state(topic, partition)
+            if not config.checks_timestamps:
+                continue
+            stamps = plan.timestamps[rows]
+            diff = np.int64(now) - stamps          # wraps as Java's long subtraction does
+            bad = (stamps >= 0) & ((diff > config.timestamp_before_max_ms)
+                                   | (-diff > config.timestamp_after_max_ms))
+            if bad.any():
+                first = int(stamps[np.flatnonzero(bad)[0]])
+                low, high = now - config.timestamp_before_max_ms, now + config.timestamp_after_max_ms
+                raise InvalidMessageError(
+                    f"Timestamp {first} of a record for {topic}-{partition} is out of range. The timestamp "
+                    f"should be within [{max(low, -2**63)}, {min(high, 2**63 - 1)}]",
+                    self._partition_path(topic, partition))
 
     def _check_lone_rows(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` too large for a batch alone.  Only a
@@ -1128,6 +1170,8 @@ class KafkaStore(Store):
             group = [msgs[i] for i in indices]
             batches.append((topic, partition, indices, now,
                             self._encoded_messages(topic, partition, config, group, base, epoch, now)))
+        self._check_timestamps((topic, partition, now, [data for _, data in runs])
+                               for topic, partition, _, now, runs in batches)
         results: list[AppendResult | None] = [None] * len(msgs)
         for topic, partition, indices, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)

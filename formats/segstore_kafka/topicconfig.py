@@ -50,6 +50,14 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "cleanup.policy": (("log.cleanup.policy", 1),),
     "compression.type": (("compression.type", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOURS)),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
 }
 
 
@@ -124,6 +132,13 @@ class TopicConfigs:
         applied: dict[str, str] = {}
         overridden: dict[str, tuple[str, str]] = {}
         notes: list[str] = []
+        if files.get("remote.storage.enable", "").strip().lower() == "true":
+            # LogConfig.remoteStorageEnable: UnifiedLog.deleteOldSegments deletes local segments by
+            # local.retention.* once copied to remote storage, which the log directory does not show
+            notes.append(f"{topic}: remote.storage.enable=true in {METADATA_LOG_SOURCE}: a tiered topic; "
+                         "segstore sees only its local log (the broker deletes local segments by "
+                         "local.retention.ms/bytes once remote storage holds them, and its log start "
+                         "offset is remote storage's), and applies retention.ms/bytes to that local log")
         for name, value in sorted(files.items()):
             attr = field_name(name)
             if attr not in KNOWN:

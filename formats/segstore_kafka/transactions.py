@@ -36,7 +36,7 @@ from segstore.store import AppendResult
 from . import batch as codec
 from .compaction import producer_state, stable_below
 from .logdir import high_watermark
-from .partition import Partition
+from .partition import Partition, time_out_of_range
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -151,6 +151,14 @@ class Transaction:
                 except NotFoundError:
                     continue        # a new partition: no producer state to fence
                 check_fencing(held, self.producer_id, self.producer_epoch)
+        for key, indices in groups.items():     # and every record's time (LogValidator.validateTimestamp)
+            config, _, _, now = self.store._append_state(*key)
+            for i in indices:
+                stamp = msgs[i].timestamp
+                if stamp is not None and stamp >= 0 and time_out_of_range(config, stamp, now):
+                    raise InvalidMessageError(f"Timestamp {stamp} of a record for {key[0]}-{key[1]} is out "
+                                              "of range of the topic's message.timestamp.before/after.max.ms",
+                                              self.store.path)
         for key, indices in groups.items():
             part = self.store.partition_of(*key, create=True)
             if key not in self._sequences:
