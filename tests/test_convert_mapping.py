@@ -361,3 +361,45 @@ def test_an_ipv6_store_host_sets_the_host_bits_the_broker_sets(tmp_path: Path) -
     convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
     with segstore.open(src, "kafka") as a, segstore.open(tmp_path / "back", "kafka") as b:
         assert [kafka_entry_of(r) for r in a.scan()] == [kafka_entry_of(r) for r in b.scan()]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize(("name", "value"), [
+    ("rmq.flag", b"99999999999"), ("rmq.sys_flag", b"-2147483649"), ("rmq.reconsume_times", b"4294967296"),
+    ("rmq.prepared_transaction_offset", b"9223372036854775808"),
+    ("rmq.born_timestamp", b"99999999999999999999"), ("rmq.store_timestamp", b"-9223372036854775809"),
+    ("rmq.queue_offset", b"9223372036854775808"), ("rmq.flag", b"x"),
+    ("rmq.magic", b"7"), ("rmq.magic", b"1"), ("rmq.trailing_separator", b"0"),
+    ("rmq.trailing_separator", b"yes"),
+])
+def test_a_hand_edited_rmq_header_is_a_conversion_error_naming_record_and_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, name: str, value: bytes) -> None:
+    """A Kafka copy of a RocketMQ message whose ``rmq.*`` header was edited to a value the message
+    cannot hold (RocketMQ 4.9.7 ``CommitLog.MessageExtEncoder.encode`` writes flag, sysFlag and
+    reconsumeTimes as ``int``, the offsets and timestamps as ``long``; ``MessageDecoder`` knows the
+    magic codes of v1 and v2 only, which ``to_entry`` writes as no header and ``2``; the trailing
+    separator header is ``1`` or absent).  Before, an out-of-range integer stopped the run with an
+    ``InvalidMessageError`` naming no record ("expected FLAG in [...]"), and another ``rmq.magic`` or
+    ``rmq.trailing_separator`` was read as v1 / no separator, silently."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "r"
+    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"}, {"topic": "q", "queue_id": 0,
+                                                                          "body": b"y", "flag": 3}])
+    convert(str(src), str(tmp_path / "k"), to="kafka")
+    with segstore.open(tmp_path / "k", "kafka") as store:
+        records = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="kafka", mode="a") as store:
+        for record in records:
+            headers = [(n, v) for n, v in record.headers if n != name or record.offset == 0]
+            if record.offset == 1:
+                headers.insert(1, (name, value))
+            store.append_batch([Message("q", record.value, partition=0, timestamp=record.timestamp,
+                                        headers=headers)])
+    said = rf"q-0 at offset 1, .*expected {name} .*found b'{value.decode()}'"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()

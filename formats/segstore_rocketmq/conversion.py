@@ -421,6 +421,44 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
         store_host=store_host)
 
 
+#: The ranges of the message's fields (4.9.7 ``CommitLog.MessageExtEncoder.encode``: flag, sysFlag and
+#: reconsumeTimes are ``int``s, the offsets and timestamps ``long``s).
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _header_int(fields: dict[str, bytes | None], name: str, bounds: tuple[int, int],
+                default: int | None = None) -> int:
+    """The decimal ``rmq.*`` header ``name`` within ``bounds`` (``default`` when absent; required when
+    None).
+
+    :raises ValueError: naming the header and what it holds (the caller names the record).
+    """
+    if name not in fields and default is not None:
+        return default
+    text = fields[name]
+    try:
+        value = int(text or b"")
+    except ValueError:
+        value = None
+    if value is None or not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"expected {name} a decimal in [{bounds[0]}, {bounds[1]}], found {text!r}")
+    return value
+
+
+def _header_flag(fields: dict[str, bytes | None], name: str, text: bytes) -> bool:
+    """Whether the ``rmq.*`` header ``name``, which ``to_entry`` writes as ``text`` or not at all, is
+    there.
+
+    :raises ValueError: it holds anything else (another ``rmq.magic`` was read as v1 before).
+    """
+    if name not in fields:
+        return False
+    if fields[name] != text:
+        raise ValueError(f"expected {name} {text.decode()} or no such header, found {fields[name]!r}")
+    return True
+
+
 def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     """The RocketMQ message :func:`to_entry` made ``entry`` from (its exact inverse).
 
@@ -442,19 +480,20 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
             queue_id = int(fields[H_QUEUE_ID] or b"")
         else:
             topic, queue_id = unescape(entry.topic, TOPICS, peer.topics), entry.partition
-        optional = fields.get
         msg = RocketMQMessage(
             topic=topic, queue_id=queue_id, body=entry.value or b"", properties=properties,
-            flag=int(optional(H_FLAG) or 0), queue_offset=int(optional(H_QUEUE_OFFSET) or entry.offset),
-            physical_offset=int(fields[H_PHYSICAL_OFFSET] or b""), sys_flag=int(optional(H_SYS_FLAG) or 0),
-            born_timestamp=int(fields[H_BORN_TIMESTAMP] or b""),
+            flag=_header_int(fields, H_FLAG, _INT32, 0),
+            queue_offset=_header_int(fields, H_QUEUE_OFFSET, _INT64, entry.offset),
+            physical_offset=_header_int(fields, H_PHYSICAL_OFFSET, _INT64),
+            sys_flag=_header_int(fields, H_SYS_FLAG, _INT32, 0),
+            born_timestamp=_header_int(fields, H_BORN_TIMESTAMP, _INT64),
             born_host=_parse_host(fields[H_BORN_HOST] or b""),
-            store_timestamp=int(fields[H_STORE_TIMESTAMP] or b""),
+            store_timestamp=_header_int(fields, H_STORE_TIMESTAMP, _INT64),
             store_host=_parse_host(fields[H_STORE_HOST] or b""),
-            reconsume_times=int(optional(H_RECONSUME_TIMES) or 0),
-            prepared_transaction_offset=int(optional(H_PREPARED_OFFSET) or 0),
-            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC,
-            trailing_separator=optional(H_TRAILING_SEPARATOR) == TRAILING_TEXT)
+            reconsume_times=_header_int(fields, H_RECONSUME_TIMES, _INT32, 0),
+            prepared_transaction_offset=_header_int(fields, H_PREPARED_OFFSET, _INT64, 0),
+            magic=MESSAGE_MAGIC_V2 if _header_flag(fields, H_MAGIC, MAGIC_V2_TEXT) else MESSAGE_MAGIC,
+            trailing_separator=_header_flag(fields, H_TRAILING_SEPARATOR, TRAILING_TEXT))
     except (ValueError, KeyError, InvalidMessageError, InvalidTopicError) as err:
         raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "
