@@ -1197,15 +1197,33 @@ class RocketMQConversion(FormatConversion):
             if extent.empty and extent.topic != nonqueued:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
 
+    def close_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Each stream with records that got no queue (a Kafka partition of transaction markers only, its
+        transactions' records deleted or compacted away: markers are messages no queue holds) as an
+        empty queue, as an empty stream is (:meth:`open_streams`): the partition is there for a RocketMQ
+        consumer, empty as for a Kafka one, and its start travels in the journal as an empty one's."""
+        store: Any = dest
+        nonqueued = nonqueued_topic(options.peer)
+        for extent in extents:
+            if not extent.empty and extent.topic != nonqueued:
+                topic = queue_topic(extent.topic, options.peer)
+                if topic not in store.topics() or extent.partition not in store.partitions(topic):
+                    store.create_queue(topic, extent.partition)
+
     def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
-        """Each empty stream there as an empty queue (the streams with records are checked message
+        """Each stream there as a queue, an empty one empty (the streams with records are checked message
         by message)."""
         store: Any = dest
         problems = []
         for extent in extents:
-            if not extent.empty or extent.topic == nonqueued_topic(options.peer):
+            if extent.topic == nonqueued_topic(options.peer):
                 continue
             topic = queue_topic(extent.topic, options.peer)
+            if not extent.empty:
+                if extent.partition not in (store.partitions(topic) if topic in store.topics() else []):
+                    problems.append(f"{extent.topic}-{extent.partition}: expected a queue {topic}/"
+                                    f"{extent.partition}, found none")
+                continue
             if extent.partition not in (store.partitions(topic) if topic in store.topics() else []):
                 problems.append(f"{extent.topic}-{extent.partition}: expected an empty queue {topic}/"
                                 f"{extent.partition}, found none")

@@ -763,9 +763,12 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     """The source's streams (:meth:`FormatConversion.extents`), with where each started in the store
     of format ``to`` that ``src`` was itself converted from (its journal's ``streams``), where the
     source's own files cannot hold that: an empty stream takes the recorded end (Kafka: an empty
-    partition's log start), a stream with records the recorded start when it is not past the first
-    record (Kafka: a log start before the first record kept) and the recorded end when it is past the
-    last (Kafka: a log end after the last record kept)."""
+    partition's log start), or the recorded start and end where it never held an entry (its min
+    offset 0) and the recorded one had records (Kafka: a partition of transaction markers only,
+    which no RocketMQ queue holds: they come back at their offsets), a stream with records the
+    recorded start when it is not past the first record (Kafka: a log start before the first record
+    kept) and the recorded end when it is past the last (Kafka: a log end after the last record
+    kept)."""
     extents = source_side.extents(source, reading)
     journal = _read_journal(src)
     if journal is None or journal.get("source_format") != to:
@@ -774,7 +777,11 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     out = []
     for extent in extents:
         found = recorded.get((extent.topic, extent.partition))
-        if found is not None and extent.empty:
+        if found is not None and extent.empty and found[0] < found[1] and extent.start == 0:
+            # a stream that never held an entry of its own where the source recorded records: they
+            # were all ones no stream holds (Kafka transaction markers), which come back in place
+            extent = replace(extent, start=found[0], end=found[1])
+        elif found is not None and extent.empty:
             extent = replace(extent, start=found[1], end=found[1])
         elif found is not None:
             extent = replace(extent, start=min(found[0], extent.start), end=max(found[1], extent.end))
