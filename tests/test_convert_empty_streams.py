@@ -199,3 +199,34 @@ def test_verify_catches_a_marker_only_partition_without_its_queue(tmp_path: Path
     monkeypatch.setattr(RocketMQConversion, "close_streams", lambda self, dest, extents, options: None)
     with pytest.raises(ConversionError, match=r"t-0: expected a queue t/0, found none"):
         convert(str(src), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+
+
+def test_a_rocketmq_copy_that_lost_its_tail_does_not_come_back_past_its_records(tmp_path: Path) -> None:
+    """The journal's recorded log end (a Kafka log end past its last record, cleaned away) is taken only
+    while the RocketMQ copy still holds every message the conversion wrote: the copy's commitlog ends
+    where it ended then, or later.  A copy whose last message was torn and recovered away (4.9.7
+    ``CommitLog.recoverAbnormally`` cuts the commitlog at the last whole message and
+    ``truncateDirtyLogicFiles`` drops the consume-queue entries past it) came back as a partition ending
+    at 10 holding offsets 0-3 only, and --verify passed: Kafka 3.8.0 ``LogLoader`` reads such a log end
+    as records cleaned away, so a consumer never learns that offset 4 is missing."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"w", partition=0, timestamp=1000)])
+        store.append_batch([Message("t", b"v%d" % i, partition=1, timestamp=1000 + i) for i in range(5)])
+    (src / "t-1" / f"{10:020d}.log").write_bytes(b"")         # t-1 ends at 10, its last record at 4
+    assert _ranges(src) == {("t", 0): (0, 1), ("t", 1): (0, 10)}
+    copy = tmp_path / "r"
+    convert(str(src), str(copy), to="rocketmq", config=ROCKETMQ_CONFIG)
+    convert(str(copy), str(tmp_path / "whole"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "whole") == _ranges(src)      # the copy whole: the recorded ends
+    with segstore.open(copy) as store:
+        last = max(store.scan(), key=lambda m: m.physical_offset)
+    assert (last.topic, last.queue_id, last.queue_offset) == ("t", 1, 4)
+    with open(next((copy / "commitlog").iterdir()), "r+b") as log:     # torn: the last message unwritten
+        log.seek(last.physical_offset)
+        log.write(bytes(last.size))
+    with segstore.open(copy, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.recover()
+    assert _ranges(copy) == {("t", 0): (0, 1), ("t", 1): (0, 4)}
+    convert(str(copy), str(tmp_path / "back"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back") == {("t", 0): (0, 1), ("t", 1): (0, 4)}
