@@ -403,3 +403,42 @@ def test_a_hand_edited_rmq_header_is_a_conversion_error_naming_record_and_header
     with pytest.raises(ConversionError, match=said):
         convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)
     assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize(("name", "value"), [
+    ("kafka.offset", "99999999999999999999"), ("kafka.offset", "-5"), ("kafka.txn", "1,99999"),
+    ("kafka.producer", "99999999999999999999,1"), ("kafka.producer", "1"), ("kafka.timestamp_type", "Foo"),
+    ("kafka.control", "2"), ("kafka.null_value", "yes"), ("kafka.empty_key", "0"),
+    ("kafka.headers", '{"a": "b"}'), ("kafka.headers", '[["h", "dg==", 3]]'),
+])
+def test_a_hand_edited_kafka_property_is_a_conversion_error_naming_record_and_property(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, name: str, value: str) -> None:
+    """A RocketMQ copy of a Kafka record whose ``kafka.*`` property was edited to a value the record
+    cannot hold (Kafka 3.8.0 ``DefaultRecordBatch``: offsets and the producer id are ``long``s from 0 /
+    -1, the producer epoch a ``short``; ``TimestampType`` is CreateTime or LogAppendTime; ``from_entry``
+    writes the flags as ``1`` or not at all).  Before, the columnar path stopped with an untyped
+    ``OverflowError`` / ``ArrowInvalid`` (a traceback), the entry path with an ``InvalidMessageError``
+    naming no record, a negative offset with an ``OffsetOutOfRangeError`` naming the destination, and
+    another flag value was read as absent, silently."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000 + i) for i in range(2)])
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    with segstore.open(tmp_path / "r", "rocketmq") as store:
+        messages = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        for msg in messages:
+            properties = dict(msg.properties)
+            if msg.queue_offset == 1:
+                properties[name] = value
+            store.append_batch([{"topic": "t", "queue_id": 0, "body": msg.body, "properties": properties,
+                                 "born_timestamp": msg.born_timestamp}])
+    said = rf"t/0 queue offset 1 \(physical offset \d+\), .*{name}"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="kafka")
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()

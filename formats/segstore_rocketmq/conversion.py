@@ -325,37 +325,111 @@ def to_entry(msg: RocketMQMessage, peer: Peer, *, timestamp: str = "born") -> En
 def restore_entry(msg: RocketMQMessage, peer: Peer) -> Entry:
     """The entry of ``peer`` that :func:`from_entry` made ``msg`` from (its exact inverse).
 
-    :raises ConversionError: a ``<peer>.*`` property that does not parse.
+    :raises ConversionError: a ``<peer>.*`` property that does not parse or holds what no record can
+        (an offset or producer id past ``long``, an epoch past ``short``, a timestamp type or flag
+        value :func:`from_entry` does not write), naming the message and the property.
     """
     props = msg.properties
     prefix = peer.name
+    name = prefix + P_OFFSET
     try:
-        offset = int(props[prefix + P_OFFSET])
-        if prefix + P_KEY in props:
-            key: bytes | None = base64.b64decode(props[prefix + P_KEY], validate=True)
-        elif props.get(prefix + P_EMPTY_KEY) == _FLAG_TRUE:
+        offset = _property_int(props, name, (0, _INT64[1]))
+        name = prefix + P_KEY
+        if name in props:
+            key: bytes | None = base64.b64decode(props[name], validate=True)
+        elif _property_flag(props, prefix + P_EMPTY_KEY):
             key = b""
         else:
             # (a copy made before P_EMPTY_KEY holds an empty key as an empty P.key, which the broker's
             # decoder drops: it reads as a null key)
             key = props[PROPERTY_KEYS].encode("utf-8") if PROPERTY_KEYS in props else None
-        headers = [(str(name), None if value is None else base64.b64decode(value, validate=True))
-                   for name, value in json.loads(props.get(prefix + P_HEADERS, "[]"))]
-        producer = props.get(prefix + P_TXN, props.get(prefix + P_PRODUCER))
-        producer_id, producer_epoch = (int(part) for part in producer.split(",")) if producer is not None \
-            else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        name = prefix + P_HEADERS
+        headers = _property_headers(props.get(name, "[]"))
+        name = prefix + P_TXN if prefix + P_TXN in props else prefix + P_PRODUCER
+        producer_id, producer_epoch = _property_producer(props.get(name))
+        name = prefix + P_TIMESTAMP_TYPE
+        timestamp_type = _property_choice(props, name, (CREATE_TIME, LOG_APPEND_TIME))
+        name = prefix + P_NULL_VALUE
+        null_value = _property_flag(props, name)
+        name = prefix + P_CONTROL
+        control = _property_flag(props, name)
+        name = "topic"
         topic = unescape(msg.topic, peer.topics, TOPICS)
     except (ValueError, TypeError, KeyError, binascii.Error, InvalidTopicError) as err:
         found = {k: v for k, v in props.items() if k.startswith(prefix + ".")}
-        raise ConversionError(f"expected the {prefix}.* properties of a converted {prefix} record, "
-                              f"found {found} ({err})") from err
+        raise ConversionError(f"expected the {prefix}.* properties of a converted {prefix} record at "
+                              f"{msg.topic}/{msg.queue_id} queue offset {msg.queue_offset} (physical offset "
+                              f"{msg.physical_offset}), found {name} {cut(props.get(name))} ({err}) in "
+                              f"{cut(found)}") from err
     return Entry(
         topic=topic, partition=msg.queue_id, offset=offset, timestamp=msg.born_timestamp, key=key,
-        value=None if props.get(prefix + P_NULL_VALUE) == _FLAG_TRUE else msg.body, headers=headers,
-        timestamp_type=props.get(prefix + P_TIMESTAMP_TYPE, CREATE_TIME),
-        transactional=prefix + P_TXN in props,
-        control=props.get(prefix + P_CONTROL) == _FLAG_TRUE, producer_id=producer_id,
+        value=None if null_value else msg.body, headers=headers, timestamp_type=timestamp_type,
+        transactional=prefix + P_TXN in props, control=control, producer_id=producer_id,
         producer_epoch=producer_epoch)
+
+
+def _property_int(props: dict[str, str], name: str, bounds: tuple[int, int]) -> int:
+    """The decimal property ``name`` within ``bounds``.
+
+    :raises ValueError: it does not parse or lies outside them (the caller names the message).
+    """
+    value = int(props[name])
+    if not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"expected a decimal in [{bounds[0]}, {bounds[1]}]")
+    return value
+
+
+def _property_headers(text: str) -> list[Header]:
+    """The record headers of a ``<peer>.headers`` property (JSON ``[[name, base64 or null], ...]``).
+
+    :raises ValueError: another JSON shape, or a value that is not base64.
+    """
+    items = json.loads(text)
+    headers: list[Header] = []
+    for item in items if isinstance(items, list) else [items]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], str))):
+            raise ValueError(f"expected [name, base64 or null] items in an array, found {cut(item)}")
+        headers.append((item[0], None if item[1] is None else base64.b64decode(item[1], validate=True)))
+    return headers
+
+
+def _property_producer(text: str | None) -> tuple[int, int]:
+    """``producerId,producerEpoch`` of a ``<peer>.txn`` / ``<peer>.producer`` property (none: -1, -1),
+    as a record batch holds them (Kafka 3.8.0 ``DefaultRecordBatch``: a ``long`` and a ``short``).
+
+    :raises ValueError: another form, or a number out of that range.
+    """
+    if text is None:
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    parts = text.split(",")
+    ids = [int(part) for part in parts]
+    if len(ids) != 2 or not (-1 <= ids[0] <= _INT64[1] and -1 <= ids[1] <= _INT16[1]):
+        raise ValueError(f"expected producerId,producerEpoch in [-1, {_INT64[1]}], [-1, {_INT16[1]}]")
+    return ids[0], ids[1]
+
+
+def _property_choice(props: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """The property ``name``, one of ``choices`` (the first when absent).
+
+    :raises ValueError: another value.
+    """
+    value = props.get(name, choices[0])
+    if value not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}")
+    return value
+
+
+def _property_flag(props: dict[str, str], name: str) -> bool:
+    """Whether the flag property ``name`` (``1`` or absent, as :func:`from_entry` writes it) is set.
+
+    :raises ValueError: it holds anything else (read as absent before).
+    """
+    if name not in props:
+        return False
+    if props[name] != _FLAG_TRUE:
+        raise ValueError(f"expected {_FLAG_TRUE} or no such property")
+    return True
 
 
 # -- entry -> RocketMQ -----------------------------------------------------------------------
@@ -423,6 +497,7 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
 
 #: The ranges of the message's fields (4.9.7 ``CommitLog.MessageExtEncoder.encode``: flag, sysFlag and
 #: reconsumeTimes are ``int``s, the offsets and timestamps ``long``s).
+_INT16 = (-(1 << 15), (1 << 15) - 1)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
