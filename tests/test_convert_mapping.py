@@ -442,3 +442,31 @@ def test_a_hand_edited_kafka_property_is_a_conversion_error_naming_record_and_pr
     with pytest.raises(ConversionError, match=said):
         convert(str(edited), str(tmp_path / "back"), to="kafka")
     assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("value", [b"2147483647", b"-1", b"x"])
+def test_a_hand_edited_rmq_queue_id_is_a_conversion_error_naming_record_and_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, value: bytes) -> None:
+    """The ``rmq.queue_id`` of a prepared message (in ``rmq.nonqueued``) out of a queue id's range
+    (segstore's ``MAX_QUEUE_ID``: the topic's queue count, id + 1, is a Java ``int`` in 4.9.7
+    ``TopicConfig``) stopped the way back with an ``InvalidMessageError`` naming no record."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "r"
+    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"},
+                            {"topic": "q", "queue_id": 1, "body": b"p", "sys_flag": 4}])
+    convert(str(src), str(tmp_path / "k"), to="kafka")
+    with segstore.open(tmp_path / "k", "kafka") as store:
+        records = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="kafka", mode="a") as store:
+        for record in records:
+            headers = [(n, value if n == "rmq.queue_id" else v) for n, v in record.headers]
+            store.append_batch([Message(record.topic, record.value, partition=record.partition,
+                                        timestamp=record.timestamp, headers=headers)])
+    said = rf"rmq\.nonqueued-0 at offset 0, .*expected rmq\.queue_id .*found b'{value.decode()}'"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)

@@ -106,6 +106,7 @@ from .message import (
     IPV4_HOST,
     IPV6_HOST,
     KEY_SEPARATOR,
+    MAX_QUEUE_ID,
     MESSAGE_MAGIC,
     MESSAGE_MAGIC_V2,
     MSG_ID_OFFSET,
@@ -552,7 +553,7 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
                 fields[name] = value
         if entry.topic == nonqueued_topic(peer):
             topic = (fields[H_TOPIC] or b"").decode("utf-8")
-            queue_id = int(fields[H_QUEUE_ID] or b"")
+            queue_id = _header_int(fields, H_QUEUE_ID, (0, MAX_QUEUE_ID))
         else:
             topic, queue_id = unescape(entry.topic, TOPICS, peer.topics), entry.partition
         msg = RocketMQMessage(
