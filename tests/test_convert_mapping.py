@@ -470,3 +470,17 @@ def test_a_hand_edited_rmq_queue_id_is_a_conversion_error_naming_record_and_head
     said = rf"rmq\.nonqueued-0 at offset 0, .*expected rmq\.queue_id .*found b'{value.decode()}'"
     with pytest.raises(ConversionError, match=said):
         convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)
+
+
+@pytest.mark.parametrize("repeated", [("rmq.flag", b"6"), ("rmq.p.x", b"2"),
+                                      ("rmq.born_host", b"10.0.0.2:1")])
+def test_a_repeated_rmq_header_is_a_conversion_error(repeated: tuple[str, bytes]) -> None:
+    """``to_entry`` writes each ``rmq.*`` header once (each property once: a RocketMQ message's properties
+    are a map, 4.9.7 ``MessageDecoder.string2messageProperties``); a Kafka copy edited to hold one twice
+    came back with the last one, the other dropped silently (``--verify`` passed)."""
+    msg = RocketMQMessage(topic="T", queue_id=1, body=b"b", properties={"x": "1"}, flag=5,
+                          born_timestamp=5, store_timestamp=6, born_host=STORE_HOST, store_host=STORE_HOST)
+    entry = rocketmq_to_kafka(msg)
+    entry.headers = [*entry.headers, repeated]
+    with pytest.raises(ConversionError, match=rf"T-1 at offset \d+, .*expected one {repeated[0]} header"):
+        restore_rocketmq(entry)

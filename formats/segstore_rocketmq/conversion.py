@@ -522,6 +522,17 @@ def _header_int(fields: dict[str, bytes | None], name: str, bounds: tuple[int, i
     return value
 
 
+_RMQ_PREFIX = "rmq."
+
+
+def _repeated(name: str) -> None:
+    """A header ``to_entry`` writes once (each property, each field) found again.
+
+    :raises ValueError: naming it (the caller names the record); the last one was taken silently.
+    """
+    raise ValueError(f"expected one {name} header, found it again")
+
+
 def _header_flag(fields: dict[str, bytes | None], name: str, text: bytes) -> bool:
     """Whether the ``rmq.*`` header ``name``, which ``to_entry`` writes as ``text`` or not at all, is
     there.
@@ -548,8 +559,12 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     try:
         for name, value in entry.headers:
             if name.startswith(RMQ_PROPERTY_PREFIX):
+                if name[_PROPERTY_PREFIX_LENGTH:] in properties:
+                    _repeated(name)
                 properties[name[_PROPERTY_PREFIX_LENGTH:]] = (value or b"").decode("utf-8", "surrogatepass")
             else:
+                if name in fields and name.startswith(_RMQ_PREFIX):
+                    _repeated(name)
                 fields[name] = value
         if entry.topic == nonqueued_topic(peer):
             topic = (fields[H_TOPIC] or b"").decode("utf-8")
