@@ -230,3 +230,23 @@ def test_a_rocketmq_copy_that_lost_its_tail_does_not_come_back_past_its_records(
     assert _ranges(copy) == {("t", 0): (0, 1), ("t", 1): (0, 4)}
     convert(str(copy), str(tmp_path / "back"), to="kafka", verify=True)
     assert _ranges(tmp_path / "back") == {("t", 0): (0, 1), ("t", 1): (0, 4)}
+
+
+def test_a_rocketmq_copy_appended_to_by_a_producer_after_an_offset_gap_is_refused(tmp_path: Path) -> None:
+    """Pins a limit (docs/conversion.md, Limits): a message a RocketMQ producer appended to a queue
+    converted from a Kafka partition has no ``kafka.offset``; the way back gives it its queue offset,
+    which the partition's records already use when their offsets had gaps (here DeleteRecords moved the
+    log start to 1: Kafka offsets 1, 2 are queue offsets 0, 1, and the new message's queue offset is 2),
+    so the run stops at it (nothing is left behind)."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000) for i in range(3)])
+        store.delete_records(1, topic="t", partition=0)
+    copy = tmp_path / "r"
+    convert(str(src), str(copy), to="rocketmq", config=ROCKETMQ_CONFIG)
+    with segstore.open(copy, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "t", "queue_id": 0, "body": b"native"}])
+    with pytest.raises(ConversionError, match=r"t-0: expected the source's offsets of t-0 to increase, "
+                                              r"found offset 2 after 2"):
+        convert(str(copy), str(tmp_path / "back"), to="kafka")
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()
