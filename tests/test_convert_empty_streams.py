@@ -149,3 +149,104 @@ def test_a_copy_without_its_journal_ending_in_transaction_markers_verifies(tmp_p
     (tmp_path / "r" / "segstore-convert.json").unlink()
     convert(str(tmp_path / "r"), str(tmp_path / "back"), to="kafka", verify=True)
     assert _ranges(tmp_path / "back") == _ranges(src) == {("t", 0): (0, 2)}
+
+
+def _marker_only_source(path: Path) -> Path:
+    """``t-0``: log start 5 and only an ABORT marker at 5 (its transaction's records removed by retention
+    or compaction, as Kafka 3.8.0 ``LogCleaner`` keeps a marker until ``delete.retention.ms``); ``t-1``:
+    one record."""
+    from segstore_kafka import batch as codec
+
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"w", partition=1, timestamp=1000)])
+        part = store.partition_of("t", 0, create=True)
+        part.start_at(5)
+        part.append_encoded(codec.encode_control_batch("ABORT", base_offset=5, coordinator_epoch=1,
+                                                       timestamp=1001, producer_id=7, producer_epoch=0),
+                            now_ms=1001)
+    return path
+
+
+def test_a_partition_of_transaction_markers_only_keeps_its_queue_and_its_log_start(tmp_path: Path) -> None:
+    """A partition holding only markers (rolled-back messages no consume queue holds) had no queue in the
+    RocketMQ copy (missing from topics.json, where the broker routes only the topics it holds:
+    4.9.7 ``TopicConfigManager``), and came back to Kafka starting at 0 instead of its log start 5. It
+    is an empty queue now, and the way back starts it where the journal recorded it (the queue never held
+    a message: its min offset is 0), so that the marker lands at 5 and the log ends at 6 as in the source
+    (3.8.0 ``LogLoader.load``)."""
+    src = _marker_only_source(tmp_path / "k")
+    before = _ranges(src)
+    assert before == {("t", 0): (5, 6), ("t", 1): (0, 1)}
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    assert _ranges(tmp_path / "r") == {("t", 0): (0, 0), ("t", 1): (0, 1)}
+    topics = json.loads((tmp_path / "r" / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert (topics["t"]["readQueueNums"], topics["t"]["writeQueueNums"]) == (2, 2)
+    convert(str(tmp_path / "r"), str(tmp_path / "back"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back") == before
+    with segstore.open(tmp_path / "back") as store:
+        assert store.verify() == []
+        assert [(r.partition, r.offset) for r in store.scan()] == [(0, 5), (1, 0)]   # the marker at 5
+    # without the journal the start has nowhere to come from (as for an empty partition), but the run
+    # still verifies: the marker comes back at its offset
+    (tmp_path / "r" / "segstore-convert.json").unlink()
+    convert(str(tmp_path / "r"), str(tmp_path / "back2"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back2") == {("t", 0): (0, 6), ("t", 1): (0, 1)}
+
+
+def test_verify_catches_a_marker_only_partition_without_its_queue(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _marker_only_source(tmp_path / "k")
+    monkeypatch.setattr(RocketMQConversion, "close_streams", lambda self, dest, extents, options: None)
+    with pytest.raises(ConversionError, match=r"t-0: expected a queue t/0, found none"):
+        convert(str(src), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+
+
+def test_a_rocketmq_copy_that_lost_its_tail_does_not_come_back_past_its_records(tmp_path: Path) -> None:
+    """The journal's recorded log end (a Kafka log end past its last record, cleaned away) is taken only
+    while the RocketMQ copy still holds every message the conversion wrote: the copy's commitlog ends
+    where it ended then, or later.  A copy whose last message was torn and recovered away (4.9.7
+    ``CommitLog.recoverAbnormally`` cuts the commitlog at the last whole message and
+    ``truncateDirtyLogicFiles`` drops the consume-queue entries past it) came back as a partition ending
+    at 10 holding offsets 0-3 only, and --verify passed: Kafka 3.8.0 ``LogLoader`` reads such a log end
+    as records cleaned away, so a consumer never learns that offset 4 is missing."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"w", partition=0, timestamp=1000)])
+        store.append_batch([Message("t", b"v%d" % i, partition=1, timestamp=1000 + i) for i in range(5)])
+    (src / "t-1" / f"{10:020d}.log").write_bytes(b"")         # t-1 ends at 10, its last record at 4
+    assert _ranges(src) == {("t", 0): (0, 1), ("t", 1): (0, 10)}
+    copy = tmp_path / "r"
+    convert(str(src), str(copy), to="rocketmq", config=ROCKETMQ_CONFIG)
+    convert(str(copy), str(tmp_path / "whole"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "whole") == _ranges(src)      # the copy whole: the recorded ends
+    with segstore.open(copy) as store:
+        last = max(store.scan(), key=lambda m: m.physical_offset)
+    assert (last.topic, last.queue_id, last.queue_offset) == ("t", 1, 4)
+    with open(next((copy / "commitlog").iterdir()), "r+b") as log:     # torn: the last message unwritten
+        log.seek(last.physical_offset)
+        log.write(bytes(last.size))
+    with segstore.open(copy, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.recover()
+    assert _ranges(copy) == {("t", 0): (0, 1), ("t", 1): (0, 4)}
+    convert(str(copy), str(tmp_path / "back"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "back") == {("t", 0): (0, 1), ("t", 1): (0, 4)}
+
+
+def test_a_rocketmq_copy_appended_to_by_a_producer_after_an_offset_gap_is_refused(tmp_path: Path) -> None:
+    """Pins a limit (docs/conversion.md, Limits): a message a RocketMQ producer appended to a queue
+    converted from a Kafka partition has no ``kafka.offset``; the way back gives it its queue offset,
+    which the partition's records already use when their offsets had gaps (here DeleteRecords moved the
+    log start to 1: Kafka offsets 1, 2 are queue offsets 0, 1, and the new message's queue offset is 2),
+    so the run stops at it (nothing is left behind)."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000) for i in range(3)])
+        store.delete_records(1, topic="t", partition=0)
+    copy = tmp_path / "r"
+    convert(str(src), str(copy), to="rocketmq", config=ROCKETMQ_CONFIG)
+    with segstore.open(copy, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "t", "queue_id": 0, "body": b"native"}])
+    with pytest.raises(ConversionError, match=r"t-0: expected the source's offsets of t-0 to increase, "
+                                              r"found offset 2 after 2"):
+        convert(str(copy), str(tmp_path / "back"), to="kafka")
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()

@@ -361,3 +361,126 @@ def test_an_ipv6_store_host_sets_the_host_bits_the_broker_sets(tmp_path: Path) -
     convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
     with segstore.open(src, "kafka") as a, segstore.open(tmp_path / "back", "kafka") as b:
         assert [kafka_entry_of(r) for r in a.scan()] == [kafka_entry_of(r) for r in b.scan()]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize(("name", "value"), [
+    ("rmq.flag", b"99999999999"), ("rmq.sys_flag", b"-2147483649"), ("rmq.reconsume_times", b"4294967296"),
+    ("rmq.prepared_transaction_offset", b"9223372036854775808"),
+    ("rmq.born_timestamp", b"99999999999999999999"), ("rmq.store_timestamp", b"-9223372036854775809"),
+    ("rmq.queue_offset", b"9223372036854775808"), ("rmq.flag", b"x"),
+    ("rmq.magic", b"7"), ("rmq.magic", b"1"), ("rmq.trailing_separator", b"0"),
+    ("rmq.trailing_separator", b"yes"),
+])
+def test_a_hand_edited_rmq_header_is_a_conversion_error_naming_record_and_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, name: str, value: bytes) -> None:
+    """A Kafka copy of a RocketMQ message whose ``rmq.*`` header was edited to a value the message
+    cannot hold (RocketMQ 4.9.7 ``CommitLog.MessageExtEncoder.encode`` writes flag, sysFlag and
+    reconsumeTimes as ``int``, the offsets and timestamps as ``long``; ``MessageDecoder`` knows the
+    magic codes of v1 and v2 only, which ``to_entry`` writes as no header and ``2``; the trailing
+    separator header is ``1`` or absent).  Before, an out-of-range integer stopped the run with an
+    ``InvalidMessageError`` naming no record ("expected FLAG in [...]"), and another ``rmq.magic`` or
+    ``rmq.trailing_separator`` was read as v1 / no separator, silently."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "r"
+    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"}, {"topic": "q", "queue_id": 0,
+                                                                          "body": b"y", "flag": 3}])
+    convert(str(src), str(tmp_path / "k"), to="kafka")
+    with segstore.open(tmp_path / "k", "kafka") as store:
+        records = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="kafka", mode="a") as store:
+        for record in records:
+            headers = [(n, v) for n, v in record.headers if n != name or record.offset == 0]
+            if record.offset == 1:
+                headers.insert(1, (name, value))
+            store.append_batch([Message("q", record.value, partition=0, timestamp=record.timestamp,
+                                        headers=headers)])
+    said = rf"q-0 at offset 1, .*expected {name} .*found b'{value.decode()}'"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize(("name", "value"), [
+    ("kafka.offset", "99999999999999999999"), ("kafka.offset", "-5"), ("kafka.txn", "1,99999"),
+    ("kafka.producer", "99999999999999999999,1"), ("kafka.producer", "1"), ("kafka.timestamp_type", "Foo"),
+    ("kafka.control", "2"), ("kafka.null_value", "yes"), ("kafka.empty_key", "0"),
+    ("kafka.headers", '{"a": "b"}'), ("kafka.headers", '[["h", "dg==", 3]]'),
+])
+def test_a_hand_edited_kafka_property_is_a_conversion_error_naming_record_and_property(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, name: str, value: str) -> None:
+    """A RocketMQ copy of a Kafka record whose ``kafka.*`` property was edited to a value the record
+    cannot hold (Kafka 3.8.0 ``DefaultRecordBatch``: offsets and the producer id are ``long``s from 0 /
+    -1, the producer epoch a ``short``; ``TimestampType`` is CreateTime or LogAppendTime; ``from_entry``
+    writes the flags as ``1`` or not at all).  Before, the columnar path stopped with an untyped
+    ``OverflowError`` / ``ArrowInvalid`` (a traceback), the entry path with an ``InvalidMessageError``
+    naming no record, a negative offset with an ``OffsetOutOfRangeError`` naming the destination, and
+    another flag value was read as absent, silently."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1000 + i) for i in range(2)])
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", config=ROCKETMQ_CONFIG)
+    with segstore.open(tmp_path / "r", "rocketmq") as store:
+        messages = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        for msg in messages:
+            properties = dict(msg.properties)
+            if msg.queue_offset == 1:
+                properties[name] = value
+            store.append_batch([{"topic": "t", "queue_id": 0, "body": msg.body, "properties": properties,
+                                 "born_timestamp": msg.born_timestamp}])
+    said = rf"t/0 queue offset 1 \(physical offset \d+\), .*{name}"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="kafka")
+    assert not (tmp_path / "back").exists() and not (tmp_path / ".back.converting").exists()
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("value", [b"2147483647", b"-1", b"x"])
+def test_a_hand_edited_rmq_queue_id_is_a_conversion_error_naming_record_and_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, value: bytes) -> None:
+    """The ``rmq.queue_id`` of a prepared message (in ``rmq.nonqueued``) out of a queue id's range
+    (segstore's ``MAX_QUEUE_ID``: the topic's queue count, id + 1, is a Java ``int`` in 4.9.7
+    ``TopicConfig``) stopped the way back with an ``InvalidMessageError`` naming no record."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src = tmp_path / "r"
+    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"},
+                            {"topic": "q", "queue_id": 1, "body": b"p", "sys_flag": 4}])
+    convert(str(src), str(tmp_path / "k"), to="kafka")
+    with segstore.open(tmp_path / "k", "kafka") as store:
+        records = list(store.scan())
+    edited = tmp_path / "edited"
+    with segstore.open(edited, format="kafka", mode="a") as store:
+        for record in records:
+            headers = [(n, value if n == "rmq.queue_id" else v) for n, v in record.headers]
+            store.append_batch([Message(record.topic, record.value, partition=record.partition,
+                                        timestamp=record.timestamp, headers=headers)])
+    said = rf"rmq\.nonqueued-0 at offset 0, .*expected rmq\.queue_id .*found b'{value.decode()}'"
+    with pytest.raises(ConversionError, match=said):
+        convert(str(edited), str(tmp_path / "back"), to="rocketmq", config=ROCKETMQ_CONFIG)
+
+
+@pytest.mark.parametrize("repeated", [("rmq.flag", b"6"), ("rmq.p.x", b"2"),
+                                      ("rmq.born_host", b"10.0.0.2:1")])
+def test_a_repeated_rmq_header_is_a_conversion_error(repeated: tuple[str, bytes]) -> None:
+    """``to_entry`` writes each ``rmq.*`` header once (each property once: a RocketMQ message's properties
+    are a map, 4.9.7 ``MessageDecoder.string2messageProperties``); a Kafka copy edited to hold one twice
+    came back with the last one, the other dropped silently (``--verify`` passed)."""
+    msg = RocketMQMessage(topic="T", queue_id=1, body=b"b", properties={"x": "1"}, flag=5,
+                          born_timestamp=5, store_timestamp=6, born_host=STORE_HOST, store_host=STORE_HOST)
+    entry = rocketmq_to_kafka(msg)
+    entry.headers = [*entry.headers, repeated]
+    with pytest.raises(ConversionError, match=rf"T-1 at offset \d+, .*expected one {repeated[0]} header"):
+        restore_rocketmq(entry)

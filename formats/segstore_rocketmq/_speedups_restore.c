@@ -294,6 +294,7 @@ enum { RH_GUESSES = 64, RH_ROW_PROPERTIES = 32 };
 /* Why restore_headers declined a run (the reference path then decides): its status, 0 for none. */
 enum {
     RH_OK, RH_MISSING, RH_REPEATED, RH_BAD_INT, RH_BAD_HOST, RH_V2, RH_NULL, RH_BAD_PROPERTY, RH_TOO_LONG,
+    RH_BAD_TRAILING,
 };
 
 /* Bytes below 3 (the property separators 0x01 and 0x02, or a zero) in a word of ASCII bytes. */
@@ -631,8 +632,11 @@ restore_headers(PyObject *module, PyObject *args)
                 if (!parse_ipv4_host(value, vl, ips + (h * n + i) * IPV4_LEN, &ports[h * n + i])) {
                     status = RH_BAD_HOST;
                 }
-            } else {        /* RH_TRAILING */
+            } else {        /* RH_TRAILING: to_entry writes trailing_text or no header */
                 trailing[i] = vl == tlen && memcmp(value, trail, (size_t)tlen) == 0;
+                if (!trailing[i]) {
+                    status = RH_BAD_TRAILING;
+                }
             }
         }
         if (status == RH_OK && (seen & RH_REQUIRED) != RH_REQUIRED) {

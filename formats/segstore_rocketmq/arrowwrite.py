@@ -429,8 +429,10 @@ def restored_fields_arrow(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     if found is False:
         return None
     if found:
-        trailing[found[0]] = pc.equal(found[1], pa.scalar(TRAILING_TEXT, pa.binary())).to_numpy(
-            zero_copy_only=False)
+        said = pc.equal(found[1], pa.scalar(TRAILING_TEXT, pa.binary())).to_numpy(zero_copy_only=False)
+        if not said.all():      # another value (or a null): the reference path names the record
+            return None
+        trailing[found[0]] = said
 
     topics = _topics(batch, peer, field)
     if topics is None:

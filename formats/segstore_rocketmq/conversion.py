@@ -106,6 +106,7 @@ from .message import (
     IPV4_HOST,
     IPV6_HOST,
     KEY_SEPARATOR,
+    MAX_QUEUE_ID,
     MESSAGE_MAGIC,
     MESSAGE_MAGIC_V2,
     MSG_ID_OFFSET,
@@ -325,37 +326,111 @@ def to_entry(msg: RocketMQMessage, peer: Peer, *, timestamp: str = "born") -> En
 def restore_entry(msg: RocketMQMessage, peer: Peer) -> Entry:
     """The entry of ``peer`` that :func:`from_entry` made ``msg`` from (its exact inverse).
 
-    :raises ConversionError: a ``<peer>.*`` property that does not parse.
+    :raises ConversionError: a ``<peer>.*`` property that does not parse or holds what no record can
+        (an offset or producer id past ``long``, an epoch past ``short``, a timestamp type or flag
+        value :func:`from_entry` does not write), naming the message and the property.
     """
     props = msg.properties
     prefix = peer.name
+    name = prefix + P_OFFSET
     try:
-        offset = int(props[prefix + P_OFFSET])
-        if prefix + P_KEY in props:
-            key: bytes | None = base64.b64decode(props[prefix + P_KEY], validate=True)
-        elif props.get(prefix + P_EMPTY_KEY) == _FLAG_TRUE:
+        offset = _property_int(props, name, (0, _INT64[1]))
+        name = prefix + P_KEY
+        if name in props:
+            key: bytes | None = base64.b64decode(props[name], validate=True)
+        elif _property_flag(props, prefix + P_EMPTY_KEY):
             key = b""
         else:
             # (a copy made before P_EMPTY_KEY holds an empty key as an empty P.key, which the broker's
             # decoder drops: it reads as a null key)
             key = props[PROPERTY_KEYS].encode("utf-8") if PROPERTY_KEYS in props else None
-        headers = [(str(name), None if value is None else base64.b64decode(value, validate=True))
-                   for name, value in json.loads(props.get(prefix + P_HEADERS, "[]"))]
-        producer = props.get(prefix + P_TXN, props.get(prefix + P_PRODUCER))
-        producer_id, producer_epoch = (int(part) for part in producer.split(",")) if producer is not None \
-            else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        name = prefix + P_HEADERS
+        headers = _property_headers(props.get(name, "[]"))
+        name = prefix + P_TXN if prefix + P_TXN in props else prefix + P_PRODUCER
+        producer_id, producer_epoch = _property_producer(props.get(name))
+        name = prefix + P_TIMESTAMP_TYPE
+        timestamp_type = _property_choice(props, name, (CREATE_TIME, LOG_APPEND_TIME))
+        name = prefix + P_NULL_VALUE
+        null_value = _property_flag(props, name)
+        name = prefix + P_CONTROL
+        control = _property_flag(props, name)
+        name = "topic"
         topic = unescape(msg.topic, peer.topics, TOPICS)
     except (ValueError, TypeError, KeyError, binascii.Error, InvalidTopicError) as err:
         found = {k: v for k, v in props.items() if k.startswith(prefix + ".")}
-        raise ConversionError(f"expected the {prefix}.* properties of a converted {prefix} record, "
-                              f"found {found} ({err})") from err
+        raise ConversionError(f"expected the {prefix}.* properties of a converted {prefix} record at "
+                              f"{msg.topic}/{msg.queue_id} queue offset {msg.queue_offset} (physical offset "
+                              f"{msg.physical_offset}), found {name} {cut(props.get(name))} ({err}) in "
+                              f"{cut(found)}") from err
     return Entry(
         topic=topic, partition=msg.queue_id, offset=offset, timestamp=msg.born_timestamp, key=key,
-        value=None if props.get(prefix + P_NULL_VALUE) == _FLAG_TRUE else msg.body, headers=headers,
-        timestamp_type=props.get(prefix + P_TIMESTAMP_TYPE, CREATE_TIME),
-        transactional=prefix + P_TXN in props,
-        control=props.get(prefix + P_CONTROL) == _FLAG_TRUE, producer_id=producer_id,
+        value=None if null_value else msg.body, headers=headers, timestamp_type=timestamp_type,
+        transactional=prefix + P_TXN in props, control=control, producer_id=producer_id,
         producer_epoch=producer_epoch)
+
+
+def _property_int(props: dict[str, str], name: str, bounds: tuple[int, int]) -> int:
+    """The decimal property ``name`` within ``bounds``.
+
+    :raises ValueError: it does not parse or lies outside them (the caller names the message).
+    """
+    value = int(props[name])
+    if not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"expected a decimal in [{bounds[0]}, {bounds[1]}]")
+    return value
+
+
+def _property_headers(text: str) -> list[Header]:
+    """The record headers of a ``<peer>.headers`` property (JSON ``[[name, base64 or null], ...]``).
+
+    :raises ValueError: another JSON shape, or a value that is not base64.
+    """
+    items = json.loads(text)
+    headers: list[Header] = []
+    for item in items if isinstance(items, list) else [items]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], str))):
+            raise ValueError(f"expected [name, base64 or null] items in an array, found {cut(item)}")
+        headers.append((item[0], None if item[1] is None else base64.b64decode(item[1], validate=True)))
+    return headers
+
+
+def _property_producer(text: str | None) -> tuple[int, int]:
+    """``producerId,producerEpoch`` of a ``<peer>.txn`` / ``<peer>.producer`` property (none: -1, -1),
+    as a record batch holds them (Kafka 3.8.0 ``DefaultRecordBatch``: a ``long`` and a ``short``).
+
+    :raises ValueError: another form, or a number out of that range.
+    """
+    if text is None:
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    parts = text.split(",")
+    ids = [int(part) for part in parts]
+    if len(ids) != 2 or not (-1 <= ids[0] <= _INT64[1] and -1 <= ids[1] <= _INT16[1]):
+        raise ValueError(f"expected producerId,producerEpoch in [-1, {_INT64[1]}], [-1, {_INT16[1]}]")
+    return ids[0], ids[1]
+
+
+def _property_choice(props: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """The property ``name``, one of ``choices`` (the first when absent).
+
+    :raises ValueError: another value.
+    """
+    value = props.get(name, choices[0])
+    if value not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}")
+    return value
+
+
+def _property_flag(props: dict[str, str], name: str) -> bool:
+    """Whether the flag property ``name`` (``1`` or absent, as :func:`from_entry` writes it) is set.
+
+    :raises ValueError: it holds anything else (read as absent before).
+    """
+    if name not in props:
+        return False
+    if props[name] != _FLAG_TRUE:
+        raise ValueError(f"expected {_FLAG_TRUE} or no such property")
+    return True
 
 
 # -- entry -> RocketMQ -----------------------------------------------------------------------
@@ -421,6 +496,56 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
         store_host=store_host)
 
 
+#: The ranges of the message's fields (4.9.7 ``CommitLog.MessageExtEncoder.encode``: flag, sysFlag and
+#: reconsumeTimes are ``int``s, the offsets and timestamps ``long``s).
+_INT16 = (-(1 << 15), (1 << 15) - 1)
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _header_int(fields: dict[str, bytes | None], name: str, bounds: tuple[int, int],
+                default: int | None = None) -> int:
+    """The decimal ``rmq.*`` header ``name`` within ``bounds`` (``default`` when absent; required when
+    None).
+
+    :raises ValueError: naming the header and what it holds (the caller names the record).
+    """
+    if name not in fields and default is not None:
+        return default
+    text = fields[name]
+    try:
+        value = int(text or b"")
+    except ValueError:
+        value = None
+    if value is None or not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"expected {name} a decimal in [{bounds[0]}, {bounds[1]}], found {text!r}")
+    return value
+
+
+_RMQ_PREFIX = "rmq."
+
+
+def _repeated(name: str) -> None:
+    """A header ``to_entry`` writes once (each property, each field) found again.
+
+    :raises ValueError: naming it (the caller names the record); the last one was taken silently.
+    """
+    raise ValueError(f"expected one {name} header, found it again")
+
+
+def _header_flag(fields: dict[str, bytes | None], name: str, text: bytes) -> bool:
+    """Whether the ``rmq.*`` header ``name``, which ``to_entry`` writes as ``text`` or not at all, is
+    there.
+
+    :raises ValueError: it holds anything else (another ``rmq.magic`` was read as v1 before).
+    """
+    if name not in fields:
+        return False
+    if fields[name] != text:
+        raise ValueError(f"expected {name} {text.decode()} or no such header, found {fields[name]!r}")
+    return True
+
+
 def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     """The RocketMQ message :func:`to_entry` made ``entry`` from (its exact inverse).
 
@@ -434,27 +559,32 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     try:
         for name, value in entry.headers:
             if name.startswith(RMQ_PROPERTY_PREFIX):
+                if name[_PROPERTY_PREFIX_LENGTH:] in properties:
+                    _repeated(name)
                 properties[name[_PROPERTY_PREFIX_LENGTH:]] = (value or b"").decode("utf-8", "surrogatepass")
             else:
+                if name in fields and name.startswith(_RMQ_PREFIX):
+                    _repeated(name)
                 fields[name] = value
         if entry.topic == nonqueued_topic(peer):
             topic = (fields[H_TOPIC] or b"").decode("utf-8")
-            queue_id = int(fields[H_QUEUE_ID] or b"")
+            queue_id = _header_int(fields, H_QUEUE_ID, (0, MAX_QUEUE_ID))
         else:
             topic, queue_id = unescape(entry.topic, TOPICS, peer.topics), entry.partition
-        optional = fields.get
         msg = RocketMQMessage(
             topic=topic, queue_id=queue_id, body=entry.value or b"", properties=properties,
-            flag=int(optional(H_FLAG) or 0), queue_offset=int(optional(H_QUEUE_OFFSET) or entry.offset),
-            physical_offset=int(fields[H_PHYSICAL_OFFSET] or b""), sys_flag=int(optional(H_SYS_FLAG) or 0),
-            born_timestamp=int(fields[H_BORN_TIMESTAMP] or b""),
+            flag=_header_int(fields, H_FLAG, _INT32, 0),
+            queue_offset=_header_int(fields, H_QUEUE_OFFSET, _INT64, entry.offset),
+            physical_offset=_header_int(fields, H_PHYSICAL_OFFSET, _INT64),
+            sys_flag=_header_int(fields, H_SYS_FLAG, _INT32, 0),
+            born_timestamp=_header_int(fields, H_BORN_TIMESTAMP, _INT64),
             born_host=_parse_host(fields[H_BORN_HOST] or b""),
-            store_timestamp=int(fields[H_STORE_TIMESTAMP] or b""),
+            store_timestamp=_header_int(fields, H_STORE_TIMESTAMP, _INT64),
             store_host=_parse_host(fields[H_STORE_HOST] or b""),
-            reconsume_times=int(optional(H_RECONSUME_TIMES) or 0),
-            prepared_transaction_offset=int(optional(H_PREPARED_OFFSET) or 0),
-            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC,
-            trailing_separator=optional(H_TRAILING_SEPARATOR) == TRAILING_TEXT)
+            reconsume_times=_header_int(fields, H_RECONSUME_TIMES, _INT32, 0),
+            prepared_transaction_offset=_header_int(fields, H_PREPARED_OFFSET, _INT64, 0),
+            magic=MESSAGE_MAGIC_V2 if _header_flag(fields, H_MAGIC, MAGIC_V2_TEXT) else MESSAGE_MAGIC,
+            trailing_separator=_header_flag(fields, H_TRAILING_SEPARATOR, TRAILING_TEXT))
     except (ValueError, KeyError, InvalidMessageError, InvalidTopicError) as err:
         raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "
@@ -1158,15 +1288,33 @@ class RocketMQConversion(FormatConversion):
             if extent.empty and extent.topic != nonqueued:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
 
+    def close_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Each stream with records that got no queue (a Kafka partition of transaction markers only, its
+        transactions' records deleted or compacted away: markers are messages no queue holds) as an
+        empty queue, as an empty stream is (:meth:`open_streams`): the partition is there for a RocketMQ
+        consumer, empty as for a Kafka one, and its start travels in the journal as an empty one's."""
+        store: Any = dest
+        nonqueued = nonqueued_topic(options.peer)
+        for extent in extents:
+            if not extent.empty and extent.topic != nonqueued:
+                topic = queue_topic(extent.topic, options.peer)
+                if topic not in store.topics() or extent.partition not in store.partitions(topic):
+                    store.create_queue(topic, extent.partition)
+
     def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
-        """Each empty stream there as an empty queue (the streams with records are checked message
+        """Each stream there as a queue, an empty one empty (the streams with records are checked message
         by message)."""
         store: Any = dest
         problems = []
         for extent in extents:
-            if not extent.empty or extent.topic == nonqueued_topic(options.peer):
+            if extent.topic == nonqueued_topic(options.peer):
                 continue
             topic = queue_topic(extent.topic, options.peer)
+            if not extent.empty:
+                if extent.partition not in (store.partitions(topic) if topic in store.topics() else []):
+                    problems.append(f"{extent.topic}-{extent.partition}: expected a queue {topic}/"
+                                    f"{extent.partition}, found none")
+                continue
             if extent.partition not in (store.partitions(topic) if topic in store.topics() else []):
                 problems.append(f"{extent.topic}-{extent.partition}: expected an empty queue {topic}/"
                                 f"{extent.partition}, found none")

@@ -550,11 +550,13 @@ _JOURNAL_TYPES: dict[str, tuple[type, str]] = {"source_format": (str, "a string"
                                                "source_config": (dict, "an object"),
                                                "streams": (list, "an array"),
                                                "logs": (list, "an array"),
-                                               "firsts": (list, "an array")}
+                                               "firsts": (list, "an array"),
+                                               "written": (list, "an array")}
 #: The journal's records of the source: each item's form, and the types of the fields naming it
 #: (before its start and end).
 _RECORDS: dict[str, tuple[str, tuple[type, ...]]] = {
-    "streams": ("[topic, partition, start, end]", (str, int)), "logs": ("[name, start, end]", (str,))}
+    "streams": ("[topic, partition, start, end]", (str, int)), "logs": ("[name, start, end]", (str,)),
+    "written": ("[name, start, end]", (str,))}
 #: ``(start, end)`` by what names each: ``(topic, partition)`` (a stream), ``(name,)`` (a log).
 _Spans = dict[tuple[Any, ...], tuple[int, int]]
 
@@ -763,23 +765,47 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     """The source's streams (:meth:`FormatConversion.extents`), with where each started in the store
     of format ``to`` that ``src`` was itself converted from (its journal's ``streams``), where the
     source's own files cannot hold that: an empty stream takes the recorded end (Kafka: an empty
-    partition's log start), a stream with records the recorded start when it is not past the first
-    record (Kafka: a log start before the first record kept) and the recorded end when it is past the
-    last (Kafka: a log end after the last record kept)."""
+    partition's log start), or the recorded start and end where it never held an entry (its min
+    offset 0) and the recorded one had records (Kafka: a partition of transaction markers only,
+    which no RocketMQ queue holds: they come back at their offsets), a stream with records the
+    recorded start when it is not past the first record (Kafka: a log start before the first record
+    kept) and the recorded end when it is past the last (Kafka: a log end after the last record
+    kept)."""
     extents = source_side.extents(source, reading)
     journal = _read_journal(src)
     if journal is None or journal.get("source_format") != to:
         return extents
-    recorded = _recorded(journal, "streams", os.path.join(src, JOURNAL_NAME)) or {}
+    path = os.path.join(src, JOURNAL_NAME)
+    recorded = _recorded(journal, "streams", path) or {}
+    whole = _holds_written(_recorded(journal, "written", path),
+                           source_side.logs(source, replace(reading, topics=None)))
     out = []
     for extent in extents:
         found = recorded.get((extent.topic, extent.partition))
-        if found is not None and extent.empty:
+        if found is not None and extent.empty and found[0] < found[1] and extent.start == 0:
+            # a stream that never held an entry of its own where the source recorded records: they
+            # were all ones no stream holds (Kafka transaction markers), which come back in place
+            extent = replace(extent, start=found[0], end=found[1] if whole else found[0])
+        elif found is not None and extent.empty:
             extent = replace(extent, start=found[1], end=found[1])
         elif found is not None:
-            extent = replace(extent, start=min(found[0], extent.start), end=max(found[1], extent.end))
+            extent = replace(extent, start=min(found[0], extent.start),
+                             end=max(found[1], extent.end) if whole else extent.end)
         out.append(extent)
     return out
+
+
+def _holds_written(written: _Spans | None, logs: list[LogSpan]) -> bool:
+    """Whether a store converted from another still holds every entry its conversion wrote: each log
+    the journal recorded as ``written`` (the destination's, once done) still there and ending where it
+    ended or later (appended to since).  One that ends before (a torn tail recovered away: RocketMQ
+    4.9.7 ``CommitLog.recoverAbnormally``) lost entries of streams no one can tell, so no recorded end
+    is taken past the entries held: the copy would end past records it lacks, as if cleaned away.  A
+    journal without ``written`` (an earlier version's) is taken as whole.  ``O(logs)``."""
+    if written is None:
+        return True
+    now = {(span.name,): span.end for span in logs}
+    return all(name in now and now[name] >= end for name, (_, end) in written.items())
 
 
 def _check_source(journal: dict[str, Any], extents: list[Extent], logs: list[LogSpan],
@@ -993,6 +1019,9 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
                 target_side.close_streams(dest, extents, writing)
+                # what a conversion back takes the recorded ends on (:func:`_holds_written`)
+                journal["written"] = [[span.name, span.start, span.end]
+                                      for span in target_side.logs(dest, replace(writing, topics=None))]
     except BaseException as err:
         if (not converting and not resume) or (converting and isinstance(err, DEAD_ENDS)):
             # Refused before it started (a config name the target does not know, an unreadable
