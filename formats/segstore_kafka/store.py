@@ -869,20 +869,20 @@ class KafkaStore(Store):
             if routed >= 0:
                 self._check_routed(topic, partition, items[routed]["key"])
         self._check_partitions([(topic, partition) for topic, partition, _, _, _ in groups])
-        batches: list[tuple[str, int, int, list[tuple[bytes, bytes]]]] = []
+        batches: list[tuple[str, int, KafkaConfig, int, list[tuple[bytes, bytes]]]] = []
         for topic, partition, rows, bound, _ in groups:
             config, base, epoch, now = self._append_state(topic, partition)
             indices = np.frombuffer(rows, np.int64)
             if now < 0:     # a clock before 1970 (tests): timestamps below 0 are the general path's
                 msgs = [Message.coerce(items[i]) for i in indices.tolist()]
                 general = self._encoded_messages(topic, partition, config, msgs, base, epoch, now)
-                batches.append((topic, partition, now,
+                batches.append((topic, partition, config, now,
                                 [(indices[run].tobytes(), data) for run, data in general]))
                 continue
             assert bound is not None        # else the general path took the call
             whole = self._encoded_plain(items, snapshot, rows, bound, config, base, epoch, now)
             if self._fits(whole, config, topic, partition):
-                batches.append((topic, partition, now, [(rows, whole)]))
+                batches.append((topic, partition, config, now, [(rows, whole)]))
                 continue
             sizes = dictappend.plain_bounds(items, rows)
             cut = []
@@ -892,11 +892,11 @@ class KafkaStore(Store):
                 check_batch_size(len(data), config, self._partition_path(topic, partition))
                 cut.append((indices[run].tobytes(), data))
                 base += len(run)
-            batches.append((topic, partition, now, cut))
-        self._check_timestamps((topic, partition, now, [data for _, data in runs])
-                               for topic, partition, now, runs in batches)
+            batches.append((topic, partition, config, now, cut))
+        for topic, partition, config, now, runs in batches:
+            self._check_timestamps(topic, partition, config, now, [data for _, data in runs])
         results: list[Any] = [None] * len(items)
-        for topic, partition, now, runs in batches:
+        for topic, partition, _, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
             for run_rows, data in runs:
                 done = part.append_encoded(data, now_ms=now)
@@ -1041,19 +1041,18 @@ class KafkaStore(Store):
             self.indexes.append()
         return appended
 
-    def _check_timestamps(self, batches: Iterable[tuple[str, int, int, list[bytes]]]) -> None:
-        """Refuse, before anything is written, a batch with a record time the topic's
-        ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`): the append is
-        all or none.
+    def _check_timestamps(self, topic: str, partition: int, config: KafkaConfig, now: int,
+                          datas: list[bytes]) -> None:
+        """Refuse a batch of ``datas`` (encoded for ``topic``-``partition`` under ``config`` at ``now``)
+        with a record time the topic's ``message.timestamp.before/after.max.ms`` refuse
+        (:func:`check_timestamps`); called before anything is written, so the append is all or none.
 
         :raises InvalidMessageError: naming the record.
         """
-        for topic, partition, now, datas in batches:
-            config = self._append_state(topic, partition)[0]
-            if config.checks_timestamps:
-                path = self._partition_path(topic, partition)
-                for data in datas:
-                    check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+        if config.checks_timestamps:
+            path = self._partition_path(topic, partition)
+            for data in datas:
+                check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
 
     def _check_plan_times(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
@@ -1168,12 +1167,12 @@ class KafkaStore(Store):
         for (topic, partition), indices in groups.items():
             config, base, epoch, now = self._append_state(topic, partition)
             group = [msgs[i] for i in indices]
-            batches.append((topic, partition, indices, now,
+            batches.append((topic, partition, indices, config, now,
                             self._encoded_messages(topic, partition, config, group, base, epoch, now)))
-        self._check_timestamps((topic, partition, now, [data for _, data in runs])
-                               for topic, partition, _, now, runs in batches)
+        for topic, partition, _, config, now, runs in batches:
+            self._check_timestamps(topic, partition, config, now, [data for _, data in runs])
         results: list[AppendResult | None] = [None] * len(msgs)
-        for topic, partition, indices, now, runs in batches:
+        for topic, partition, indices, _, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
             for run, data in runs:
                 done = part.append_encoded(data, now_ms=now)

@@ -153,6 +153,8 @@ class Transaction:
                 check_fencing(held, self.producer_id, self.producer_epoch)
         for key, indices in groups.items():     # and every record's time (LogValidator.validateTimestamp)
             config, _, _, now = self.store._append_state(*key)
+            if not config.checks_timestamps:
+                continue        # no bound set (the default): no record to look at
             for i in indices:
                 stamp = msgs[i].timestamp
                 if stamp is not None and stamp >= 0 and time_out_of_range(config, stamp, now):
