@@ -151,28 +151,17 @@ def _config_long(low: int, high: int = _LONG_MAX) -> Callable[[str, Any], None]:
     return check
 
 
-class _Levels(tuple):
-    """Spans of ints (ranges); ``in`` asks each of them."""
-
-    def __contains__(self, value: object) -> bool:
-        return any(value in r for r in self)
-
-
 def _spans(allowed: tuple[range, ...]) -> str:
     return " or ".join(f"{r.start}" if len(r) == 1 else f"{r.start} to {r.stop - 1}" for r in allowed)
 
 
 #: 3.8.0 ``GzipCompression``/``Lz4Compression``/``ZstdCompression`` level validators: gzip 1 to 9 or -1
 #: (``Deflater.DEFAULT_COMPRESSION``), lz4 1 to 17, zstd ``Zstd.minCompressionLevel()`` to 22
-_LEVELS = {
-    "compression_gzip_level": _Levels((range(-1, 0), range(1, 10))),
-    "compression_lz4_level": _Levels((range(1, 18),)),
-    "compression_zstd_level": _Levels((range(-131072, 23),)),
+_LEVELS: dict[str, tuple[range, ...]] = {
+    "compression_gzip_level": (range(-1, 0), range(1, 10)),
+    "compression_lz4_level": (range(1, 18),),
+    "compression_zstd_level": (range(-131072, 23),),
 }
-
-
-def _config_any_bool(name: str, raw: Any) -> None:
-    _config_bool(name, raw)
 
 
 #: Kafka 3.8.0 ``LogConfig`` names whose effect is the broker's alone: replication (``min.insync.replicas``,
@@ -184,11 +173,11 @@ def _config_any_bool(name: str, raw: Any) -> None:
 #: trimmed to their size when closed), and ``message.format.version`` (ignored from
 #: inter.broker.protocol.version 3.0).  Each is checked as ``ConfigDef`` checks it (a bad value is a
 #: ConfigError), then ignored: no file segstore writes depends on it.
-BROKER_ONLY: dict[str, Callable[[str, Any], None]] = {
-    "preallocate": _config_any_bool,
-    "unclean_leader_election_enable": _config_any_bool,
-    "remote_storage_enable": _config_any_bool,
-    "message_downconversion_enable": _config_any_bool,
+BROKER_ONLY: dict[str, Callable[[str, Any], object]] = {
+    "preallocate": _config_bool,
+    "unclean_leader_election_enable": _config_bool,
+    "remote_storage_enable": _config_bool,
+    "message_downconversion_enable": _config_bool,
     "min_insync_replicas": _config_long(1, _INT_MAX),
     "flush_messages": _config_long(1),
     "flush_ms": _config_long(0),
@@ -200,6 +189,7 @@ BROKER_ONLY: dict[str, Callable[[str, Any], None]] = {
     "follower_replication_throttled_replicas": _config_throttled,
     "message_format_version": _config_version,
 }
+
 
 def _config_int(name: str, raw: Any) -> int:
     """An INT or LONG topic config as Kafka 3.8.0's ``ConfigDef.parseType`` takes it: an integer, or text
@@ -324,7 +314,7 @@ class KafkaConfig:
                 raise ConfigError(f"expected {name.replace('_', '.')} from {low} to {high} (Kafka's "
                                   f"LogConfig), found {value}")
         for name, allowed in _LEVELS.items():
-            if getattr(self, name) not in allowed:
+            if not any(getattr(self, name) in span for span in allowed):
                 raise ConfigError(f"expected {name.replace('_', '.')} of {_spans(allowed)} (Kafka's "
                                   f"CompressionType level validator), found {getattr(self, name)}")
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
