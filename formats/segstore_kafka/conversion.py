@@ -273,7 +273,7 @@ class KafkaWriter(_PartitionTarget, Writer):
             self._write(part, entries[:half])
             self._write(part, entries[half:])
             return
-        part.append_encoded(data, now_ms=max(e.timestamp for e in entries), replay=True)
+        part.append_encoded(data, now_ms=max(e.timestamp for e in entries), check_times=False)
 
     def flush_all(self) -> None:
         for key in list(self.buffers):
@@ -537,7 +537,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
                 self._append(part, rows, at, kind, self._encode(rows, at, kind, part.next_offset))
             return
         now = max(int(columns.timestamps[rows].max()) for columns, rows in pieces if len(rows))
-        part.append_encoded(data, now_ms=now, replay=True)
+        part.append_encoded(data, now_ms=now, check_times=False)
 
     def flush_all(self) -> None:
         for key in list(self.pending):

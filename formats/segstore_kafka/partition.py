@@ -1000,15 +1000,17 @@ class Partition:
         return active
 
     def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
-                       new_segment: bool = False, replay: bool = False) -> Appended:
+                       new_segment: bool = False, check_times: bool = True) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
 
         ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
-        ``replay``: the batch replays records a broker already took at their own times (a conversion):
-        as a follower's, its record times are not checked against ``message.timestamp.*.max.ms``.
+        ``check_times`` False: the record times are not checked against ``message.timestamp.*.max.ms``
+        here, the caller having checked them before writing any partition (an append of several), or
+        the batch replaying records a broker already took at their own times (a conversion, as a
+        follower's).
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
         """
         header = codec.read_batch_header(data, 0, path=self.path)
@@ -1022,7 +1024,7 @@ class Partition:
                                         f"found base offset {header.base_offset}", self.path)
         check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
-        if not (keep_offsets or replay):    # a follower's append (appendAsFollower) is not validated
+        if check_times and not keep_offsets:    # a follower's append (appendAsFollower) is not validated
             check_timestamps(header, self.config, now, self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
@@ -1052,21 +1054,25 @@ class Partition:
 
     def append_records(self, records: list[Any], *, compression: str | None = None, producer_id: int = -1,
                        producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
-                       leader_epoch: int | None = None, now_ms: int | None = None) -> Appended:
-        """Encode ``records`` as one batch at the log end offset and append it."""
+                       leader_epoch: int | None = None, now_ms: int | None = None,
+                       check_times: bool = True) -> Appended:
+        """Encode ``records`` as one batch at the log end offset and append it (``check_times``: as
+        :meth:`append_encoded`'s)."""
         now = self.clock() if now_ms is None else now_ms
         epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
         data = encode_records(self.config, records, base_offset=self.next_offset, leader_epoch=epoch, now=now,
                               compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
                               base_sequence=base_sequence, transactional=transactional)
-        return self.append_encoded(data, now_ms=now)
+        return self.append_encoded(data, now_ms=now, check_times=check_times)
 
-    def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
+    def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int, *,
+                       check_times: bool = True) -> Appended:
         """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'
-        header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)."""
+        header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)
+        (``check_times``: as :meth:`append_encoded`'s)."""
         data = encode_columns(self.config, columns, rows, base_offset=self.next_offset,
                               leader_epoch=self.epochs.latest_epoch or 0, now=now)
-        return self.append_encoded(data, now_ms=now)
+        return self.append_encoded(data, now_ms=now, check_times=check_times)
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        timestamp: int, leader_epoch: int | None = None) -> Appended:

@@ -171,7 +171,8 @@ class Transaction:
                        for m in (msgs[i] for i in indices)]
             done = part.append_records(records, producer_id=self.producer_id,
                                        producer_epoch=self.producer_epoch, base_sequence=self._sequences[key],
-                                       transactional=True, compression=compression, now_ms=now)
+                                       transactional=True, compression=compression, now_ms=now,
+                                       check_times=False)      # every partition's checked above
             self._sequences[key] = codec.increment_sequence(self._sequences[key], len(records))
             for n, i in enumerate(indices):
                 results[i] = AppendResult(key[0], key[1], done.base_offset + n, done.position, done.size,
