@@ -236,12 +236,11 @@ JAVA_LONG_MAX = 2**63 - 1
 
 
 def _non_negative_java_long(value: Any) -> int:
-    """A ``long`` field of the broker's config (``transactionTimeOut``): what ``Long.parseLong`` reads."""
-    number = _whole(value)
+    """A ``long`` field of the broker's config (``transactionTimeOut``): what ``Long.parseLong`` reads
+    (:func:`_java_long`), not negative."""
+    number = _java_long(value)
     if number < 0:
         raise ValueError(f"{number} is negative")
-    if number > JAVA_LONG_MAX:
-        raise ValueError(f"{number} is past a Java long (at most {JAVA_LONG_MAX})")
     return number
 
 
