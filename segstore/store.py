@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .errors import (
     ConfigError,
     CorruptDataError,
+    OffsetOutOfRangeError,
     ReadOnlyError,
     SegstoreError,
     StoreClosedError,
@@ -384,13 +385,22 @@ class Store(abc.ABC):
         """:meth:`read`'s (and :meth:`scan_arrow`'s) arguments, before anything is looked up.
 
         :raises ConfigError: a partition (None allowed with ``any_partition``), offset or count (None: no
-            limit) that is not an integer.
+            limit) that is not an integer, or a negative count.
+        :raises OffsetOutOfRangeError: a negative offset: no record has one (Kafka 3.8's
+            ``KafkaConsumer.seek`` refuses it); RocketMQ's read took it as the first offset and its
+            ``scan_arrow`` refused it, Kafka's read and scan gave every record.
         """
         for name, value, optional in (("partition", partition, any_partition), ("offset", offset, False),
                                       ("count", count, True)):
             if not _integer(value) and (value is not None or not optional):
                 raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
                                   f"found {type(value).__name__} {cut(value)}", self.path)
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"expected an offset of at least 0 (offsets start at 0), "
+                                        f"found {offset}", self.path)
+        if count is not None and count < 0:
+            # a count of -1 read nothing, silently: no limit is None
+            raise ConfigError(f"expected a count of at least 0 (None: no limit), found {count}", self.path)
 
     def _check_positions(self, start: Any, end: Any) -> None:
         """:meth:`scan_arrow`'s byte range, before anything is read.

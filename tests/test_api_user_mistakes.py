@@ -10,7 +10,7 @@ import re
 import pytest
 
 import segstore
-from segstore.errors import ConfigError, InvalidMessageError, StoreClosedError
+from segstore.errors import ConfigError, InvalidMessageError, OffsetOutOfRangeError, StoreClosedError
 
 SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
                   "maxHashSlotNum": 100, "maxIndexNum": 400}
@@ -82,6 +82,27 @@ def test_a_lookup_argument_of_the_wrong_kind_is_a_config_error(store, call, said
     # read(topic, "0") said there was no such queue
     with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
         call(store)
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: list(s.read("orders", 0, offset=-5)),
+    lambda s: list(s.scan_arrow(topic="orders", partition=0, offset=-5)),
+])
+def test_a_negative_offset_is_refused_by_read_and_scan_alike(store, call):
+    # before: RocketMQ's read gave every message and its scan_arrow refused; Kafka's read and scan both
+    # gave every record.  No record has a negative offset: Kafka 3.8's KafkaConsumer.seek refuses one
+    # (IllegalArgumentException "seek offset must not be a negative number")
+    with pytest.raises(OffsetOutOfRangeError, match=re.escape(
+            f"{store.path}: expected an offset of at least 0 (offsets start at 0), found -5")):
+        call(store)
+
+
+def test_a_negative_count_is_refused(store):
+    # before: read(..., count=-1) gave nothing, as if the queue were empty; no limit is None
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{store.path}: expected a count of at least 0 (None: no limit), found -1")):
+        list(store.read("orders", 0, count=-1))
+    assert list(store.read("orders", 0, count=0)) == []
 
 
 def test_lookups_take_numpy_integers_and_bytes_like_keys(store):

@@ -2014,8 +2014,8 @@ class RocketMQStore(LifecycleMixin, Store):
         cl = self.commitlog
         # an offset below the queue's first (its old files deleted) reads from there, as read() and the
         # broker (4.9.7 DefaultMessageStore.getMessage: OFFSET_TOO_SMALL, nextBeginOffset = minOffset);
-        # a negative one is no offset and is refused (ConsumeQueue.entries)
-        position = offset if offset < 0 else max(offset, cq.min_offset)
+        # a negative one is no offset (Store._check_read refused it)
+        position = max(offset, cq.min_offset)
         while True:
             entries = cq.entries(position, batch_rows)
             if not len(entries):
