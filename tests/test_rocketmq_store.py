@@ -232,7 +232,7 @@ def test_bad_fields_are_refused(tmp_path):
 
 
 def test_config_values_from_strings_and_unknown_names():
-    cfg = BrokerConfig.from_mapping({"mappedFileSizeCommitLog": "4096", "flushDiskType": "sync_flush",
+    cfg = BrokerConfig.from_mapping({"mappedFileSizeCommitLog": "4096", "flushDiskType": "SYNC_FLUSH",
                                      "messageIndexEnable": "false", "mappedFileSizeConsumeQueue": "30"})
     assert (cfg.mappedFileSizeCommitLog, cfg.flushDiskType) == (4096, "SYNC_FLUSH")
     assert cfg.messageIndexEnable is False
