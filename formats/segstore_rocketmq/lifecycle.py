@@ -30,6 +30,7 @@ from segstore.errors import (
     ConversionError,
     CorruptDataError,
     InvalidTopicError,
+    NotFoundError,
     OffsetOutOfRangeError,
     StoreClosedError,
     UnrepairedDataError,
@@ -628,6 +629,7 @@ class LifecycleMixin:
         consumers are given, so both levels answer them alike.
 
         :raises InvalidTopicError: no topic given (every RocketMQ query names one).
+        :raises NotFoundError: a topic name the broker refuses (``TopicValidator``), which no store holds.
         """
         self._check_open()
         committed = check_isolation(request.isolation) == READ_COMMITTED
@@ -635,8 +637,10 @@ class LifecycleMixin:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
         try:
             validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
-        except InvalidTopicError as err:   # named by the store asked, as every other query answer
-            raise InvalidTopicError(err.message, self.path) from None
+        except InvalidTopicError as err:
+            # a name the broker refuses is a topic no store holds: what dump, info and a Kafka query answer
+            # for it (the CLI's exit 1, naming the topics held), not a refused write's usage error
+            raise NotFoundError(f"{err.message}: no store holds such a topic", self.path) from None
         if request.key is not None:   # what find answers (read_committed: of what consumers are given)
             return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
                                              request.end, request.max, committed=committed),
