@@ -694,3 +694,23 @@ def test_recovery_never_lowers_index_msg_timestamp_below_a_full_index_files_end(
     with segstore.open(store, format="rocketmq") as reader:
         assert [m.store_timestamp for m in reader.find("T", "k0")] == [NOW_MS]
         assert reader.verify() == []
+
+
+def test_a_full_index_file_ending_at_no_positive_time_leaves_the_checkpoint(tmp_path):
+    """4.9.7 ``IndexService.flush`` writes a full file's ``endTimestamp`` to the checkpoint only when it is
+    above 0; a file whose last key's message is stored at -1 (a Kafka record without a timestamp,
+    converted) left ``indexMsgTimestamp`` at -1, and the broker's next crash-start destroyed every
+    IndexFile ending later (all the others)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        for i in range(21):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}"],
+                           "store_timestamp": -1 if i == 20 else NOW_MS + i})
+        writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": ["z"],
+                       "store_timestamp": NOW_MS + 50})
+        assert [f.header.end_timestamp for f in writer.index.files] == [NOW_MS + 6, NOW_MS + 13, -1,
+                                                                         NOW_MS + 50]
+        writer.flush()
+        writer.abandon()
+    assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 13
+    assert _broker_crash_load_deletes(store) == [sorted(files.list_dir(store / "index"))[-1]]

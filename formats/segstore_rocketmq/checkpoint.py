@@ -91,6 +91,16 @@ class Checkpoint:
                 changed.append(name)
         return changed
 
+    def index_file_flushed(self, end_timestamp: int) -> bool:
+        """A full IndexFile was flushed (4.9.7 ``IndexService.flush``): its ``endTimestamp`` is the new
+        ``indexMsgTimestamp`` when above 0, as there (a file ending at a store time of -1 leaves the field,
+        which would otherwise make the next crash-start destroy every later-ending file).  Whether it
+        changed."""
+        if end_timestamp <= 0 or end_timestamp == self.index_msg_timestamp:
+            return False
+        self.index_msg_timestamp = end_timestamp
+        return True
+
     @property
     def min_timestamp(self) -> int:
         """``getMinTimestamp``: min(physic, logics) less the 3 s margin, at least 0."""
