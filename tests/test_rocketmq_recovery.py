@@ -696,6 +696,36 @@ def test_recovery_never_lowers_index_msg_timestamp_below_a_full_index_files_end(
         assert reader.verify() == []
 
 
+def test_index_files_the_recovery_fills_record_their_end_in_the_checkpoint(tmp_path):
+    """4.9.7 ``recoverAbnormally`` dispatches each message walked to ``IndexService.buildIndex``; a file
+    that fills makes ``getAndCreateLastIndexFile`` flush it (``IndexService.flush``), writing its end
+    time to the checkpoint's ``indexMsgTimestamp``.  segstore's recovery rebuilt three full files and
+    left the field at the first file's end, so the broker's next crash-start (``IndexService.load(false)``)
+    destroyed the three it had just rebuilt."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        for i in range(30):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}"],
+                           "store_timestamp": NOW_MS + i})
+        writer.flush()
+        ends = [f.header.end_timestamp for f in writer.index.files]
+        paths = [f.path for f in writer.index.files]
+        writer.abandon()
+    assert ends == [NOW_MS + 6, NOW_MS + 13, NOW_MS + 20, NOW_MS + 27, NOW_MS + 29]
+    for path in paths[1:]:      # lost: the first file's entries end at message 6
+        files.remove(path)
+    point = CheckpointFile(str(store / "checkpoint"), writable=True)
+    point.value.index_msg_timestamp = NOW_MS + 6
+    point.flush()
+    point.close()
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        assert "index: rebuilt 24 entries for messages from commitlog offset 501" in writer.recovery_lines
+        assert [f.header.end_timestamp for f in writer.index.files] == ends
+        writer.abandon()
+    assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 27
+    assert _broker_crash_load_deletes(store) == [sorted(files.list_dir(store / "index"))[-1]]
+
+
 def test_a_full_index_file_ending_at_no_positive_time_leaves_the_checkpoint(tmp_path):
     """4.9.7 ``IndexService.flush`` writes a full file's ``endTimestamp`` to the checkpoint only when it is
     above 0; a file whose last key's message is stored at -1 (a Kafka record without a timestamp,

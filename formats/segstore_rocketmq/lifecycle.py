@@ -232,6 +232,13 @@ class LifecycleMixin:
         if self.index is not None:
             aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
             resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
+
+            def index_file_full(end_timestamp: int) -> None:
+                """A file the recovery's re-indexing fills records its end, as 4.9.7's dispatch through
+                IndexService.buildIndex does (IndexService.flush); :meth:`_recover` writes the checkpoint."""
+                checkpoint.value.index_file_flushed(end_timestamp)
+
+            self.index.on_file_full = index_file_full
         self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
                                + self._recover(abnormal=crashed))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
@@ -273,13 +280,15 @@ class LifecycleMixin:
             lmq=self.config.enableLmq,
             index_safe=self.config.messageIndexEnable and self.config.messageIndexSafe,
         )
+        index_before = self.checkpoint.value.index_msg_timestamp
         lines = recover(ctx)
         self._left_damaged = ctx.left
         self._left_whole = ctx.whole
         self._blank_entries = ctx.blank_entries
         self._checked_whole = self._checked_state() if ctx.checked_whole else None
-        if ctx.checkpoint_changed:
-            self.checkpoint.flush()      # a time lowered to the data that is left: safe to write now
+        if ctx.checkpoint_changed or self.checkpoint.value.index_msg_timestamp != index_before:
+            # a time lowered to the data that is left, or the end of an IndexFile filled and flushed
+            self.checkpoint.flush()
         return lines
 
     def _flush_durable(self: _Lifecycle) -> None:
