@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -223,11 +224,32 @@ def test_a_topic_only_the_commitlog_holds_is_no_typo(tmp_path, capsys):
                                                   "found '../x'")])
 @pytest.mark.parametrize("ask", [["--key", "k"], ["--timestamp", "0"], ["--offset", "0"]])
 def test_a_rocketmq_query_of_a_topic_no_broker_allows_names_the_store(capsys, topic, said, ask):
-    """A RocketMQ query of a topic name ``TopicValidator`` refuses is a usage error (exit 2), and like every
-    other query answer its line names the store asked (``PATH: expected ...``); it came without one."""
+    """A RocketMQ query of a topic name ``TopicValidator`` refuses names a topic the store does not hold:
+    exit 1 naming the store and the topics it holds, as ``dump``/``info --topic`` of that name and a Kafka
+    query of a name Kafka refuses answer (docs/cli.md, "Exit codes": a selector naming what the store does
+    not hold).  It was a usage error (exit 2) for this one command of this one format.  The library says
+    why no store holds it."""
+    from segstore.errors import NotFoundError
+    from segstore.store import QueryRequest
+
     code, out, err = run(capsys, "query", BASIC, "--topic", topic, *ask)
-    assert (code, out) == (2, "")
-    assert err == f"{BASIC}: {said}\n"
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{BASIC}: expected a topic named {topic!r}, found topics ")
+    with segstore.open(BASIC) as store, pytest.raises(NotFoundError, match=re.escape(said)):
+        store.query(QueryRequest(topic=topic, partition=0, key="k"))
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@pytest.mark.parametrize("ask", [["--key", "k"], ["--timestamp", "0"], ["--offset", "0", "--queue", "0"]])
+def test_a_query_of_a_topic_no_broker_allows_exits_as_dump_in_both_formats(tmp_path, capsys, fmt, ask):
+    """``query --topic ../x`` of a RocketMQ store exited 2 and of a Kafka log dir 1; ``dump --topic ../x``
+    exits 1 in both.  Now the same: 1, naming the topics held."""
+    with segstore.open(tmp_path / "s", format=fmt, mode="a") as writer:
+        writer.append({"topic": "T", "partition": 0, "value": b"x", "key": b"k"})
+    for command in (["query", *ask], ["dump"]):
+        code, out, err = run(capsys, command[0], tmp_path / "s", "--topic", "../x", *command[1:])
+        said = f"{tmp_path / 's'}: expected a topic named '../x', found topics T\n"
+        assert (code, out, err) == (1, "", said)
 
 
 @pytest.mark.parametrize("command", [["query", "--topic", "TopicA", "--offset", "0"],

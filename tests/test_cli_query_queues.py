@@ -116,3 +116,17 @@ def test_a_kafka_time_answer_says_where_a_read_committed_read_starts():
     assert lines[2].startswith("| offset: 3 ")
     code, out, err = run("query", path, "--timestamp", "0")
     assert out.splitlines()[0] == "topic-0: offset 0 is the first stored at or after 0"
+
+
+def test_a_rocketmq_time_answer_in_json_has_the_keys_docs_cli_md_names(tmp_path):
+    """docs/cli.md: a RocketMQ time query answers ``{"topic", "queue_id", "timestamp", "offset"}``, the time
+    asked and the queue offset found, which ``--offset`` then reads as that message's ``queue_offset``."""
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    code, out, err = run("query", path, "--topic", "T", "--queue", "1", "--timestamp", str(BASE + 205),
+                         "--json")
+    assert (code, err) == (0, "")
+    answer = json.loads(out)
+    assert answer == {"topic": "T", "queue_id": 1, "timestamp": BASE + 205, "offset": 7}
+    code, out, _ = run("query", path, "--topic", "T", "--queue", "1", "--offset", "7", "--json")
+    message = json.loads(out)
+    assert code == 0 and message["queue_offset"] == 7 and message["store_timestamp"] >= BASE + 205

@@ -624,3 +624,123 @@ def test_a_file_begun_with_a_negative_store_time_is_begun_after_everything_befor
         durable = flusher.durable_offset
         writer.abandon()
     assert _broker_abnormal_start(store) == 16384 and acknowledged <= durable
+
+
+# -- IndexFiles a crash-start of the broker deletes (indexMsgTimestamp) --------------------------------
+
+SMALL_INDEX = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
+               "maxIndexNum": 8}
+
+
+def _broker_crash_load_deletes(store: Path) -> list[str]:
+    """The IndexFiles RocketMQ 4.9.7 ``IndexService.load(false)`` destroys when it starts after a crash
+    (store/.../index/IndexService.java): each whose header ``endTimestamp`` is past the checkpoint's
+    ``indexMsgTimestamp``, whatever comes after it."""
+    point = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    gone = []
+    for name in sorted(files.list_dir(store / "index")):
+        end = int.from_bytes(files.read_bytes(store / "index" / name)[8:16], "big", signed=True)
+        if end > point.index_msg_timestamp:
+            gone.append(name)
+    return gone
+
+
+def _keyed_then_older_without_keys(store: Path) -> None:
+    """Messages with two keys each at NOW_MS on (four full IndexFiles of 7 entries: the checkpoint's
+    ``indexMsgTimestamp`` the last one's end, as ``IndexService.flush`` writes it), then a day older
+    ones (the broker's clock stepped back, or ``store_timestamp`` given), one with a key, over two more
+    commitlog files; then a crash."""
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        i = 0
+        while len(writer.commitlog.log.segments) < 2:
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x" * 200, "keys": [f"k{i}", f"j{i}"],
+                           "store_timestamp": NOW_MS + i})
+            i += 1
+        while len(writer.commitlog.log.segments) < 3:
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x" * 200,
+                           "store_timestamp": NOW_MS - DAY_MS + 1000 * i})
+            i += 1
+        writer.append({"topic": "T", "queue_id": 0, "body": b"x" * 200, "keys": ["late"],
+                       "store_timestamp": NOW_MS - DAY_MS + 1000 * i})
+        for j in range(1, 6):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x" * 200,
+                           "store_timestamp": NOW_MS - DAY_MS + 1000 * (i + j)})
+        writer.flush()
+        writer.abandon()
+
+
+def test_recovery_never_lowers_index_msg_timestamp_below_a_full_index_files_end(tmp_path):
+    """Store times out of order after a crash: the walk of the last commitlog file sees only the older
+    times, and recovery set every checkpoint time past the newest of them to it, ``indexMsgTimestamp``
+    too.  The broker never lowers that field (4.9.7 ``IndexService.flush`` sets it to a full file's
+    end; its recovery leaves it), and ``IndexService.load(false)`` destroys every IndexFile whose
+    ``endTimestamp`` is past it: after segstore's recovery the broker's next crash-start deleted the
+    four sound full IndexFiles (every key of the first messages gone from ``queryMsgByKey``), which
+    with the broker's own checkpoint it keeps."""
+    store = tmp_path / "store"
+    _keyed_then_older_without_keys(store)
+    before = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert _broker_crash_load_deletes(store) == []
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        walked = writer.recovery_lines[0]
+        assert walked.startswith("commitlog: unclean shutdown (abort file present); walked ")
+        assert walked.endswith(" from 8192 to 10245")     # the last file: only the older times
+        assert not any("indexMsgTimestamp" in line for line in writer.recovery_lines)
+        writer.abandon()      # crashed again: the broker starts on it
+    after = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert after.index_msg_timestamp == before.index_msg_timestamp == NOW_MS + 13
+    assert _broker_crash_load_deletes(store) == []
+    segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX).close()
+    with segstore.open(store, format="rocketmq") as reader:
+        assert [m.store_timestamp for m in reader.find("T", "k0")] == [NOW_MS]
+        assert reader.verify() == []
+
+
+def test_index_files_the_recovery_fills_record_their_end_in_the_checkpoint(tmp_path):
+    """4.9.7 ``recoverAbnormally`` dispatches each message walked to ``IndexService.buildIndex``; a file
+    that fills makes ``getAndCreateLastIndexFile`` flush it (``IndexService.flush``), writing its end
+    time to the checkpoint's ``indexMsgTimestamp``.  segstore's recovery rebuilt three full files and
+    left the field at the first file's end, so the broker's next crash-start (``IndexService.load(false)``)
+    destroyed the three it had just rebuilt."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        for i in range(30):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}"],
+                           "store_timestamp": NOW_MS + i})
+        writer.flush()
+        ends = [f.header.end_timestamp for f in writer.index.files]
+        paths = [f.path for f in writer.index.files]
+        writer.abandon()
+    assert ends == [NOW_MS + 6, NOW_MS + 13, NOW_MS + 20, NOW_MS + 27, NOW_MS + 29]
+    for path in paths[1:]:      # lost: the first file's entries end at message 6
+        files.remove(path)
+    point = CheckpointFile(str(store / "checkpoint"), writable=True)
+    point.value.index_msg_timestamp = NOW_MS + 6
+    point.flush()
+    point.close()
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        assert "index: rebuilt 24 entries for messages from commitlog offset 501" in writer.recovery_lines
+        assert [f.header.end_timestamp for f in writer.index.files] == ends
+        writer.abandon()
+    assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 27
+    assert _broker_crash_load_deletes(store) == [sorted(files.list_dir(store / "index"))[-1]]
+
+
+def test_a_full_index_file_ending_at_no_positive_time_leaves_the_checkpoint(tmp_path):
+    """4.9.7 ``IndexService.flush`` writes a full file's ``endTimestamp`` to the checkpoint only when it is
+    above 0; a file whose last key's message is stored at -1 (a Kafka record without a timestamp,
+    converted) left ``indexMsgTimestamp`` at -1, and the broker's next crash-start destroyed every
+    IndexFile ending later (all the others)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        for i in range(21):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}"],
+                           "store_timestamp": -1 if i == 20 else NOW_MS + i})
+        writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": ["z"],
+                       "store_timestamp": NOW_MS + 50})
+        assert [f.header.end_timestamp for f in writer.index.files] == [NOW_MS + 6, NOW_MS + 13, -1,
+                                                                         NOW_MS + 50]
+        writer.flush()
+        writer.abandon()
+    assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 13
+    assert _broker_crash_load_deletes(store) == [sorted(files.list_dir(store / "index"))[-1]]

@@ -232,7 +232,7 @@ def test_bad_fields_are_refused(tmp_path):
 
 
 def test_config_values_from_strings_and_unknown_names():
-    cfg = BrokerConfig.from_mapping({"mappedFileSizeCommitLog": "4096", "flushDiskType": "sync_flush",
+    cfg = BrokerConfig.from_mapping({"mappedFileSizeCommitLog": "4096", "flushDiskType": "SYNC_FLUSH",
                                      "messageIndexEnable": "false", "mappedFileSizeConsumeQueue": "30"})
     assert (cfg.mappedFileSizeCommitLog, cfg.flushDiskType) == (4096, "SYNC_FLUSH")
     assert cfg.messageIndexEnable is False
@@ -547,7 +547,9 @@ def test_append_stored_rewrites_a_broker_store_byte_for_byte(tmp_path):
                 assert (tmp_path / "copy" / path.relative_to(BASIC)).read_bytes() == path.read_bytes(), path
 
 
-def test_query_with_a_hostile_topic_is_a_usage_error(capsys):
+def test_query_with_a_hostile_topic_names_no_topic_held(capsys):
+    """As ``dump --topic ../../x``: a selector naming what the store does not hold (exit 1), not a usage
+    error."""
     code = main(["query", str(BASIC), "--topic", "../../x", "--key", "k"])
-    assert code == 2
+    assert code == 1
     assert "../../x" in capsys.readouterr().err

@@ -244,3 +244,24 @@ def test_the_store_lines_of_the_distributions_broker_conf_are_taken_and_its_brok
     assert code == 0, err
     code, out, err = cli_run("recover", tmp_path / "s", *args, "--config", "brokerName=broker-a")
     assert (code, out) == (2, "") and "found 'brokerName'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["sync_flush", "Sync_Flush", "async_flush", " SYNC_FLUSH", "SYNC_FLUSH "])
+def test_a_flush_disk_type_not_spelled_as_the_enum_is_refused(tmp_path, value):
+    """4.9.7 ``MessageStoreConfig.setFlushDiskType(String)`` is ``FlushDiskType.valueOf(type)``: exact and
+    upper case.  ``MixAll.properties2Object`` swallows what it throws on ``flushDiskType=sync_flush`` and
+    that broker keeps ``ASYNC_FLUSH``; segstore took it for ``SYNC_FLUSH``.  Refused, exit 2 on the CLI (the
+    CLI strips a ``--config`` value, so only the library meets the blanks)."""
+    from conftest import cli_run
+
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="expected a valid value for flushDiskType"):
+        BrokerConfig.from_mapping({"flushDiskType": value})
+    assert BrokerConfig.from_mapping({"flushDiskType": "SYNC_FLUSH"}).flushDiskType == "SYNC_FLUSH"
+    if value.strip() != value:
+        return
+    segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a").close()
+    code, out, err = cli_run("recover", tmp_path / "s", "--config", f"flushDiskType={value}")
+    assert (code, out) == (2, "") and "expected a valid value for flushDiskType" in err
+    assert "Traceback" not in err

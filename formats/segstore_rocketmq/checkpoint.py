@@ -75,17 +75,31 @@ class Checkpoint:
         )
         return fields + bytes(FILE_SIZE - FIELDS.size)
 
-    def clamp_times(self, newest: int) -> list[str]:
+    def clamp_times(self, newest: int, index_newest: int | None = None) -> list[str]:
         """Set the 4.x times later than ``newest`` (the newest message's store time) to it: what the
-        broker's flush writes there next (the store time of the last message it flushed).  The names
-        of the fields changed."""
+        broker's flush writes there next (the store time of the last message it flushed).
+        ``indexMsgTimestamp`` is set only past ``index_newest`` (default ``newest``): the latest
+        ``endTimestamp`` of the IndexFiles kept, which 4.9.7 ``IndexService.load(false)`` destroys
+        after a crash when they end past it.  The names of the fields changed."""
         changed = []
-        for name, attr in zip(TIME_FIELDS, ("physic_msg_timestamp", "logics_msg_timestamp",
-                                            "index_msg_timestamp"), strict=True):
-            if getattr(self, attr) > newest:
-                setattr(self, attr, newest)
+        for name, attr, ceiling in (("physicMsgTimestamp", "physic_msg_timestamp", newest),
+                                    ("logicsMsgTimestamp", "logics_msg_timestamp", newest),
+                                    ("indexMsgTimestamp", "index_msg_timestamp",
+                                     newest if index_newest is None else index_newest)):
+            if getattr(self, attr) > ceiling:
+                setattr(self, attr, ceiling)
                 changed.append(name)
         return changed
+
+    def index_file_flushed(self, end_timestamp: int) -> bool:
+        """A full IndexFile was flushed (4.9.7 ``IndexService.flush``): its ``endTimestamp`` is the new
+        ``indexMsgTimestamp`` when above 0, as there (a file ending at a store time of -1 leaves the field,
+        which would otherwise make the next crash-start destroy every later-ending file).  Whether it
+        changed."""
+        if end_timestamp <= 0 or end_timestamp == self.index_msg_timestamp:
+            return False
+        self.index_msg_timestamp = end_timestamp
+        return True
 
     @property
     def min_timestamp(self) -> int:

@@ -170,10 +170,13 @@ def _bool(value: Any) -> bool:
 
 
 def _flush_type(value: Any) -> str:
-    text = str(value).strip().upper()
-    if text not in FLUSH_DISK_TYPES:
-        raise ValueError(f"{value!r} is not one of {', '.join(FLUSH_DISK_TYPES)}")
-    return text
+    """``flushDiskType``: 4.9.7 ``MessageStoreConfig.setFlushDiskType(String)`` is ``FlushDiskType.valueOf``
+    (exact, upper case).  ``MixAll.properties2Object`` swallows what it throws on ``sync_flush``, and that
+    broker keeps ``ASYNC_FLUSH``: refused here, not taken for ``SYNC_FLUSH``."""
+    if str(value) not in FLUSH_DISK_TYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(FLUSH_DISK_TYPES)} (exact, upper case: "
+                         f"FlushDiskType.valueOf)")
+    return str(value)
 
 
 def _host(value: Any) -> str:

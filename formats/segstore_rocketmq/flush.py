@@ -212,9 +212,10 @@ class FlushService:
         self._flush_checkpoint()
 
     def index_file_full(self, end_timestamp: int) -> None:
-        """An index file filled up and was flushed: record its end time in the checkpoint and flush it."""
-        self.checkpoint.value.index_msg_timestamp = end_timestamp
-        self._flush_checkpoint()
+        """An index file filled up and was flushed: record its end time in the checkpoint and flush it
+        (:meth:`.Checkpoint.index_file_flushed`: not an end at or below 0)."""
+        if self.checkpoint.value.index_file_flushed(end_timestamp):
+            self._flush_checkpoint()
 
     # -- the work ------------------------------------------------------------------------
     def _flush_commitlog(self, *, force: bool) -> bool:

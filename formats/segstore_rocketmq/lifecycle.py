@@ -30,6 +30,7 @@ from segstore.errors import (
     ConversionError,
     CorruptDataError,
     InvalidTopicError,
+    NotFoundError,
     OffsetOutOfRangeError,
     StoreClosedError,
     UnrepairedDataError,
@@ -231,6 +232,13 @@ class LifecycleMixin:
         if self.index is not None:
             aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
             resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
+
+            def index_file_full(end_timestamp: int) -> None:
+                """A file the recovery's re-indexing fills records its end, as 4.9.7's dispatch through
+                IndexService.buildIndex does (IndexService.flush); :meth:`_recover` writes the checkpoint."""
+                checkpoint.value.index_file_flushed(end_timestamp)
+
+            self.index.on_file_full = index_file_full
         self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
                                + self._recover(abnormal=crashed))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
@@ -272,13 +280,15 @@ class LifecycleMixin:
             lmq=self.config.enableLmq,
             index_safe=self.config.messageIndexEnable and self.config.messageIndexSafe,
         )
+        index_before = self.checkpoint.value.index_msg_timestamp
         lines = recover(ctx)
         self._left_damaged = ctx.left
         self._left_whole = ctx.whole
         self._blank_entries = ctx.blank_entries
         self._checked_whole = self._checked_state() if ctx.checked_whole else None
-        if ctx.checkpoint_changed:
-            self.checkpoint.flush()      # a time lowered to the data that is left: safe to write now
+        if ctx.checkpoint_changed or self.checkpoint.value.index_msg_timestamp != index_before:
+            # a time lowered to the data that is left, or the end of an IndexFile filled and flushed
+            self.checkpoint.flush()
         return lines
 
     def _flush_durable(self: _Lifecycle) -> None:
@@ -628,6 +638,7 @@ class LifecycleMixin:
         consumers are given, so both levels answer them alike.
 
         :raises InvalidTopicError: no topic given (every RocketMQ query names one).
+        :raises NotFoundError: a topic name the broker refuses (``TopicValidator``), which no store holds.
         """
         self._check_open()
         committed = check_isolation(request.isolation) == READ_COMMITTED
@@ -635,8 +646,10 @@ class LifecycleMixin:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
         try:
             validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
-        except InvalidTopicError as err:   # named by the store asked, as every other query answer
-            raise InvalidTopicError(err.message, self.path) from None
+        except InvalidTopicError as err:
+            # a name the broker refuses is a topic no store holds: what dump, info and a Kafka query answer
+            # for it (the CLI's exit 1, naming the topics held), not a refused write's usage error
+            raise NotFoundError(f"{err.message}: no store holds such a topic", self.path) from None
         if request.key is not None:   # what find answers (read_committed: of what consumers are given)
             return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
                                              request.end, request.max, committed=committed),

@@ -1549,10 +1549,15 @@ def recover(ctx: RecoveryContext) -> list[str]:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores
         # under its put lock, store times follow commitlog order): a checkpoint time past it (a
         # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
-        # recovery start too late
-        for name in ctx.checkpoint.clamp_times(newest):
+        # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
+        # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
+        # that sound file (IndexService.load), and store times need not ascend, so only past them all
+        ends = [f.header.end_timestamp for f in ctx.index.files] if ctx.index is not None else []
+        index_newest = max([newest, *ends])
+        for name in ctx.checkpoint.clamp_times(newest, index_newest):
             ctx.checkpoint_changed = True
-            lines.append(f"checkpoint: {name} set to the newest message's store time, {newest}")
+            shown = index_newest if name == "indexMsgTimestamp" else newest
+            lines.append(f"checkpoint: {name} set to the newest message's store time, {shown}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which
