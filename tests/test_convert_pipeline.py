@@ -1038,6 +1038,46 @@ def test_kafka_compression_and_timestamp_type_configs_that_contradict_the_option
         assert {r.batch.timestamp_type for r in store.read("TopicA", 0)} == {LOG_APPEND_TIME}
 
 
+def _batch_payloads(log: Path) -> list[bytes]:
+    """The compressed record region of each batch of a segment file (after the 61-byte v2 header)."""
+    data, pos, out = log.read_bytes(), 0, []
+    while pos < len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        out.append(data[pos + 61:pos + 12 + length])
+        pos += 12 + length
+    return out
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("codec,level", [("gzip", 1), ("lz4", 17), ("zstd", 19)])
+def test_a_kafka_destinations_compression_level_is_the_level_batches_are_compressed_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, codec: str, level: int) -> None:
+    """``--config compression.<codec>.level`` (Kafka 3.8.0 KIP-390) was taken and ignored: every batch was
+    compressed at the codec's default level.  The topic's level is the one its broker compresses
+    the codec at (apache/kafka 3.8.0 ``LogConfig.getCompression``: ``Compression.zstd().level(
+    compression.zstd.level)``..., the ``targetCompression`` ``LogValidator`` recompresses with)."""
+    from segstore_kafka.compression import compress, decompress
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta"]
+    with segstore.open(tmp_path / "src", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "t", "queue_id": 0, "born_timestamp": 1, "store_timestamp": 2,
+                             "body": b" ".join(words[(i * j) % 7 % 6] for j in range(300))}
+                            for i in range(60)])
+    convert(tmp_path / "src", tmp_path / "k", to="kafka", compression=codec, verify=True,
+            config={f"compression.{codec}.level": str(level)})
+    [log] = (tmp_path / "k" / "t-0").glob("*.log")
+    payloads = _batch_payloads(log)
+    assert payloads
+    for payload in payloads:
+        region = decompress(codec, payload)
+        assert payload == compress(codec, region, level)
+        assert payload != compress(codec, region)      # (the default level writes other bytes)
+    convert(tmp_path / "src", tmp_path / "default", to="kafka", compression=codec)
+    [log] = (tmp_path / "default" / "t-0").glob("*.log")
+    assert all(p == compress(codec, decompress(codec, p)) for p in _batch_payloads(log))
+
+
 def test_a_config_the_destination_refuses_is_not_blamed_on_the_sources_journal(tmp_path: Path) -> None:
     """The way back to RocketMQ opens the destination with the source journal's ``source_config``
     under ``--config``; a name or value of ``--config`` itself that the destination refuses was

@@ -185,6 +185,9 @@ class _PartitionTarget:
     def __init__(self, dest: Any, options: Options) -> None:
         self.dest = dest
         self.compression = options.compression
+        # the destination's compression.<codec>.level (3.8.0 KIP-390: LogConfig.getCompression, the
+        # level the broker compresses its topic's codec at); the codec's default level unless given
+        self.level = dest.config.level_of(self.compression)
         self.batch_records = options.batch_records
         # a batch over either is refused (3.8.0 UnifiedLog.analyzeAndValidateRecords: max.message.bytes,
         # RecordTooLargeException; UnifiedLog.append: segment.bytes, RecordBatchTooLargeException)
@@ -267,7 +270,8 @@ class KafkaWriter(_PartitionTarget, Writer):
             producer_id=first.producer_id, producer_epoch=first.producer_epoch,
             is_transactional=first.transactional, is_control=first.control,
             timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
-            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
+            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas,
+            compression_level=None if first.control else self.level)
         if len(data) > self.batch_limit and len(entries) > 1:
             half = len(entries) // 2
             self._write(part, entries[:half])
@@ -525,7 +529,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             compression="none" if control else self.compression, partition_leader_epoch=LEADER_EPOCH,
             producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=bool(transactional),
             is_control=bool(control), timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
-            log_append_time=log_append_time)
+            log_append_time=log_append_time, compression_level=None if control else self.level)
 
     def _append(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
                 kind: tuple[Any, ...], data: bytes) -> None:
