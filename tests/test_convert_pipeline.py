@@ -704,6 +704,64 @@ def test_a_kafka_topic_too_long_for_the_rocketmq_store_is_refused_before_anythin
         assert store.topics() == ["A" * 5, "Z" * 249]
 
 
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state", "__cluster_metadata"])
+def test_a_rocketmq_topic_named_as_a_kafka_internal_topic_is_refused_before_anything_is_converted(
+        tmp_path: Path, internal: str) -> None:
+    """A RocketMQ topic may be named ``__consumer_offsets``, ``__transaction_state`` or
+    ``__cluster_metadata``; it converted into Kafka partitions of that name, which a Kafka broker
+    reads as its own (apache/kafka 3.8.0 ``Topic.INTERNAL_TOPICS``: ``GroupMetadataManager.
+    doLoadGroupsAndOffsets`` / ``TransactionStateManager.loadTransactionMetadata`` fail the partition's
+    load at a record without a key, ``require(record.hasKey, ...)``; ``Topic.CLUSTER_METADATA_TOPIC_NAME``:
+    ``LogManager.loadLogs`` skips ``__cluster_metadata-0``, the KRaft metadata log), and ``--verify``
+    failed on ``__cluster_metadata`` ("expected metadata frame version 1, found ...")."""
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": topic, "queue_id": 0, "body": b"x", "born_timestamp": 1,
+                             "store_timestamp": 2} for topic in ("ok", internal)])
+    said = (rf"expected no RocketMQ topic converted into one a Kafka broker keeps for its own records "
+            rf"\(__cluster_metadata, __consumer_offsets, __transaction_state\), found {internal}-0, whose "
+            rf"records did not all come from Kafka \(leave the topic out: --topic")
+    with pytest.raises(InvalidTopicError, match=said):
+        convert(src, tmp_path / "out", to="kafka")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    code, _, err = cli_run("convert", src, tmp_path / "out", "--to", "kafka")
+    assert code == 2 and internal in err and sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # an empty queue of that name too
+    empty = tmp_path / "empty"
+    with segstore.open(empty, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.create_queue(internal, 3)
+    with pytest.raises(InvalidTopicError, match=rf"found {internal}-3, an empty one no conversion from Kafka "
+                                                rf"recorded"):
+        convert(empty, tmp_path / "out", to="kafka")
+    # the other topics convert
+    convert(src, tmp_path / "out", to="kafka", topics=["ok"], verify=True)
+    with segstore.open(tmp_path / "out") as store:
+        assert store.topics() == ["ok"]
+
+
+def test_kafka_internal_topics_still_go_round_trip_through_rocketmq(tmp_path: Path) -> None:
+    """A Kafka log directory's own ``__consumer_offsets`` / ``__transaction_state`` partitions, with records
+    or empty, come back from RocketMQ as they were; a RocketMQ message appended to such a queue since
+    (none of Kafka's) is refused as a native topic is."""
+    src = tmp_path / "src"
+    with segstore.open(src, "kafka", "a") as store:
+        store.append({"topic": "__consumer_offsets", "partition": 0, "key": b"\x00\x02k", "value": b"v"})
+        store.partition_of("__consumer_offsets", 1, create=True)
+        store.partition_of("__transaction_state", 0, create=True)
+        store.append({"topic": "orders", "partition": 0, "key": b"k", "value": b"v"})
+    convert(src, tmp_path / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
+    assert scan_json(tmp_path / "back", "kafka") == scan_json(src, "kafka")
+    with segstore.open(tmp_path / "back") as store:
+        assert [(t, p) for t in store.topics() for p in store.partitions(t)] == [
+            ("__consumer_offsets", 0), ("__consumer_offsets", 1), ("__transaction_state", 0), ("orders", 0)]
+    with segstore.open(tmp_path / "r", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append({"topic": "__consumer_offsets", "queue_id": 0, "body": b"native"})
+    with pytest.raises(InvalidTopicError, match=r"found __consumer_offsets-0, whose records did not all come "
+                                                r"from Kafka"):
+        convert(tmp_path / "r", tmp_path / "again", to="kafka")
+
+
 def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
     # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
     with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "

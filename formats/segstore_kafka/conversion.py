@@ -58,12 +58,18 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
+from .kraft import METADATA_TOPIC
 from .partition import MAX_TOPIC_LENGTH, KafkaConfig
+from .topicconfig import COMPACTED_INTERNAL_TOPICS
 
 #: Kafka topic names (``Topic.validate``): ``[a-zA-Z0-9._-]``, at most 249 characters, not ``.``
-#: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.
+#: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.  Internal: the broker's own
+#: topics (3.8.0 ``Topic.INTERNAL_TOPICS``, whose records ``GroupMetadataManager`` /
+#: ``TransactionStateManager`` load as theirs, a record without a key failing the partition's
+#: load; ``Topic.CLUSTER_METADATA_TOPIC_NAME``, KRaft's metadata log, which ``LogManager.loadLogs``
+#: skips and the Raft client reads as the cluster's metadata).
 TOPICS = TopicRules("Kafka", WORD_CHARS + "._-", "[a-zA-Z0-9._-]", MAX_TOPIC_LENGTH, ".",
-                    frozenset({".", ".."}))
+                    frozenset({".", ".."}), COMPACTED_INTERNAL_TOPICS | {METADATA_TOPIC})
 
 #: Source bytes per batch (well under the broker's default max.message.bytes, 1,048,588, and
 #: never more than segment.bytes), and bytes buffered over all partitions before every buffer

@@ -1239,8 +1239,8 @@ class RocketMQConversion(FormatConversion):
     def extents(self, source: Store, options: Options) -> list[Extent]:
         """Each selected queue (every consume-queue directory, empty ones too), named and numbered as
         its entries are: a queue with messages by its first and last message's entries (a queue written
-        from a peer's entries numbers them as the peer did); an empty one from its min offset, named by
-        :func:`peer_topic`.  ``O(queues)`` message reads."""
+        from a peer's entries numbers them as the peer did; ``home`` when both came from the peer); an
+        empty one from its min offset, named by :func:`peer_topic`.  ``O(queues)`` message reads."""
         store: Any = source
         peer = options.peer
         out = []
@@ -1256,7 +1256,8 @@ class RocketMQConversion(FormatConversion):
                     out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
                     continue
                 head, tail = to_entry(first, peer), to_entry(last, peer)
-                out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset)))
+                out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset),
+                                  home=came_from(first, peer) and came_from(last, peer)))
         return out
 
     def logs(self, source: Store, options: Options) -> list[LogSpan]:
