@@ -762,6 +762,31 @@ def test_kafka_internal_topics_still_go_round_trip_through_rocketmq(tmp_path: Pa
         convert(tmp_path / "r", tmp_path / "again", to="kafka")
 
 
+def test_rocketmq_topics_whose_kafka_names_collide_are_refused(tmp_path: Path) -> None:
+    """RocketMQ topics ``a%b`` and ``a_25b`` became Kafka topics ``a.25b`` and ``a_25b``, which Kafka
+    refuses to hold together (apache/kafka 3.8.0 ``ReplicationControlManager.createTopic``: "Topic 'a_25b'
+    collides with existing topic: a.25b", ``Topic.hasCollisionChars``/``unifyCollisionChars``: their metric
+    names clash); segstore's own append refuses the second.  So did ``rmq_nonqueued`` with the reserved
+    ``rmq.nonqueued`` of the prepared transaction messages."""
+    message = {"queue_id": 0, "body": b"x", "born_timestamp": 1, "store_timestamp": 2}
+    for name, topics, said in [
+            ("escaped", [("a%b", 0), ("a_25b", 0)], r"expected a_25b-0 \(converted from rocketmq\) as a "
+             r"partition of the Kafka log directory, found it refused: expected a topic that does not "
+             r"collide with existing topic 'a\.25b', found 'a_25b'.*\(leave one of the topics out"),
+            ("nonqueued", [("rmq_nonqueued", 0), ("t", 0x4)], r"expected rmq\.nonqueued-0 \(converted from "
+             r"rocketmq\) .*collide with existing topic 'rmq_nonqueued'")]:
+        src = tmp_path / name
+        with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+            store.append_batch([{**message, "topic": topic, "sys_flag": flag} for topic, flag in topics])
+        with pytest.raises(InvalidTopicError, match=said):
+            convert(src, tmp_path / "out", to="kafka")
+        assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
+    assert cli_run("convert", tmp_path / "escaped", tmp_path / "out", "--to", "kafka")[0] == 2
+    convert(tmp_path / "escaped", tmp_path / "out", to="kafka", topics=["a%b"], verify=True)
+    with segstore.open(tmp_path / "out") as store:
+        assert store.topics() == ["a.25b"]
+
+
 def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
     # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
     with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "

@@ -48,6 +48,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidMessageError,
+    InvalidTopicError,
     NotFoundError,
     SegstoreError,
 )
@@ -190,6 +191,7 @@ class _PartitionTarget:
 
     def __init__(self, dest: Any, options: Options) -> None:
         self.dest = dest
+        self.peer = options.peer
         self.compression = options.compression
         # the destination's compression.<codec>.level (3.8.0 KIP-390: LogConfig.getCompression, the
         # level the broker compresses its topic's codec at); the codec's default level unless given
@@ -203,12 +205,16 @@ class _PartitionTarget:
         self.present: dict[tuple[str, int], int] = {}
         self.next: dict[tuple[str, int], int] = {}
         self.parts: dict[tuple[str, int], Any] = {}
+        self.topics: set[str] = set()
 
     def _partition(self, key: tuple[str, int]) -> Any:
         """The destination partition (created on first use; looked up once per run: a lookup
         checks the topic name, and it is asked for at every batch written)."""
         part = self.parts.get(key)
         if part is None:
+            if key[0] not in self.topics:   # (a topic no extent names, rmq.nonqueued, is checked here)
+                _check_new_partition(self.dest, key, self.peer)
+                self.topics.add(key[0])
             part = self.parts[key] = self.dest.partition_of(key[0], key[1], create=True)
         return part
 
@@ -218,6 +224,19 @@ class _PartitionTarget:
             end = self._partition(key).next_offset
             self.present[key] = end
             self.next[key] = end
+
+
+def _check_new_partition(dest: Any, key: tuple[str, int], peer: Peer) -> None:
+    """:raises InvalidTopicError: a partition to create that Kafka refuses (``KafkaStore.check_destinations``:
+        a topic whose name collides with another's once ``.`` and ``_`` are made the same, which 3.8.0
+        ``ReplicationControlManager`` refuses to create, "Topic 'a_b' collides with existing topic: a.b"),
+        naming it; nothing for one ``dest`` holds already (a resumed run)."""
+    try:
+        dest.check_destinations([key])
+    except InvalidTopicError as err:
+        raise InvalidTopicError(f"expected {key[0]}-{key[1]} (converted from {peer.name}) as a partition of "
+                                f"the Kafka log directory, found it refused: {err.message} (leave one of "
+                                f"the topics out: --topic names the topics to convert)") from err
 
 
 class KafkaWriter(_PartitionTarget, Writer):
@@ -702,9 +721,17 @@ class KafkaConversion(FormatConversion):
         """Every partition, each starting at its extent's start: an empty one is left as the broker
         leaves a partition whose records were all deleted (``UnifiedLog.truncateFullyAndStartAt``:
         one empty segment named by the log start), and the first batch written into one with
-        records starts there (so its log start is the source's, as ``LogLoader`` reads it back)."""
+        records starts there (so its log start is the source's, as ``LogLoader`` reads it back).
+
+        :raises InvalidTopicError: a topic Kafka refuses to create (:func:`_check_new_partition`), before
+            any record is written.
+        """
         store: Any = dest
+        checked: set[str] = set()
         for extent in extents:
+            if extent.topic not in checked:     # (Kafka checks a new topic's name, not its other partitions)
+                _check_new_partition(store, (extent.topic, extent.partition), options.peer)
+                checked.add(extent.topic)
             part = store.partition_of(extent.topic, extent.partition, create=True)
             if not extent.empty:
                 _check_batch_room(part, f"{extent.topic}-{extent.partition}")
