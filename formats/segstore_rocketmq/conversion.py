@@ -1276,7 +1276,10 @@ class RocketMQConversion(FormatConversion):
         (``ConsumeQueue.fillPreBlank``, 4.9.7), reads back after a restart as a queue whose last
         message ends at physical offset 2^31 - 1 (``ConsumeQueue.recover`` sets ``maxPhysicOffset``
         from the blank entry), and ``putMessagePositionInfo`` then drops the entry of every new
-        message below that; the converter keeps the start in its journal for the way back."""
+        message below that; the converter keeps the start in its journal for the way back.  An empty
+        stream of the peer's topic of messages no queue holds (:func:`nonqueued_topic`) is a queue too:
+        no message says it held such ones, and a peer's own topic may have that name (Kafka's
+        ``rmq.nonqueued``, partitions empty or not; before, its empty ones were dropped)."""
         store: Any = dest
         nonqueued = nonqueued_topic(options.peer)
         # every queue's name checked before the first message is written: a topic the destination
@@ -1286,7 +1289,7 @@ class RocketMQConversion(FormatConversion):
             if extent.topic != nonqueued:
                 _check_queue(store, extent, options.peer)
         for extent in extents:
-            if extent.empty and extent.topic != nonqueued:
+            if extent.empty:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
 
     def close_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
@@ -1308,7 +1311,7 @@ class RocketMQConversion(FormatConversion):
         store: Any = dest
         problems = []
         for extent in extents:
-            if extent.topic == nonqueued_topic(options.peer):
+            if extent.topic == nonqueued_topic(options.peer) and not extent.empty:
                 continue
             topic = queue_topic(extent.topic, options.peer)
             if not extent.empty:
