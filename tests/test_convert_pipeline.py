@@ -755,6 +755,15 @@ def test_kafka_internal_topics_still_go_round_trip_through_rocketmq(tmp_path: Pa
     with segstore.open(tmp_path / "back") as store:
         assert [(t, p) for t in store.topics() for p in store.partitions(t)] == [
             ("__consumer_offsets", 0), ("__consumer_offsets", 1), ("__transaction_state", 0), ("orders", 0)]
+    # a copy without its journal: the empty queue of a topic whose other queues hold Kafka's records is
+    # Kafka's too, an empty one alone cannot tell
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "r", copy)
+    (copy / pipeline.JOURNAL_NAME).unlink()
+    convert(copy, tmp_path / "back2", to="kafka", topics=["__consumer_offsets"], verify=True)
+    with pytest.raises(InvalidTopicError, match=r"found __transaction_state-0, an empty one no conversion "
+                                                r"from Kafka recorded"):
+        convert(copy, tmp_path / "back3", to="kafka")
     with segstore.open(tmp_path / "r", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
         store.append({"topic": "__consumer_offsets", "queue_id": 0, "body": b"native"})
     with pytest.raises(InvalidTopicError, match=r"found __consumer_offsets-0, whose records did not all come "

@@ -807,16 +807,22 @@ def _check_internal(source_side: FormatConversion, extents: list[Extent], record
     (:attr:`TopicRules.internal`: Kafka's ``__consumer_offsets``, ``__transaction_state``,
     ``__cluster_metadata``, legal RocketMQ names) unless it came from the target: one with entries
     all of the target's (:attr:`Extent.home`), an empty one the source's journal (``recorded``, of a
-    conversion from the target) holds.  Its broker would read any other's records as its own (Kafka
+    conversion from the target) holds or of a topic whose other streams with entries are all the
+    target's (a copy without its journal).  Its broker would read any other's records as its own (Kafka
     3.8.0 ``GroupMetadataManager.doLoadGroupsAndOffsets`` fails the partition's load at a record
     without a key), so the run stops before it converts anything.  ``O(streams)``.
 
     :raises InvalidTopicError: naming the stream and how to leave it out.
     """
     rules = _side(to, "target").topics
+    homes: dict[str, bool] = {}     # internal topic -> all its streams with entries came from the target
     for extent in extents:
-        if extent.topic not in rules.internal or extent.home or (
-                extent.empty and recorded is not None and (extent.topic, extent.partition) in recorded):
+        if extent.topic in rules.internal and not extent.empty:
+            homes[extent.topic] = homes.get(extent.topic, True) and extent.home
+    for extent in extents:
+        if extent.topic not in rules.internal or extent.home or (extent.empty and (
+                homes.get(extent.topic, False)
+                or (recorded is not None and (extent.topic, extent.partition) in recorded))):
             continue
         side, names = source_side.topics.side, ", ".join(sorted(rules.internal))
         how = (f"an empty one no conversion from {rules.side} recorded" if extent.empty
