@@ -796,6 +796,20 @@ def test_rocketmq_topics_whose_kafka_names_collide_are_refused(tmp_path: Path) -
         assert store.topics() == ["a.25b"]
 
 
+def test_a_rocketmq_topic_too_long_for_kafka_once_escaped_names_its_queue(tmp_path: Path) -> None:
+    # before: "expected a Kafka topic name of at most 249 characters, found 300 in '.25.25...'", naming
+    # neither the RocketMQ topic nor its queue (Kafka 3.8.0 Topic.validate: at most 249 characters)
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "a", "queue_id": 0, "body": b"x"},
+                            {"topic": "%" * 100, "queue_id": 3, "body": b"y"}])
+    with pytest.raises(InvalidTopicError, match=r"expected the RocketMQ queue '%+'/3 as a kafka partition, "
+                                                r"found its topic refused: expected a Kafka topic name of at "
+                                                r"most 249 characters, found 300"):
+        convert(src, tmp_path / "out", to="kafka")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
 def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
     # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
     with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "

@@ -1240,7 +1240,10 @@ class RocketMQConversion(FormatConversion):
         """Each selected queue (every consume-queue directory, empty ones too), named and numbered as
         its entries are: a queue with messages by its first and last message's entries (a queue written
         from a peer's entries numbers them as the peer did; ``home`` when both came from the peer); an
-        empty one from its min offset, named by :func:`peer_topic`.  ``O(queues)`` message reads."""
+        empty one from its min offset, named by :func:`peer_topic`.  ``O(queues)`` message reads.
+
+        :raises InvalidTopicError: a topic the peer has no name for (too long once escaped), naming the
+            queue."""
         store: Any = source
         peer = options.peer
         out = []
@@ -1252,10 +1255,15 @@ class RocketMQConversion(FormatConversion):
                 first = _readable(store, topic, queue_id, range(start, end), options.skip_corrupt)
                 last = None if first is None else _readable(
                     store, topic, queue_id, range(end - 1, first.queue_offset - 1, -1), options.skip_corrupt)
-                if first is None or last is None:
-                    out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
-                    continue
-                head, tail = to_entry(first, peer), to_entry(last, peer)
+                try:
+                    if first is None or last is None:
+                        out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
+                        continue
+                    head, tail = to_entry(first, peer), to_entry(last, peer)
+                except InvalidTopicError as err:    # (too long once escaped: said without the queue before)
+                    raise InvalidTopicError(f"expected the RocketMQ queue {cut(topic)}/{queue_id} as a "
+                                            f"{peer.name} partition, found its topic refused: {err.message}"
+                                            ) from err
                 out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset),
                                   home=came_from(first, peer) and came_from(last, peer)))
         return out
