@@ -82,6 +82,24 @@ def test_rocketmq_empty_queues_become_empty_partitions(tmp_path: Path) -> None:
     assert _ranges(tmp_path / "r2") == _ranges(path)
 
 
+def test_a_kafka_topic_named_rmq_nonqueued_keeps_its_empty_partitions(tmp_path: Path) -> None:
+    """``rmq.nonqueued`` is a legal Kafka topic name; the RocketMQ side took every stream of that name for
+    the partition of the prepared messages it writes (which go to no queue), so the empty partitions of
+    a Kafka topic of that name got no queue and came back missing, and ``--verify`` passed."""
+    src = tmp_path / "k"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        store.append_batch([Message("rmq.nonqueued", b"v", partition=0, timestamp=1000)])
+        store.partition_of("rmq.nonqueued", 1, create=True)
+        store.partition_of("rmq.nonqueued", 2, create=True).start_at(5)
+    before = _ranges(src)
+    convert(str(src), str(tmp_path / "r"), to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    assert sorted(_ranges(tmp_path / "r")) == [("rmq%2Enonqueued", 0), ("rmq%2Enonqueued", 1),
+                                               ("rmq%2Enonqueued", 2)]
+    convert(str(tmp_path / "r"), str(tmp_path / "k2"), to="kafka", verify=True)
+    assert _ranges(tmp_path / "k2") == before == {("rmq.nonqueued", 0): (0, 1), ("rmq.nonqueued", 1): (0, 0),
+                                                  ("rmq.nonqueued", 2): (5, 5)}
+
+
 def test_verify_catches_a_dropped_empty_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _kafka_source(tmp_path / "k")
     original = RocketMQConversion.open_streams

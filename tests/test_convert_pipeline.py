@@ -704,6 +704,112 @@ def test_a_kafka_topic_too_long_for_the_rocketmq_store_is_refused_before_anythin
         assert store.topics() == ["A" * 5, "Z" * 249]
 
 
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state", "__cluster_metadata"])
+def test_a_rocketmq_topic_named_as_a_kafka_internal_topic_is_refused_before_anything_is_converted(
+        tmp_path: Path, internal: str) -> None:
+    """A RocketMQ topic may be named ``__consumer_offsets``, ``__transaction_state`` or
+    ``__cluster_metadata``; it converted into Kafka partitions of that name, which a Kafka broker
+    reads as its own (apache/kafka 3.8.0 ``Topic.INTERNAL_TOPICS``: ``GroupMetadataManager.
+    doLoadGroupsAndOffsets`` / ``TransactionStateManager.loadTransactionMetadata`` fail the partition's
+    load at a record without a key, ``require(record.hasKey, ...)``; ``Topic.CLUSTER_METADATA_TOPIC_NAME``:
+    ``LogManager.loadLogs`` skips ``__cluster_metadata-0``, the KRaft metadata log), and ``--verify``
+    failed on ``__cluster_metadata`` ("expected metadata frame version 1, found ...")."""
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": topic, "queue_id": 0, "body": b"x", "born_timestamp": 1,
+                             "store_timestamp": 2} for topic in ("ok", internal)])
+    said = (rf"expected no RocketMQ topic converted into one a Kafka broker keeps for its own records "
+            rf"\(__cluster_metadata, __consumer_offsets, __transaction_state\), found {internal}-0, whose "
+            rf"records did not all come from Kafka \(leave the topic out: --topic")
+    with pytest.raises(InvalidTopicError, match=said):
+        convert(src, tmp_path / "out", to="kafka")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    code, _, err = cli_run("convert", src, tmp_path / "out", "--to", "kafka")
+    assert code == 2 and internal in err and sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # an empty queue of that name too
+    empty = tmp_path / "empty"
+    with segstore.open(empty, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.create_queue(internal, 3)
+    with pytest.raises(InvalidTopicError, match=rf"found {internal}-3, an empty one no conversion from Kafka "
+                                                rf"recorded"):
+        convert(empty, tmp_path / "out", to="kafka")
+    # the other topics convert
+    convert(src, tmp_path / "out", to="kafka", topics=["ok"], verify=True)
+    with segstore.open(tmp_path / "out") as store:
+        assert store.topics() == ["ok"]
+
+
+def test_kafka_internal_topics_still_go_round_trip_through_rocketmq(tmp_path: Path) -> None:
+    """A Kafka log directory's own ``__consumer_offsets`` / ``__transaction_state`` partitions, with records
+    or empty, come back from RocketMQ as they were; a RocketMQ message appended to such a queue since
+    (none of Kafka's) is refused as a native topic is."""
+    src = tmp_path / "src"
+    with segstore.open(src, "kafka", "a") as store:
+        store.append({"topic": "__consumer_offsets", "partition": 0, "key": b"\x00\x02k", "value": b"v"})
+        store.partition_of("__consumer_offsets", 1, create=True)
+        store.partition_of("__transaction_state", 0, create=True)
+        store.append({"topic": "orders", "partition": 0, "key": b"k", "value": b"v"})
+    convert(src, tmp_path / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
+    assert scan_json(tmp_path / "back", "kafka") == scan_json(src, "kafka")
+    with segstore.open(tmp_path / "back") as store:
+        assert [(t, p) for t in store.topics() for p in store.partitions(t)] == [
+            ("__consumer_offsets", 0), ("__consumer_offsets", 1), ("__transaction_state", 0), ("orders", 0)]
+    # a copy without its journal: the empty queue of a topic whose other queues hold Kafka's records is
+    # Kafka's too, an empty one alone cannot tell
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "r", copy)
+    (copy / pipeline.JOURNAL_NAME).unlink()
+    convert(copy, tmp_path / "back2", to="kafka", topics=["__consumer_offsets"], verify=True)
+    with pytest.raises(InvalidTopicError, match=r"found __transaction_state-0, an empty one no conversion "
+                                                r"from Kafka recorded"):
+        convert(copy, tmp_path / "back3", to="kafka")
+    with segstore.open(tmp_path / "r", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append({"topic": "__consumer_offsets", "queue_id": 0, "body": b"native"})
+    with pytest.raises(InvalidTopicError, match=r"found __consumer_offsets-0, whose records did not all come "
+                                                r"from Kafka"):
+        convert(tmp_path / "r", tmp_path / "again", to="kafka")
+
+
+def test_rocketmq_topics_whose_kafka_names_collide_are_refused(tmp_path: Path) -> None:
+    """RocketMQ topics ``a%b`` and ``a_25b`` became Kafka topics ``a.25b`` and ``a_25b``, which Kafka
+    refuses to hold together (apache/kafka 3.8.0 ``ReplicationControlManager.createTopic``: "Topic 'a_25b'
+    collides with existing topic: a.25b", ``Topic.hasCollisionChars``/``unifyCollisionChars``: their metric
+    names clash); segstore's own append refuses the second.  So did ``rmq_nonqueued`` with the reserved
+    ``rmq.nonqueued`` of the prepared transaction messages."""
+    message = {"queue_id": 0, "body": b"x", "born_timestamp": 1, "store_timestamp": 2}
+    for name, topics, said in [
+            ("escaped", [("a%b", 0), ("a_25b", 0)], r"expected a_25b-0 \(converted from rocketmq\) as a "
+             r"partition of the Kafka log directory, found it refused: expected a topic that does not "
+             r"collide with existing topic 'a\.25b', found 'a_25b'.*\(leave one of the topics out"),
+            ("nonqueued", [("rmq_nonqueued", 0), ("t", 0x4)], r"expected rmq\.nonqueued-0 \(converted from "
+             r"rocketmq\) .*collide with existing topic 'rmq_nonqueued'")]:
+        src = tmp_path / name
+        with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+            store.append_batch([{**message, "topic": topic, "sys_flag": flag} for topic, flag in topics])
+        with pytest.raises(InvalidTopicError, match=said):
+            convert(src, tmp_path / "out", to="kafka")
+        assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
+    assert cli_run("convert", tmp_path / "escaped", tmp_path / "out", "--to", "kafka")[0] == 2
+    convert(tmp_path / "escaped", tmp_path / "out", to="kafka", topics=["a%b"], verify=True)
+    with segstore.open(tmp_path / "out") as store:
+        assert store.topics() == ["a.25b"]
+
+
+def test_a_rocketmq_topic_too_long_for_kafka_once_escaped_names_its_queue(tmp_path: Path) -> None:
+    # before: "expected a Kafka topic name of at most 249 characters, found 300 in '.25.25...'", naming
+    # neither the RocketMQ topic nor its queue (Kafka 3.8.0 Topic.validate: at most 249 characters)
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "a", "queue_id": 0, "body": b"x"},
+                            {"topic": "%" * 100, "queue_id": 3, "body": b"y"}])
+    with pytest.raises(InvalidTopicError, match=r"expected the RocketMQ queue '%+'/3 as a kafka partition, "
+                                                r"found its topic refused: expected a Kafka topic name of at "
+                                                r"most 249 characters, found 300"):
+        convert(src, tmp_path / "out", to="kafka")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
 def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
     # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
     with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "
@@ -1036,6 +1142,46 @@ def test_kafka_compression_and_timestamp_type_configs_that_contradict_the_option
     convert(BASIC, out, to="kafka", config={"message.timestamp.type": "LogAppendTime"}, timestamp="store")
     with segstore.open(out, "kafka") as store:
         assert {r.batch.timestamp_type for r in store.read("TopicA", 0)} == {LOG_APPEND_TIME}
+
+
+def _batch_payloads(log: Path) -> list[bytes]:
+    """The compressed record region of each batch of a segment file (after the 61-byte v2 header)."""
+    data, pos, out = log.read_bytes(), 0, []
+    while pos < len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        out.append(data[pos + 61:pos + 12 + length])
+        pos += 12 + length
+    return out
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("codec,level", [("gzip", 1), ("lz4", 17), ("zstd", 19)])
+def test_a_kafka_destinations_compression_level_is_the_level_batches_are_compressed_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, codec: str, level: int) -> None:
+    """``--config compression.<codec>.level`` (Kafka 3.8.0 KIP-390) was taken and ignored: every batch was
+    compressed at the codec's default level.  The topic's level is the one its broker compresses
+    the codec at (apache/kafka 3.8.0 ``LogConfig.getCompression``: ``Compression.zstd().level(
+    compression.zstd.level)``..., the ``targetCompression`` ``LogValidator`` recompresses with)."""
+    from segstore_kafka.compression import compress, decompress
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta"]
+    with segstore.open(tmp_path / "src", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "t", "queue_id": 0, "born_timestamp": 1, "store_timestamp": 2,
+                             "body": b" ".join(words[(i * j) % 7 % 6] for j in range(300))}
+                            for i in range(60)])
+    convert(tmp_path / "src", tmp_path / "k", to="kafka", compression=codec, verify=True,
+            config={f"compression.{codec}.level": str(level)})
+    [log] = (tmp_path / "k" / "t-0").glob("*.log")
+    payloads = _batch_payloads(log)
+    assert payloads
+    for payload in payloads:
+        region = decompress(codec, payload)
+        assert payload == compress(codec, region, level)
+        assert payload != compress(codec, region)      # (the default level writes other bytes)
+    convert(tmp_path / "src", tmp_path / "default", to="kafka", compression=codec)
+    [log] = (tmp_path / "default" / "t-0").glob("*.log")
+    assert all(p == compress(codec, decompress(codec, p)) for p in _batch_payloads(log))
 
 
 def test_a_config_the_destination_refuses_is_not_blamed_on_the_sources_journal(tmp_path: Path) -> None:

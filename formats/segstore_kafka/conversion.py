@@ -48,6 +48,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidMessageError,
+    InvalidTopicError,
     NotFoundError,
     SegstoreError,
 )
@@ -58,12 +59,18 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
+from .kraft import METADATA_TOPIC
 from .partition import MAX_TOPIC_LENGTH, KafkaConfig
+from .topicconfig import COMPACTED_INTERNAL_TOPICS
 
 #: Kafka topic names (``Topic.validate``): ``[a-zA-Z0-9._-]``, at most 249 characters, not ``.``
-#: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.
+#: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.  Internal: the broker's own
+#: topics (3.8.0 ``Topic.INTERNAL_TOPICS``, whose records ``GroupMetadataManager`` /
+#: ``TransactionStateManager`` load as theirs, a record without a key failing the partition's
+#: load; ``Topic.CLUSTER_METADATA_TOPIC_NAME``, KRaft's metadata log, which ``LogManager.loadLogs``
+#: skips and the Raft client reads as the cluster's metadata).
 TOPICS = TopicRules("Kafka", WORD_CHARS + "._-", "[a-zA-Z0-9._-]", MAX_TOPIC_LENGTH, ".",
-                    frozenset({".", ".."}))
+                    frozenset({".", ".."}), COMPACTED_INTERNAL_TOPICS | {METADATA_TOPIC})
 
 #: Source bytes per batch (well under the broker's default max.message.bytes, 1,048,588, and
 #: never more than segment.bytes), and bytes buffered over all partitions before every buffer
@@ -184,7 +191,11 @@ class _PartitionTarget:
 
     def __init__(self, dest: Any, options: Options) -> None:
         self.dest = dest
+        self.peer = options.peer
         self.compression = options.compression
+        # the destination's compression.<codec>.level (3.8.0 KIP-390: LogConfig.getCompression, the
+        # level the broker compresses its topic's codec at); the codec's default level unless given
+        self.level = dest.config.level_of(self.compression)
         self.batch_records = options.batch_records
         # a batch over either is refused (3.8.0 UnifiedLog.analyzeAndValidateRecords: max.message.bytes,
         # RecordTooLargeException; UnifiedLog.append: segment.bytes, RecordBatchTooLargeException)
@@ -194,12 +205,16 @@ class _PartitionTarget:
         self.present: dict[tuple[str, int], int] = {}
         self.next: dict[tuple[str, int], int] = {}
         self.parts: dict[tuple[str, int], Any] = {}
+        self.topics: set[str] = set()
 
     def _partition(self, key: tuple[str, int]) -> Any:
         """The destination partition (created on first use; looked up once per run: a lookup
         checks the topic name, and it is asked for at every batch written)."""
         part = self.parts.get(key)
         if part is None:
+            if key[0] not in self.topics:   # (a topic no extent names, rmq.nonqueued, is checked here)
+                _check_new_partition(self.dest, key, self.peer)
+                self.topics.add(key[0])
             part = self.parts[key] = self.dest.partition_of(key[0], key[1], create=True)
         return part
 
@@ -209,6 +224,19 @@ class _PartitionTarget:
             end = self._partition(key).next_offset
             self.present[key] = end
             self.next[key] = end
+
+
+def _check_new_partition(dest: Any, key: tuple[str, int], peer: Peer) -> None:
+    """:raises InvalidTopicError: a partition to create that Kafka refuses (``KafkaStore.check_destinations``:
+        a topic whose name collides with another's once ``.`` and ``_`` are made the same, which 3.8.0
+        ``ReplicationControlManager`` refuses to create, "Topic 'a_b' collides with existing topic: a.b"),
+        naming it; nothing for one ``dest`` holds already (a resumed run)."""
+    try:
+        dest.check_destinations([key])
+    except InvalidTopicError as err:
+        raise InvalidTopicError(f"expected {key[0]}-{key[1]} (converted from {peer.name}) as a partition of "
+                                f"the Kafka log directory, found it refused: {err.message} (leave one of "
+                                f"the topics out: --topic names the topics to convert)") from err
 
 
 class KafkaWriter(_PartitionTarget, Writer):
@@ -267,7 +295,8 @@ class KafkaWriter(_PartitionTarget, Writer):
             producer_id=first.producer_id, producer_epoch=first.producer_epoch,
             is_transactional=first.transactional, is_control=first.control,
             timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
-            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
+            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas,
+            compression_level=None if first.control else self.level)
         if len(data) > self.batch_limit and len(entries) > 1:
             half = len(entries) // 2
             self._write(part, entries[:half])
@@ -525,7 +554,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             compression="none" if control else self.compression, partition_leader_epoch=LEADER_EPOCH,
             producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=bool(transactional),
             is_control=bool(control), timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
-            log_append_time=log_append_time)
+            log_append_time=log_append_time, compression_level=None if control else self.level)
 
     def _append(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
                 kind: tuple[Any, ...], data: bytes) -> None:
@@ -692,9 +721,17 @@ class KafkaConversion(FormatConversion):
         """Every partition, each starting at its extent's start: an empty one is left as the broker
         leaves a partition whose records were all deleted (``UnifiedLog.truncateFullyAndStartAt``:
         one empty segment named by the log start), and the first batch written into one with
-        records starts there (so its log start is the source's, as ``LogLoader`` reads it back)."""
+        records starts there (so its log start is the source's, as ``LogLoader`` reads it back).
+
+        :raises InvalidTopicError: a topic Kafka refuses to create (:func:`_check_new_partition`), before
+            any record is written.
+        """
         store: Any = dest
+        checked: set[str] = set()
         for extent in extents:
+            if extent.topic not in checked:     # (Kafka checks a new topic's name, not its other partitions)
+                _check_new_partition(store, (extent.topic, extent.partition), options.peer)
+                checked.add(extent.topic)
             part = store.partition_of(extent.topic, extent.partition, create=True)
             if not extent.empty:
                 _check_batch_room(part, f"{extent.topic}-{extent.partition}")

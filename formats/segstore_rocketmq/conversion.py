@@ -1239,8 +1239,11 @@ class RocketMQConversion(FormatConversion):
     def extents(self, source: Store, options: Options) -> list[Extent]:
         """Each selected queue (every consume-queue directory, empty ones too), named and numbered as
         its entries are: a queue with messages by its first and last message's entries (a queue written
-        from a peer's entries numbers them as the peer did); an empty one from its min offset, named by
-        :func:`peer_topic`.  ``O(queues)`` message reads."""
+        from a peer's entries numbers them as the peer did; ``home`` when both came from the peer); an
+        empty one from its min offset, named by :func:`peer_topic`.  ``O(queues)`` message reads.
+
+        :raises InvalidTopicError: a topic the peer has no name for (too long once escaped), naming the
+            queue."""
         store: Any = source
         peer = options.peer
         out = []
@@ -1252,11 +1255,17 @@ class RocketMQConversion(FormatConversion):
                 first = _readable(store, topic, queue_id, range(start, end), options.skip_corrupt)
                 last = None if first is None else _readable(
                     store, topic, queue_id, range(end - 1, first.queue_offset - 1, -1), options.skip_corrupt)
-                if first is None or last is None:
-                    out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
-                    continue
-                head, tail = to_entry(first, peer), to_entry(last, peer)
-                out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset)))
+                try:
+                    if first is None or last is None:
+                        out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
+                        continue
+                    head, tail = to_entry(first, peer), to_entry(last, peer)
+                except InvalidTopicError as err:    # (too long once escaped: said without the queue before)
+                    raise InvalidTopicError(f"expected the RocketMQ queue {cut(topic)}/{queue_id} as a "
+                                            f"{peer.name} partition, found its topic refused: {err.message}"
+                                            ) from err
+                out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset),
+                                  home=came_from(first, peer) and came_from(last, peer)))
         return out
 
     def logs(self, source: Store, options: Options) -> list[LogSpan]:
@@ -1275,7 +1284,10 @@ class RocketMQConversion(FormatConversion):
         (``ConsumeQueue.fillPreBlank``, 4.9.7), reads back after a restart as a queue whose last
         message ends at physical offset 2^31 - 1 (``ConsumeQueue.recover`` sets ``maxPhysicOffset``
         from the blank entry), and ``putMessagePositionInfo`` then drops the entry of every new
-        message below that; the converter keeps the start in its journal for the way back."""
+        message below that; the converter keeps the start in its journal for the way back.  An empty
+        stream of the peer's topic of messages no queue holds (:func:`nonqueued_topic`) is a queue too:
+        no message says it held such ones, and a peer's own topic may have that name (Kafka's
+        ``rmq.nonqueued``, partitions empty or not; before, its empty ones were dropped)."""
         store: Any = dest
         nonqueued = nonqueued_topic(options.peer)
         # every queue's name checked before the first message is written: a topic the destination
@@ -1285,7 +1297,7 @@ class RocketMQConversion(FormatConversion):
             if extent.topic != nonqueued:
                 _check_queue(store, extent, options.peer)
         for extent in extents:
-            if extent.empty and extent.topic != nonqueued:
+            if extent.empty:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
 
     def close_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
@@ -1307,7 +1319,7 @@ class RocketMQConversion(FormatConversion):
         store: Any = dest
         problems = []
         for extent in extents:
-            if extent.topic == nonqueued_topic(options.peer):
+            if extent.topic == nonqueued_topic(options.peer) and not extent.empty:
                 continue
             topic = queue_topic(extent.topic, options.peer)
             if not extent.empty:

@@ -103,12 +103,15 @@ class Extent:
     side's entries number them (``start`` the first a consumer can read: Kafka's log start, a
     RocketMQ queue's min offset; ``end`` the next one to write), the topic named as the side's
     entries name it.  An empty stream (``start == end``) has no entry to carry it: a conversion
-    creates it from its extent, so empty partitions and queues, and where they start, are kept."""
+    creates it from its extent, so empty partitions and queues, and where they start, are kept.
+    ``home``: its entries came from a store of the peer format (its first and last do; False for an
+    empty stream, which has none to tell)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    home: bool = False
 
     @property
     def empty(self) -> bool:

@@ -770,13 +770,19 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     which no RocketMQ queue holds: they come back at their offsets), a stream with records the
     recorded start when it is not past the first record (Kafka: a log start before the first record
     kept) and the recorded end when it is past the last (Kafka: a log end after the last record
-    kept)."""
+    kept).
+
+    :raises InvalidTopicError: a stream named as a topic the target's broker keeps for itself
+        (:func:`_check_internal`).
+    """
     extents = source_side.extents(source, reading)
     journal = _read_journal(src)
     if journal is None or journal.get("source_format") != to:
+        _check_internal(source_side, extents, None, to)
         return extents
     path = os.path.join(src, JOURNAL_NAME)
     recorded = _recorded(journal, "streams", path) or {}
+    _check_internal(source_side, extents, recorded, to)
     whole = _holds_written(_recorded(journal, "written", path),
                            source_side.logs(source, replace(reading, topics=None)))
     out = []
@@ -793,6 +799,37 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
                              end=max(found[1], extent.end) if whole else extent.end)
         out.append(extent)
     return out
+
+
+def _check_internal(source_side: FormatConversion, extents: list[Extent], recorded: _Spans | None,
+                    to: str) -> None:
+    """Refuse a stream that would become one of the target's internal topics
+    (:attr:`TopicRules.internal`: Kafka's ``__consumer_offsets``, ``__transaction_state``,
+    ``__cluster_metadata``, legal RocketMQ names) unless it came from the target: one with entries
+    all of the target's (:attr:`Extent.home`), an empty one the source's journal (``recorded``, of a
+    conversion from the target) holds or of a topic whose other streams with entries are all the
+    target's (a copy without its journal).  Its broker would read any other's records as its own (Kafka
+    3.8.0 ``GroupMetadataManager.doLoadGroupsAndOffsets`` fails the partition's load at a record
+    without a key), so the run stops before it converts anything.  ``O(streams)``.
+
+    :raises InvalidTopicError: naming the stream and how to leave it out.
+    """
+    rules = _side(to, "target").topics
+    homes: dict[str, bool] = {}     # internal topic -> all its streams with entries came from the target
+    for extent in extents:
+        if extent.topic in rules.internal and not extent.empty:
+            homes[extent.topic] = homes.get(extent.topic, True) and extent.home
+    for extent in extents:
+        if extent.topic not in rules.internal or extent.home or (extent.empty and (
+                homes.get(extent.topic, False)
+                or (recorded is not None and (extent.topic, extent.partition) in recorded))):
+            continue
+        side, names = source_side.topics.side, ", ".join(sorted(rules.internal))
+        how = (f"an empty one no conversion from {rules.side} recorded" if extent.empty
+               else f"whose records did not all come from {rules.side}")
+        raise InvalidTopicError(f"expected no {side} topic converted into one a {rules.side} broker keeps "
+                                f"for its own records ({names}), found {extent.topic}-{extent.partition}, "
+                                f"{how} (leave the topic out: --topic names the topics to convert)")
 
 
 def _holds_written(written: _Spans | None, logs: list[LogSpan]) -> bool:

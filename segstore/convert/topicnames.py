@@ -42,7 +42,9 @@ WORD_CHARS = string.ascii_letters + string.digits
 class TopicRules:
     """A format's topic names: ``side`` (its name in messages), ``chars`` every character a
     name may hold, ``pattern`` how messages show them, ``max_length``, ``reserved`` names it
-    refuses, ``escape`` the character starting an escape in names mapped into it."""
+    refuses, ``escape`` the character starting an escape in names mapped into it, ``internal``
+    names it takes but its broker keeps for its own records (Kafka's ``__consumer_offsets``...):
+    a conversion puts into them only streams that came from this format."""
 
     side: str
     chars: str
@@ -50,6 +52,7 @@ class TopicRules:
     max_length: int
     escape: str
     reserved: frozenset[str] = frozenset()
+    internal: frozenset[str] = frozenset()
 
     def check(self, name: object) -> str:
         """``name`` if this format accepts it as a topic name, else :class:`InvalidTopicError`."""
