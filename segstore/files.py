@@ -24,6 +24,7 @@ import itertools
 import mmap
 import os
 import re
+import resource
 import shutil
 import stat
 import sys
@@ -95,10 +96,6 @@ _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 def _size_limit() -> str:
     """The limit an ``EFBIG`` met: the process's ``RLIMIT_FSIZE`` (``ulimit -f``) where one is set,
     else the file system's largest file."""
-    try:
-        import resource
-    except ImportError:     # not on POSIX
-        return "the file system's largest file size"
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if soft == resource.RLIM_INFINITY:
         return "the file system's largest file size"
@@ -183,14 +180,36 @@ _KIND_NAMES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def _raise_descriptor_limit() -> bool:
+    """Raise the process's soft limit of open descriptors (``ulimit -n``) to its hard limit, as
+    HotSpot does when any JVM starts (``-XX:+MaxFDLimit``, on by default on Linux and macOS: the
+    brokers run so, and a Kafka partition being written holds about seven descriptors); whether it
+    rose.  Where the hard limit is unlimited, to 2^20 (what the kernel's ``nr_open`` allows by
+    default); where the system refuses, nothing changes.  Asked only when an open met the limit, so a
+    process that never needs more keeps the limit it was given."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft >= target:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError):
+        return False
+    _open_readers.limit_changed()
+    return True
+
+
 def _with_descriptors(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """``call(*args, **kwargs)``, once more after the idle readers let go of their descriptors
-    (:meth:`_OpenReaders.shed`) where the process had none left for it (``EMFILE``/``ENFILE``:
-    something else holds more than the readers' budget supposed)."""
+    """``call(*args, **kwargs)``, once more where the process had no descriptor left for it
+    (``EMFILE``/``ENFILE``) after its soft limit rose to its hard one (:func:`_raise_descriptor_limit`:
+    ``EMFILE`` only) or, else, after the idle readers let go of their descriptors
+    (:meth:`_OpenReaders.shed`: something else holds more than the readers' budget supposed).
+    Before, a conversion of 250 queues into a Kafka log dir stopped at the common limit of 1024."""
     try:
         return call(*args, **kwargs)
     except OSError as err:
-        if err.errno not in _DESCRIPTOR_ERRNOS or not _open_readers.shed():
+        if err.errno not in _DESCRIPTOR_ERRNOS or not (
+                (err.errno == errno.EMFILE and _raise_descriptor_limit()) or _open_readers.shed()):
             raise
     return call(*args, **kwargs)
 
@@ -787,11 +806,7 @@ _PARKED = -2
 
 def _descriptor_limit() -> int:
     """The process's limit of open descriptors (``ulimit -n``, ``RLIMIT_NOFILE``'s soft limit);
-    0 where it is not known."""
-    try:
-        import resource
-    except ImportError:     # not on POSIX
-        return 0
+    0 where it is unlimited."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return 0 if soft == resource.RLIM_INFINITY else soft
 
@@ -825,6 +840,10 @@ class _OpenReaders:
     @limit.setter
     def limit(self, value: int) -> None:
         self._limit = value
+
+    def limit_changed(self) -> None:
+        """The process's descriptor limit changed: the budget is taken from it again when next asked."""
+        self._limit = None
 
     def add(self, file: AppendFile) -> None:
         """``file`` holds a descriptor now; the least recently used others let theirs go past the

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,7 @@ def test_no_descriptor_left_is_a_typed_error_naming_the_limit(tmp_path, monkeypa
 
     monkeypatch.setattr(os, "open", exhausted)
     monkeypatch.setattr(files, "_descriptor_limit", lambda: 1024)
+    monkeypatch.setattr(files, "_raise_descriptor_limit", lambda: False)    # (this process's limit stays)
     with pytest.raises(StorageIOError) as info:
         files.AppendFile(tmp_path / "a.log")
     assert str(info.value) == (f"{tmp_path / 'a.log'}: expected a free file descriptor, found the process's "
@@ -176,7 +178,9 @@ def test_no_descriptor_left_is_a_typed_error_naming_the_limit(tmp_path, monkeypa
 
 _UNDER_A_LIMIT = """
 import io, json, resource, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+# the hard limit too: an open meeting the soft one would raise it to the hard one (files._with_descriptors)
+limit = min(int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 from segstore import cli
 results = []
 for argv in json.loads(sys.argv[2]):
@@ -210,3 +214,39 @@ def test_a_log_dir_of_more_files_than_the_limit_reads_whole_under_it(tmp_path):
     assert [code for code, _ in limited] == [0] * len(argvs), [out[-300:] for _, out in limited]
     assert limited == free
     assert limited[1][1].count("\n") == 350 and limited[4][1].count("\n") == 150
+
+
+_WRITERS = """
+import resource
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[2] == "hard" else hard))
+import segstore
+from segstore.errors import StorageIOError
+try:
+    with segstore.open(sys.argv[1], format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "t", "partition": p, "value": b"v", "timestamp": 1} for p in range(40)])
+    out["written"] = True
+except StorageIOError as err:
+    out["error"] = str(err)
+out["soft"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+out["hard"] = hard
+"""
+
+
+def test_writers_past_the_soft_limit_raise_it_to_the_hard_one_as_the_jvm_does(tmp_path):
+    """40 Kafka partitions written at once (about seven descriptors each) under a soft limit of 64:
+    before, "expected a free file descriptor, found the process's limit of open files" (a conversion
+    of 250 RocketMQ queues into a Kafka log dir stopped so under the common soft limit of 1024).  The
+    first open meeting the limit raises the soft limit to the hard one, as HotSpot does when any JVM
+    starts (-XX:+MaxFDLimit), which the brokers run with; a hard limit of 64 is still the typed error
+    naming it."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip("a hard limit of open files under 1024")
+    out = _in_a_fresh_process(_WRITERS, str(tmp_path / "raised"), "soft")
+    assert out.get("written") is True and out["soft"] == out["hard"], out
+    with segstore.open(tmp_path / "raised") as store:
+        assert [store.offset_range("t", p) for p in range(40)] == [(0, 1)] * 40
+    out = _in_a_fresh_process(_WRITERS, str(tmp_path / "capped"), "hard")
+    assert out["soft"] == 64 and out["error"].endswith(
+        "expected a free file descriptor, found the process's limit of 64 open files (ulimit -n)"), out
