@@ -793,3 +793,15 @@ def test_a_batch_of_an_unknown_codec_id_is_a_typed_error_not_a_traceback(tmp_pat
             code, out, err = run(capsys, *argv)
         # --json: the file dump's "invalid-bytes" object carries the error
         assert code == 1 and message in err + out and "Traceback" not in err, (argv, err)
+
+
+def test_checkpoint_json_dump_names_the_fields_as_info_does(capsys):
+    """``dump checkpoint --json`` and ``info --json``'s ``checkpoint`` name the five fields alike, by
+    the broker's names (4.9.7 ``StoreCheckpoint``: physicMsgTimestamp, logicsMsgTimestamp,
+    indexMsgTimestamp, masterFlushedOffset, confirmPhyOffset): one checkpoint, one set of keys."""
+    code, out, _ = run(capsys, "dump", ROCKETMQ / "checkpoint", "--json")
+    dumped = json.loads(out.splitlines()[0])
+    code2, out2, _ = run(capsys, "info", ROCKETMQ, "--json")
+    info = json.loads(out2)["checkpoint"]
+    assert code == code2 == 0 and list(info) and {k: dumped[k] for k in info} == info
+    assert "physic_msg_timestamp" not in dumped

@@ -288,14 +288,9 @@ def dump_checkpoint(path: str) -> Iterator[DumpLine]:
         f"physicMsgTimestamp: {point.physic_msg_timestamp} logicsMsgTimestamp: "
         f"{point.logics_msg_timestamp} indexMsgTimestamp: {point.index_msg_timestamp} "
         f"masterFlushedOffset: {point.master_flushed_offset} confirmPhyOffset: {point.confirm_phy_offset}",
-        {
-            "kind": "checkpoint",
-            "physic_msg_timestamp": point.physic_msg_timestamp,
-            "logics_msg_timestamp": point.logics_msg_timestamp,
-            "index_msg_timestamp": point.index_msg_timestamp,
-            "master_flushed_offset": point.master_flushed_offset,
-            "confirm_phy_offset": point.confirm_phy_offset,
-        },
+        # the broker's field names (StoreCheckpoint), as ``info``'s ``checkpoint`` gives them
+        {"kind": "checkpoint", **{name: getattr(point, attr)
+                                  for name, attr in zip(cp.FIELD_NAMES, cp.FIELD_ATTRS, strict=True)}},
     )
     for pos, message in cp.check(data, path=path):
         yield DumpLine(
