@@ -46,6 +46,7 @@ from .errors import (
     WrongFormatError,
     cut,
 )
+from .javatext import java_utf8
 from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
 from .records import Record
@@ -401,7 +402,7 @@ def _decompressing(store: Store, args: argparse.Namespace) -> bool:
 def _json_payload(data: bytes) -> str:
     """The ``json`` decoder: the bytes parsed as JSON and written compactly; bytes that are not JSON
     are shown as ``!invalid JSON (why): <the text>`` rather than stopping the dump."""
-    text = data.decode("utf-8", errors="replace")
+    text = java_utf8(data)
     try:
         return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
     except ValueError as err:
@@ -410,7 +411,7 @@ def _json_payload(data: bytes) -> str:
 
 #: ``--key-decoder`` / ``--value-decoder`` names: how payload bytes become text.
 PAYLOAD_DECODERS: dict[str, Any] = {
-    "utf-8": lambda data: data.decode("utf-8", errors="replace"),
+    "utf-8": java_utf8,     # kafka.serializer.StringDecoder: new String(bytes, UTF_8)
     "hex": lambda data: data.hex(),
     "base64": lambda data: base64.b64encode(data).decode("ascii"),
     "json": _json_payload,

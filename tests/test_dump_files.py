@@ -805,3 +805,23 @@ def test_checkpoint_json_dump_names_the_fields_as_info_does(capsys):
     info = json.loads(out2)["checkpoint"]
     assert code == code2 == 0 and list(info) and {k: dumped[k] for k in info} == info
     assert "physic_msg_timestamp" not in dumped
+
+
+def test_print_data_log_decodes_as_javas_string_decoder(tmp_path, capsys):
+    """kafka-dump-log's ``--print-data-log`` (3.8 ``DumpLogSegments``, ``kafka.serializer.StringDecoder``:
+    ``new String(bytes, UTF_8)``) writes one U+FFFD for an encoded surrogate ``ED A0 80`` (JDK
+    ``String.decodeUTF8_UTF16`` reads it as one malformed character) where Python's ``replace`` wrote
+    three; a RocketMQ body is printed the same way (``new String(body, UTF_8)``)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(codec.encode_batch([(b"\xed\xa0\x80k", b"v\xed\xa0\x80\xff", 5)], base_offset=0))
+    for argv in ([], ["--value-decoder", "utf-8", "--key-decoder", "utf-8"]):
+        code, out, err = run(capsys, "dump", log, "--print-data-log", *argv)
+        assert code == 0, err
+        assert out.splitlines()[-1].endswith(" key: \ufffdk payload: v\ufffd\ufffd"), argv
+    store = tmp_path / "rmq"
+    with segstore.open(store, format="rocketmq", mode="a", mappedFileSizeCommitLog=4096) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"v\xed\xa0\x80\xff"}])
+    code, out, err = run(capsys, "dump", next((store / "commitlog").iterdir()), "--print-data-log")
+    assert code == 0 and " payload: v\ufffd\ufffd\n" in out, err

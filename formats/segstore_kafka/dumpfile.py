@@ -24,6 +24,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
+from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batch as codec
@@ -339,8 +340,9 @@ def _payload(
 
 
 def _utf8(data: bytes) -> str:
-    """``StringDecoder``: the bytes as UTF-8 (malformed bytes replaced, as Java's String does)."""
-    return data.decode("utf-8", errors="replace")
+    """``StringDecoder``: ``new String(bytes, UTF_8)`` (a U+FFFD for each malformed sequence, as Java
+    delimits them: one for the three bytes of an encoded surrogate, ``ED A0 80``)."""
+    return java_utf8(data)
 
 
 def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator[DumpLine]:

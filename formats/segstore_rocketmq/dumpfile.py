@@ -22,6 +22,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError
+from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batchconsumequeue, timerstore
@@ -102,7 +103,7 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
 
 
 def _text(data: bytes, decoder: Any) -> str:
-    return decoder(data) if decoder is not None else data.decode("utf-8", errors="replace")
+    return decoder(data) if decoder is not None else java_utf8(data)
 
 
 def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
