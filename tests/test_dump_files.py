@@ -825,3 +825,31 @@ def test_print_data_log_decodes_as_javas_string_decoder(tmp_path, capsys):
         rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"v\xed\xa0\x80\xff"}])
     code, out, err = run(capsys, "dump", next((store / "commitlog").iterdir()), "--print-data-log")
     assert code == 0 and " payload: v\ufffd\ufffd\n" in out, err
+
+
+def test_a_commitlog_file_dump_prints_properties_that_are_not_utf8_as_the_broker_reads_them(tmp_path, capsys):
+    """RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` and ``MessageDecoder.decodeMessage`` read
+    the properties with ``new String(bytes, UTF_8)``: a U+FFFD for each malformed sequence, never an
+    error, and the broker keeps and serves the message.  ``dump FILE`` stopped at it with a problem
+    (``'utf-8' codec can't decode byte 0xff``, exit 1) and printed none of the messages after it; it
+    prints the message now, and ``--json`` adds the stored bytes as ``properties_base64``."""
+    store = tmp_path / "rmq"
+    with segstore.open(store, format="rocketmq", mode="a", mappedFileSizeCommitLog=4096) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"a", "keys": ["k1"],
+                           "properties": {"ZZQ": "v"}},
+                          {"topic": "T", "queue_id": 0, "body": b"b", "keys": ["k2"]}])
+    log = next((store / "commitlog").iterdir())
+    data = bytearray(log.read_bytes())
+    at = data.index(b"ZZQ")
+    data[at:at + 3] = b"a\xffb"             # outside the body CRC
+    log.write_bytes(bytes(data))
+    code, out, err = run(capsys, "dump", log)
+    assert code == 0, err
+    assert [line.split(" keys: ")[1] for line in out.splitlines() if "keys: " in line] == ["k1 tags: -",
+                                                                                            "k2 tags: -"]
+    code, out, err = run(capsys, "dump", log, "--json")
+    assert code == 0, err
+    first = json.loads(out.splitlines()[0])
+    assert first["properties"]["a\ufffdb"] == "v"
+    assert b"a\xffb\x01v" in base64.b64decode(first["properties_base64"])
+    assert "properties_base64" not in json.loads(out.splitlines()[1])

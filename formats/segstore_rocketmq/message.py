@@ -603,6 +603,18 @@ def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, ba
                                path, where) from err
 
 
+def stored_properties(buf: bytes | memoryview, pos: int) -> bytes:
+    """The PROPERTIES bytes of the message at ``buf[pos:]``, as stored (one :func:`decode` read
+    whole: its lengths are not checked again).  ``O(its header)``."""
+    view = memoryview(buf)[pos:]
+    total, magic = PREFIX.unpack_from(view, 0)
+    header = HEADERS[FIXED.unpack_from(view, 0)[7] & SYSFLAG_HOST_MASK]
+    p = header.size + header.unpack_from(view, 0)[16]
+    topic_len_layout = TOPIC_LENGTH_V1 if magic == MESSAGE_MAGIC else TOPIC_LENGTH_V2
+    p += topic_len_layout.size + topic_len_layout.unpack_from(view, p)[0] + PROPERTIES_LENGTH.size
+    return bytes(view[p:total])
+
+
 def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc: bool,
                     java_text: bool = False) -> RocketMQMessage:
     end = pos + total
