@@ -493,7 +493,7 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:
         if not args.json:
-            out.write(f"Dumping {path}\n")
+            out.write(f"Dumping {files.java_file_name(path)}\n")   # java.io.File's text, as the tool
         for line in plugin.dump_file(path, options):
             if args.json:
                 if line.json:

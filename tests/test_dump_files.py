@@ -853,3 +853,18 @@ def test_a_commitlog_file_dump_prints_properties_that_are_not_utf8_as_the_broker
     assert first["properties"]["a\ufffdb"] == "v"
     assert b"a\xffb\x01v" in base64.b64decode(first["properties_base64"])
     assert "properties_base64" not in json.loads(out.splitlines()[1])
+
+
+def test_file_names_print_as_java_io_file_prints_them(tmp_path, capsys, monkeypatch):
+    """kafka-dump-log (3.8 ``DumpLogSegments``) prints ``Dumping $file``, ``$file is empty.`` and ``$file
+    passed sanity check.`` of ``new File(arg)``, whose text ``UnixFileSystem.normalize`` made: repeated
+    slashes one, a trailing one dropped, ``.`` kept.  segstore printed the argument as typed
+    (``Dumping ./t-0//00000000000000000000.index``)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
+    (part / "00000000000000000000.index").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "dump", ".//t-0//00000000000000000000.index")
+    assert code == 0, err
+    assert out == "Dumping ./t-0/00000000000000000000.index\n./t-0/00000000000000000000.index is empty.\n"
