@@ -597,3 +597,9 @@ def test_a_last_message_whose_properties_are_not_utf8_is_not_cut_by_recover(tmp_
     assert not (store / ".segstore" / "cut").exists()
     rc, _, err = _cli(capsys, "dump", str(store))
     assert rc == 1 and "found properties that are not UTF-8 (byte 0xFF at byte 0 of them" in err
+    # a write's open (its recovery) cut it too, and wrote the new message over its place, exit 0
+    lines = tmp_path / "new.jsonl"
+    lines.write_text(json.dumps({"topic": last["topic"], "queue_id": last["queue_id"], "body": "new"}) + "\n")
+    rc, _, err = _cli(capsys, "write", str(store), "--input", str(lines))
+    assert rc == 0, err
+    assert path.read_bytes()[:pos + last["size"]] == before[:pos + last["size"]]
