@@ -1731,21 +1731,34 @@ _STATE_NOTES = {"Empty": "Consumer group '{}' has no active members.",
                 "Reconciling": "Warning: Consumer group '{}' is rebalancing."}
 
 
+def _java_length(text: str) -> int:
+    """``String.length()``: UTF-16 units, two for a character past the BMP (``😀``), which the Kafka tools
+    measure and pad by (``String.format("%-Ns")``).  ``O(len)``."""
+    return len(text) if text.isascii() else len(text) + sum(ord(c) > 0xFFFF for c in text)
+
+
+def _pad(text: str, size: int) -> str:
+    """``String.format("%-" + size + "s", text)``: spaces up to ``size`` UTF-16 units."""
+    return text + " " * (size - _java_length(text))
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int], out: TextIO) -> None:
-    """Left-aligned columns at least ``widths`` wide, one space apart, as the Kafka tools print them."""
-    sizes = [max([least, len(name), *(len(row[i]) for row in rows)])
+    """Left-aligned columns at least ``widths`` wide, one space apart, as the Kafka tools print them
+    (widths in UTF-16 units, as Java measures them)."""
+    sizes = [max([least, _java_length(name), *(_java_length(row[i]) for row in rows)])
              for i, (name, least) in enumerate(zip(header, widths, strict=True))]
     for line in (header, *rows):
-        out.write(" ".join(cell.ljust(size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
+        out.write(" ".join(_pad(cell, size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
 
 
 def _tool_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
     """Each column padded to its widest cell and followed by a tab, the last too, as ``kafka-transactions``
     prints its tables (Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``, ``printRow``): a script that splits
     the tool's lines on tabs splits these."""
-    sizes = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(header)]
+    sizes = [max([_java_length(name), *(_java_length(row[i]) for row in rows)])
+             for i, name in enumerate(header)]
     for line in (header, *rows):
-        out.write("".join(cell.ljust(size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
+        out.write("".join(_pad(cell, size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
 
 
 def _cell(value: Any) -> str:
