@@ -46,6 +46,7 @@ from .errors import (
     WrongFormatError,
     cut,
 )
+from .javatext import java_utf8
 from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
 from .records import Record
@@ -401,7 +402,7 @@ def _decompressing(store: Store, args: argparse.Namespace) -> bool:
 def _json_payload(data: bytes) -> str:
     """The ``json`` decoder: the bytes parsed as JSON and written compactly; bytes that are not JSON
     are shown as ``!invalid JSON (why): <the text>`` rather than stopping the dump."""
-    text = data.decode("utf-8", errors="replace")
+    text = java_utf8(data)
     try:
         return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
     except ValueError as err:
@@ -410,7 +411,7 @@ def _json_payload(data: bytes) -> str:
 
 #: ``--key-decoder`` / ``--value-decoder`` names: how payload bytes become text.
 PAYLOAD_DECODERS: dict[str, Any] = {
-    "utf-8": lambda data: data.decode("utf-8", errors="replace"),
+    "utf-8": java_utf8,     # kafka.serializer.StringDecoder: new String(bytes, UTF_8)
     "hex": lambda data: data.hex(),
     "base64": lambda data: base64.b64encode(data).decode("ascii"),
     "json": _json_payload,
@@ -492,7 +493,7 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:
         if not args.json:
-            out.write(f"Dumping {path}\n")
+            out.write(f"Dumping {files.java_file_name(path)}\n")   # java.io.File's text, as the tool
         for line in plugin.dump_file(path, options):
             if args.json:
                 if line.json:
@@ -1730,21 +1731,34 @@ _STATE_NOTES = {"Empty": "Consumer group '{}' has no active members.",
                 "Reconciling": "Warning: Consumer group '{}' is rebalancing."}
 
 
+def _java_length(text: str) -> int:
+    """``String.length()``: UTF-16 units, two for a character past the BMP (``😀``), which the Kafka tools
+    measure and pad by (``String.format("%-Ns")``).  ``O(len)``."""
+    return len(text) if text.isascii() else len(text) + sum(ord(c) > 0xFFFF for c in text)
+
+
+def _pad(text: str, size: int) -> str:
+    """``String.format("%-" + size + "s", text)``: spaces up to ``size`` UTF-16 units."""
+    return text + " " * (size - _java_length(text))
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int], out: TextIO) -> None:
-    """Left-aligned columns at least ``widths`` wide, one space apart, as the Kafka tools print them."""
-    sizes = [max([least, len(name), *(len(row[i]) for row in rows)])
+    """Left-aligned columns at least ``widths`` wide, one space apart, as the Kafka tools print them
+    (widths in UTF-16 units, as Java measures them)."""
+    sizes = [max([least, _java_length(name), *(_java_length(row[i]) for row in rows)])
              for i, (name, least) in enumerate(zip(header, widths, strict=True))]
     for line in (header, *rows):
-        out.write(" ".join(cell.ljust(size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
+        out.write(" ".join(_pad(cell, size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
 
 
 def _tool_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
     """Each column padded to its widest cell and followed by a tab, the last too, as ``kafka-transactions``
     prints its tables (Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``, ``printRow``): a script that splits
     the tool's lines on tabs splits these."""
-    sizes = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(header)]
+    sizes = [max([_java_length(name), *(_java_length(row[i]) for row in rows)])
+             for i, name in enumerate(header)]
     for line in (header, *rows):
-        out.write("".join(cell.ljust(size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
+        out.write("".join(_pad(cell, size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
 
 
 def _cell(value: Any) -> str:

@@ -1759,6 +1759,16 @@ _storage_options: dict[str, dict[str, Any]] = {}
 _fetched = {"requests": 0, "bytes": 0}
 
 
+def java_file_name(path: str) -> str:
+    """``new java.io.File(path).toString()`` on Unix, as Java tools print a file named on their command
+    line (``kafka-dump-log``'s ``Dumping FILE``): repeated slashes made one and a trailing one dropped
+    (``UnixFileSystem.normalize``); ``.`` and ``..`` kept.  A URL as given.  ``O(len(path))``."""
+    if is_url(path):
+        return path
+    name = re.sub(r"/{2,}", "/", path)
+    return name.rstrip("/") if len(name) > 1 else name
+
+
 def is_url(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a URL (``scheme://...``) rather than a local path."""
     return isinstance(path, str) and _URL.match(path) is not None

@@ -224,3 +224,18 @@ def test_control_characters_from_the_files_are_escaped_on_a_terminal_only(tmp_pa
     monkeypatch.setattr(sys, "stderr", err)
     assert main(["consumers", str(store), "--group", "other"], Terminal()) == 1
     assert "found groups g\\u001b[2J" in err.getvalue() and sys.stderr is err
+
+
+def test_table_columns_are_measured_in_utf16_units_as_java_pads_them(tmp_path, capsys):
+    """``kafka-consumer-groups`` (3.8 ``ConsumerGroupCommand.printOffsetFormat``) sizes a column by
+    ``String.length()`` and pads with ``%-Ns``: UTF-16 units, two for a character past the BMP.  A group
+    ``g😀`` is 3 long there; segstore counted 2 and padded it one space more than the tool."""
+    store = tmp_path / "rmq"
+    with segstore.open(store, format="rocketmq", mode="a") as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"x"}] * 2)
+    (store / "config" / "consumerOffset.json").write_text(
+        json.dumps({"offsetTable": {"T@g\U0001f600": {"0": 1}}}, ensure_ascii=False), encoding="utf-8")
+    code, out, err = run(capsys, "consumers", store)
+    assert code == 0, err
+    row = out.splitlines()[1]
+    assert row.startswith("g\U0001f600" + " " * 12 + " T" + " " * 14 + " 0 "), row

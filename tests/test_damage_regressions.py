@@ -570,3 +570,36 @@ def test_a_fifo_in_place_of_a_consume_queue_file_is_named(tmp_path, capsys):
         assert rc == 1
         assert f"{target}: expected a consume-queue file of 640 bytes (mappedFileSizeConsumeQueue), " \
                "found a FIFO" in err
+
+
+def test_a_last_message_whose_properties_are_not_utf8_is_not_cut_by_recover(tmp_path, capsys):
+    """RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` reads a message's properties with ``new
+    String(bytesContent, 0, propertiesLength, UTF_8)`` (a U+FFFD for each malformed sequence, never an
+    error): its recovery keeps such a message.  segstore, which does not read it, cut it as a torn
+    tail (``recover`` exit 0, the commitlog shortened, the message moved to ``.segstore/cut``).  It is
+    left in place now, exit 1 naming it, as a whole message whose header alone is wrong."""
+    store = _store(tmp_path)
+    last = max(_records(store), key=lambda r: r["physical_offset"])
+    path = max((p for p in (store / "commitlog").iterdir() if int(p.name) <= last["physical_offset"]),
+               key=lambda p: int(p.name))
+    pos = last["physical_offset"] - int(path.name)
+    data = bytearray(path.read_bytes())
+    props_at = pos + last["size"] - len(
+        "\x02".join(f"{k}\x01{v}" for k, v in last["properties"].items()).encode())
+    first = next(iter(last["properties"])).encode()
+    assert bytes(data[props_at:props_at + len(first)]) == first
+    data[props_at] = 0xFF                   # the first property name's first byte (no CRC covers it)
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    rc, out, err = _cli(capsys, "recover", str(store))
+    assert rc == 1 and "its properties are not UTF-8" in err and "left in place" in err, (out, err)
+    assert path.read_bytes() == before
+    assert not (store / ".segstore" / "cut").exists()
+    rc, _, err = _cli(capsys, "dump", str(store))
+    assert rc == 1 and "found properties that are not UTF-8 (byte 0xFF at byte 0 of them" in err
+    # a write's open (its recovery) cut it too, and wrote the new message over its place, exit 0
+    lines = tmp_path / "new.jsonl"
+    lines.write_text(json.dumps({"topic": last["topic"], "queue_id": last["queue_id"], "body": "new"}) + "\n")
+    rc, _, err = _cli(capsys, "write", str(store), "--input", str(lines))
+    assert rc == 0, err
+    assert path.read_bytes()[:pos + last["size"]] == before[:pos + last["size"]]

@@ -793,3 +793,78 @@ def test_a_batch_of_an_unknown_codec_id_is_a_typed_error_not_a_traceback(tmp_pat
             code, out, err = run(capsys, *argv)
         # --json: the file dump's "invalid-bytes" object carries the error
         assert code == 1 and message in err + out and "Traceback" not in err, (argv, err)
+
+
+def test_checkpoint_json_dump_names_the_fields_as_info_does(capsys):
+    """``dump checkpoint --json`` and ``info --json``'s ``checkpoint`` name the five fields alike, by
+    the broker's names (4.9.7 ``StoreCheckpoint``: physicMsgTimestamp, logicsMsgTimestamp,
+    indexMsgTimestamp, masterFlushedOffset, confirmPhyOffset): one checkpoint, one set of keys."""
+    code, out, _ = run(capsys, "dump", ROCKETMQ / "checkpoint", "--json")
+    dumped = json.loads(out.splitlines()[0])
+    code2, out2, _ = run(capsys, "info", ROCKETMQ, "--json")
+    info = json.loads(out2)["checkpoint"]
+    assert code == code2 == 0 and list(info) and {k: dumped[k] for k in info} == info
+    assert "physic_msg_timestamp" not in dumped
+
+
+def test_print_data_log_decodes_as_javas_string_decoder(tmp_path, capsys):
+    """kafka-dump-log's ``--print-data-log`` (3.8 ``DumpLogSegments``, ``kafka.serializer.StringDecoder``:
+    ``new String(bytes, UTF_8)``) writes one U+FFFD for an encoded surrogate ``ED A0 80`` (JDK
+    ``String.decodeUTF8_UTF16`` reads it as one malformed character) where Python's ``replace`` wrote
+    three; a RocketMQ body is printed the same way (``new String(body, UTF_8)``)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(codec.encode_batch([(b"\xed\xa0\x80k", b"v\xed\xa0\x80\xff", 5)], base_offset=0))
+    for argv in ([], ["--value-decoder", "utf-8", "--key-decoder", "utf-8"]):
+        code, out, err = run(capsys, "dump", log, "--print-data-log", *argv)
+        assert code == 0, err
+        assert out.splitlines()[-1].endswith(" key: \ufffdk payload: v\ufffd\ufffd"), argv
+    store = tmp_path / "rmq"
+    with segstore.open(store, format="rocketmq", mode="a", mappedFileSizeCommitLog=4096) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"v\xed\xa0\x80\xff"}])
+    code, out, err = run(capsys, "dump", next((store / "commitlog").iterdir()), "--print-data-log")
+    assert code == 0 and " payload: v\ufffd\ufffd\n" in out, err
+
+
+def test_a_commitlog_file_dump_prints_properties_that_are_not_utf8_as_the_broker_reads_them(tmp_path, capsys):
+    """RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` and ``MessageDecoder.decodeMessage`` read
+    the properties with ``new String(bytes, UTF_8)``: a U+FFFD for each malformed sequence, never an
+    error, and the broker keeps and serves the message.  ``dump FILE`` stopped at it with a problem
+    (``'utf-8' codec can't decode byte 0xff``, exit 1) and printed none of the messages after it; it
+    prints the message now, and ``--json`` adds the stored bytes as ``properties_base64``."""
+    store = tmp_path / "rmq"
+    with segstore.open(store, format="rocketmq", mode="a", mappedFileSizeCommitLog=4096) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"a", "keys": ["k1"],
+                           "properties": {"ZZQ": "v"}},
+                          {"topic": "T", "queue_id": 0, "body": b"b", "keys": ["k2"]}])
+    log = next((store / "commitlog").iterdir())
+    data = bytearray(log.read_bytes())
+    at = data.index(b"ZZQ")
+    data[at:at + 3] = b"a\xffb"             # outside the body CRC
+    log.write_bytes(bytes(data))
+    code, out, err = run(capsys, "dump", log)
+    assert code == 0, err
+    assert [line.split(" keys: ")[1] for line in out.splitlines() if "keys: " in line] == ["k1 tags: -",
+                                                                                            "k2 tags: -"]
+    code, out, err = run(capsys, "dump", log, "--json")
+    assert code == 0, err
+    first = json.loads(out.splitlines()[0])
+    assert first["properties"]["a\ufffdb"] == "v"
+    assert b"a\xffb\x01v" in base64.b64decode(first["properties_base64"])
+    assert "properties_base64" not in json.loads(out.splitlines()[1])
+
+
+def test_file_names_print_as_java_io_file_prints_them(tmp_path, capsys, monkeypatch):
+    """kafka-dump-log (3.8 ``DumpLogSegments``) prints ``Dumping $file``, ``$file is empty.`` and ``$file
+    passed sanity check.`` of ``new File(arg)``, whose text ``UnixFileSystem.normalize`` made: repeated
+    slashes one, a trailing one dropped, ``.`` kept.  segstore printed the argument as typed
+    (``Dumping ./t-0//00000000000000000000.index``)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
+    (part / "00000000000000000000.index").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "dump", ".//t-0//00000000000000000000.index")
+    assert code == 0, err
+    assert out == "Dumping ./t-0/00000000000000000000.index\n./t-0/00000000000000000000.index is empty.\n"

@@ -248,3 +248,87 @@ def test_a_control_batch_whose_record_is_no_marker_dumps_alike_in_c_and_python(t
         assert b"controlType: invalid (a control record key of 4 bytes, found b'k1')" in fast[0]
     else:
         assert fast[1][1:3] == (str(log), len(first)) and b"position: 0 " in fast[0]
+
+
+def _header_key_store(tmp_path: Path, compression_name: str = "none") -> Path:
+    """A partition whose one record has header keys ``a\\xffb`` and ``\\xed\\xa0\\x80`` (not UTF-8: a
+    producer's own serializer, or a client in another language, writes any bytes there; Kafka 3.8's
+    broker stores them, ``DefaultRecord.readHeaders`` keeps the bytes and ``LogValidator`` never
+    decodes them as text) beside ``ok``."""
+    import crc32c
+
+    records = [(b"k", b"v", 1_700_000_000_000, [("ZZQ", b"hv"), ("YYY", None), ("ok", b"x")])]
+    plain = bytearray(codec.encode_batch(records, base_offset=0))
+    for placeholder, raw in ((b"ZZQ", b"a\xffb"), (b"YYY", b"\xed\xa0\x80")):
+        at = plain.index(placeholder)
+        plain[at:at + 3] = raw
+    if compression_name != "none":     # the records region compressed, as a producer sends it
+        region = bytes(plain[codec.RECORD_BATCH_OVERHEAD:])
+        data = compression.compress(compression_name, region)
+        plain = plain[:codec.RECORD_BATCH_OVERHEAD] + bytearray(data)
+        attributes = struct.unpack_from(">h", plain, codec.ATTRIBUTES_OFFSET)[0]
+        struct.pack_into(">h", plain, codec.ATTRIBUTES_OFFSET,
+                         attributes | compression.COMPRESSION_NAMES.index(compression_name))
+        struct.pack_into(">i", plain, 8, len(plain) - codec.LOG_OVERHEAD)
+    struct.pack_into(">I", plain, codec.CRC_OFFSET, crc32c.crc32c(bytes(plain[codec.ATTRIBUTES_OFFSET:])))
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(bytes(plain))
+    return tmp_path / "logs"
+
+
+@pytest.mark.parametrize("compression_name", ["none", "gzip"])
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_header_key_that_is_not_utf8_prints_as_kafka_dump_log_prints_it(monkeypatch, tmp_path,
+                                                                           compression_name, accelerated):
+    """kafka-dump-log (3.8 ``DumpLogSegments.dumpLog``) prints ``record.headers.map(_.key)``, and
+    ``RecordHeader.key()`` is ``Utils.utf8``, ``new String(bytes, UTF_8)``: a U+FFFD for each malformed
+    sequence (one for ``ED A0 80``, as Java reads it).  ``dump``, ``dump --json``, ``query`` and ``verify``
+    stopped at the record with ``expected UTF-8 header keys, found invalid UTF-8`` (exit 1): the broker
+    stores and serves such a record, so it is no damage.  ``--json`` gives the text and, as
+    ``keyBase64``, the bytes stored."""
+    if not accelerated:
+        monkeypatch.setattr(columnar, "_speedups", None)
+        monkeypatch.setattr(codec, "_decode_records", codec._decode_records_py)
+    logs = _header_key_store(tmp_path, compression_name)
+    out = io.StringIO()
+    assert cli.main(["dump", str(logs)], out) == 0, out.getvalue()
+    assert "headerKeys: [a\ufffdb,\ufffd,ok]" in out.getvalue()
+    for argv in (["dump", str(logs), "--json"], ["dump", str(logs), "--json", "--threads", "2"],
+                 ["query", str(logs), "--topic", "t", "--partition", "0", "--offset", "0", "--json"]):
+        out = io.StringIO()
+        assert cli.main(argv, out) == 0, argv
+        (line,) = out.getvalue().splitlines()
+        assert json.loads(line)["headers"] == [
+            {"key": "a\ufffdb", "keyBase64": "Yf9i", "value": "aHY="},
+            {"key": "\ufffd", "keyBase64": "7aCA", "value": None},
+            {"key": "ok", "value": "eA=="}], argv
+    out = io.StringIO()
+    assert cli.main(["verify", str(logs)], out) == 0, out.getvalue()
+    with KafkaStore(str(logs), "r") as store:
+        (record,) = store.scan()
+        assert [k for k, _ in record.headers] == ["a\ufffdb", "\ufffd", "ok"]
+        assert [getattr(k, "raw", None) for k, _ in record.headers] == [b"a\xffb", b"\xed\xa0\x80", None]
+        assert store.json_line(record) == out_line(logs)
+
+
+def out_line(logs: Path) -> str:
+    out = io.StringIO()
+    assert cli.main(["dump", str(logs), "--json"], out) == 0
+    return out.getvalue().rstrip("\n")
+
+
+def test_a_dump_line_with_a_header_key_that_is_not_utf8_is_written_back_as_stored(tmp_path):
+    """``write --input`` of the ``dump --json`` lines writes the batch again byte for byte: the header
+    key's ``keyBase64`` bytes, not its text's UTF-8 (``EF BF BD`` for each U+FFFD); a ``keyBase64``
+    that Java reads as another text than ``key`` (an edited line that contradicts itself) is refused."""
+    logs = _header_key_store(tmp_path)
+    dumped = tmp_path / "dump.jsonl"
+    dumped.write_text(out_line(logs) + "\n")
+    assert cli.main(["write", str(tmp_path / "copy"), "--format", "kafka", "--input", str(dumped)],
+                    io.StringIO()) == 0
+    log = "t-0/00000000000000000000.log"
+    assert (tmp_path / "copy" / log).read_bytes() == (logs / log).read_bytes()
+    dumped.write_text(out_line(logs).replace('"Yf9i"', '"Yf9j"') + "\n")
+    assert cli.main(["write", str(tmp_path / "edited"), "--format", "kafka", "--input", str(dumped)],
+                    io.StringIO()) == 1

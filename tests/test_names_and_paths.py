@@ -111,6 +111,29 @@ def test_two_directories_of_one_partition_are_refused_not_one_dropped(log_dir, t
         segstore.open(log_dir, format="kafka")
 
 
+def test_a_signed_partition_directory_counts_as_its_partition_for_duplicates(log_dir, tmp_path):
+    """Kafka 3.8 ``LocalLog.parseTopicPartitionName`` reads ``orders-+0`` as partition 0 (Scala's
+    ``toInt`` is ``Integer.parseInt``, which takes a leading ``+``), so ``LogManager.loadLog`` refuses
+    ``orders-0`` beside it (``Duplicate log directories for orders-0``).  segstore (which does not read
+    ``orders-+0``, docs/kafka.md) read ``orders-0`` alone, exit 0, in ``dump``/``info``; and ``write`` of a
+    partition ``orders-+0`` stands for made ``orders-0`` beside it, a log directory the broker then
+    refuses to start on.  Every command refuses the two now, and ``write`` refuses to make the second."""
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "orders", "value": "other"})
+    assert cli_run("write", tmp_path / "elsewhere", "--format", "kafka", "--input", lines)[0] == 0
+    (tmp_path / "elsewhere" / "orders-0").rename(log_dir / "orders-+0")
+    for argv in (["dump", log_dir], ["verify", log_dir], ["info", log_dir],
+                 ["retention", log_dir, "--dry-run"]):
+        code, out, err = cli_run(*argv)
+        assert (code, out) == (1, ""), (argv, out, err)
+        assert "'orders-0' and 'orders-+0'" in err and "LogManager.loadLog" in err, argv
+    (log_dir / "orders-0").rename(tmp_path / "moved")
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["orders-+0"]
+    code, out, err = cli_run("write", log_dir, "--format", "kafka", "--input",
+                             _jsonl(tmp_path / "n.jsonl", {"topic": "orders", "partition": 0, "value": "v"}))
+    assert (code, out) == (1, "") and "found 'orders-+0', which Kafka loads as that partition" in err
+    assert not (log_dir / "orders-0").exists()
+
+
 def test_a_rocketmq_queue_is_read_from_the_directory_the_broker_reads(tmp_path):
     """RocketMQ 4.9.7 ``DefaultMessageStore.loadConsumeQueue`` takes ``Integer.parseInt`` of each queue
     directory's name, but ``ConsumeQueue``'s constructor opens ``consumequeue/TOPIC/`` + the queue id

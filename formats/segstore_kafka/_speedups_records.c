@@ -38,7 +38,7 @@ set_problem(Py_ssize_t position, const char *format, ...)
 }
 
 /* Outcome of decoding one record body. */
-enum { BODY_OK = 0, BODY_PAST, BODY_VARINT, BODY_HCOUNT, BODY_HKEY, BODY_UTF8, BODY_LEFT, BODY_ERROR };
+enum { BODY_OK = 0, BODY_PAST, BODY_VARINT, BODY_HCOUNT, BODY_HKEY, BODY_LEFT, BODY_ERROR };
 
 /* Bytes (or None for a negative length) at body[*pos]. */
 static int
@@ -80,6 +80,27 @@ clear_body(Body *b)
     Py_CLEAR(b->key);
     Py_CLEAR(b->value);
     Py_CLEAR(b->headers);
+}
+
+/* A header key that is not UTF-8 as RecordHeader.key() reads it (new String(bytes, UTF_8): a U+FFFD per
+ * malformed sequence), keeping its bytes: segstore.javatext.java_text (batch.py's reference), called
+ * with the GIL held, for such keys only. */
+static PyObject *
+java_text(const uint8_t *s, Py_ssize_t n)
+{
+    static PyObject *fn = NULL;
+    if (fn == NULL) {
+        PyObject *module = PyImport_ImportModule("segstore.javatext");
+        if (module == NULL) {
+            return NULL;
+        }
+        fn = PyObject_GetAttrString(module, "java_text");
+        Py_DECREF(module);
+        if (fn == NULL) {
+            return NULL;
+        }
+    }
+    return PyObject_CallFunction(fn, "y#", (const char *)s, n);
 }
 
 static int
@@ -124,11 +145,14 @@ decode_body(const uint8_t *body, Py_ssize_t end, Body *b)
         }
         PyObject *header_key = PyUnicode_DecodeUTF8((const char *)body + pos, key_length, "strict");
         if (header_key == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                return BODY_UTF8;
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                return BODY_ERROR;
             }
-            return BODY_ERROR;
+            PyErr_Clear();
+            header_key = java_text(body + pos, key_length);
+            if (header_key == NULL) {
+                return BODY_ERROR;
+            }
         }
         pos += key_length;
         PyObject *header_value = NULL;
@@ -278,9 +302,6 @@ decode_records(PyObject *module, PyObject *args)
             case BODY_HKEY:
                 set_problem(start, "record %zd of %zd: expected a header key length >= 0, found %d", index, count,
                             (int)b.bad_count);
-                break;
-            case BODY_UTF8:
-                set_problem(start, "record %zd of %zd: expected UTF-8 header keys, found invalid UTF-8", index, count);
                 break;
             case BODY_LEFT:
                 set_problem(start, "record %zd of %zd: expected fields filling its %d bytes, found %zd bytes after them",

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
+from segstore.javatext import java_text
 
 from . import legacy
 from .compression import (
@@ -242,10 +243,11 @@ def _decode_body(body) -> tuple:
             raise _RecordProblem(f"expected a header key length >= 0, found {key_length}")
         if pos + key_length > len(body):
             raise IndexError(pos)
-        try:
-            header_key = str(body[pos:pos + key_length], "utf-8")
-        except UnicodeDecodeError as err:
-            raise _RecordProblem("expected UTF-8 header keys, found invalid UTF-8") from err
+        # RecordHeader.key(): Utils.utf8, new String(bytes, UTF_8), never an error (a U+FFFD for each
+        # malformed sequence): what kafka-dump-log prints, every consumer reads and the log cleaner
+        # writes again when it rebuilds a batch (DefaultRecord.writeTo encodes the key's text)
+        # (a JavaText keeping the bytes where they are not UTF-8: dump --json's keyBase64)
+        header_key = java_text(body[pos:pos + key_length])
         header_value, pos = _read_blob(body, pos + key_length)
         headers.append((header_key, header_value))
     if pos != len(body):
@@ -330,10 +332,14 @@ def _record_fields(record) -> tuple:
 
 
 def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None,
-                       base_timestamp: int | None = None) -> tuple[bytes, int, int]:
+                       base_timestamp: int | None = None,
+                       stored_keys: bool = False) -> tuple[bytes, int, int]:
     """Pure-Python reference encoder: ``(records region, base timestamp, max timestamp)``.
 
     The base timestamp is the first record's unless given (a cleaned batch's delete horizon).
+    ``stored_keys``: a header key that is a :class:`segstore.javatext.JavaText` is written as the bytes
+    it keeps (a dump line written back as stored), not as its text's UTF-8 (what Kafka's encoder,
+    ``DefaultRecord.writeTo``, writes of ``header.key()``).
     """
     parts = []
     max_timestamp = NO_TIMESTAMP
@@ -358,7 +364,8 @@ def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None,
         for header_key, header_value in headers:
             if not isinstance(header_key, str):
                 raise TypeError(f"a str header key, found {type(header_key).__name__}")
-            encoded_key = header_key.encode("utf-8")
+            raw = getattr(header_key, "raw", None) if stored_keys else None
+            encoded_key = header_key.encode("utf-8") if raw is None else raw
             body.append(encode_varint(len(encoded_key)))
             body.append(encoded_key)
             blob = _as_bytes(header_value, "header value")
@@ -840,14 +847,15 @@ def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, produ
 
 
 def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
-                          delete_horizon_ms: int = NO_TIMESTAMP) -> bytes:
+                          delete_horizon_ms: int = NO_TIMESTAMP, stored_keys: bool = False) -> bytes:
     """The batch the log cleaner writes for the ``records`` it keeps of ``batch``.
 
     As ``MemoryRecords.buildRetainedRecordsInto``: the batch's base offset, producer
     fields, leader epoch, compression and timestamp type; each record keeps its
     offset and timestamp; the last offset delta stays the original batch's
     (``overrideLastOffset``); with ``delete_horizon_ms`` set the base timestamp is
-    the horizon and the delete-horizon attribute is set.  O(total bytes).
+    the horizon and the delete-horizon attribute is set.  ``stored_keys``: header keys that are not
+    UTF-8 written as stored (:func:`_encode_records_py`; the cleaner writes their text).  O(total bytes).
     """
     deltas = [r.offset - batch.base_offset for r in records]
     rows = [(r.key, r.value, r.timestamp, r.headers) for r in records]
@@ -855,7 +863,7 @@ def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
     has_horizon = delete_horizon_ms != NO_TIMESTAMP
     try:
         region, base_timestamp, max_timestamp = _encode_records_py(
-            rows, deltas, delete_horizon_ms if has_horizon else None)
+            rows, deltas, delete_horizon_ms if has_horizon else None, stored_keys)
     except (ValueError, TypeError, OverflowError) as err:
         raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
     if log_append:

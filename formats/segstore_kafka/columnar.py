@@ -30,7 +30,7 @@ Buffer layout of one chunk (:data:`BUFFERS`, in the order the C loop takes them)
     key_data         uint8[...]
     value_*          the same for values
     header_offsets   int32[rows + 1]        Arrow list offsets into the headers
-    hkey_offsets     int32[headers + 1]     header keys (UTF-8, checked)
+    hkey_offsets     int32[headers + 1]     header keys (UTF-8: as Java reads them, see HKEY_RAW)
     hkey_data        uint8[...]
     hvalue_offsets   int32[headers + 1]     header values (nullable)
     hvalue_valid     uint8[headers / 8]
@@ -97,6 +97,11 @@ COUNTS = ("batches", "rows", "key", "value", "headers", "hkey", "hvalue",
 
 # How the C loop stopped, and which buffers were short (its STOP_* and NEED_* values).
 STOP_END, STOP_FULL, STOP_DECLINE = 0, 1, 2
+#: The buffer (objects, one per header; not one the C loops take) that a chunk holding a header key that
+#: is not UTF-8 has: its stored bytes (``hkey_data`` holds the key as Java reads it, a U+FFFD for each
+#: malformed sequence: ``RecordHeader.key()``), None for the other keys.  Only the reference decodes
+#: such keys (the C loop declines their batches).
+HKEY_RAW = "hkey_raw"
 WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
 _NEED = {"batches": 1, "rows": 2, "key": 4, "value": 8, "headers": 16, "hkey": 32, "hvalue": 64}
 _DATA = ("key", "value", "hkey", "hvalue")
@@ -338,6 +343,9 @@ def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows:
         if name != "hkey":
             buffers[f"{name}_valid"] = _bits(np.array([b is not None for b in blobs] + [False], np.bool_))
             counts[f"{name}_nulls"] = sum(b is None for b in blobs)
+    raws = [getattr(k, "raw", None) for k, _ in headers]
+    if any(raw is not None for raw in raws):    # keys that are not UTF-8 (only this path decodes them)
+        buffers[HKEY_RAW] = np.array(raws, dtype=object)
     return Chunk(buffers, counts), pos, error
 
 
@@ -538,6 +546,16 @@ def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
+def header_json(key: str, value: bytes | None, raw: bytes | None = None) -> dict[str, str | None]:
+    """A header as ``dump --json`` gives it: ``key`` (the text Java reads), ``value`` (base64 or null), and
+    between them ``keyBase64``, the key's stored bytes, where they are not UTF-8 (``raw``, or a
+    :class:`segstore.javatext.JavaText` key's)."""
+    raw = getattr(key, "raw", None) if raw is None else raw
+    if raw is None:
+        return {"key": key, "value": _b64(value)}
+    return {"key": key, "keyBase64": _b64(raw), "value": _b64(value)}
+
+
 def text_lines(chunk: Chunk, heads: list[bytes | None], timestamp_types: list[bytes], tails: list[bytes],
                start: int) -> bytes:
     """The text dump's lines of a chunk (UTF-8) in C: per batch its ``head`` (its batch line and a
@@ -559,7 +577,8 @@ def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: lis
     else ``json.dumps`` per row).  ``O(rows)``.
     """
     n = chunk.rows
-    if _speedups is not None:
+    raws = chunk.buffers.get(HKEY_RAW)
+    if _speedups is not None and raws is None:
         buffers = tuple(chunk.buffers[name] for name in BUFFERS)
         return _speedups.json_lines(prefix.encode(), [t.encode() for t in timestamp_types],
                                     [t.encode() for t in tails], buffers, n, chunk.counts["batches"])
@@ -571,9 +590,12 @@ def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: lis
     table = to_arrow(chunk, schema, topic="", partition=0, segment=0)
     timestamps = chunk.buffers["timestamp"][:n].tolist()
     row_batch = chunk.buffers["row_batch"][:n].tolist()
+    header_at = chunk.buffers["header_offsets"][:n].tolist()
     out = []
     for i, row in enumerate(table.to_pylist()):
-        headers = json.dumps([{"key": h["key"], "value": _b64(h["value"])} for h in row["headers"]])
+        headers = json.dumps([header_json(h["key"], h["value"],
+                                          None if raws is None else raws[header_at[i] + j])
+                              for j, h in enumerate(row["headers"])])
         out.append(f'{prefix}{row["offset"]}, "timestamp": {timestamps[i]}, "timestamp_type": '
                    f'{timestamp_types[row_batch[i]]}, "key": {json.dumps(_b64(row["key"]))}, '
                    f'"value": {json.dumps(_b64(row["value"]))}, "headers": {headers}{tails[row_batch[i]]}')

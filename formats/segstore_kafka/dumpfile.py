@@ -24,6 +24,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
+from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batch as codec
@@ -97,9 +98,7 @@ def java_absolute_path(path: str) -> str:
     """``new java.io.File(path).getAbsolutePath()`` on Unix, as the tool names files in its findings:
     the path with repeated and trailing slashes dropped (``UnixFileSystem.normalize``), after the
     working directory when relative; ``.`` and ``..`` are kept (``os.path.abspath`` folds them)."""
-    name = re.sub(r"/{2,}", "/", path)
-    if len(name) > 1:
-        name = name.rstrip("/")
+    name = files.java_file_name(path)
     if name.startswith("/"):
         return name
     cwd = os.getcwd()
@@ -339,8 +338,9 @@ def _payload(
 
 
 def _utf8(data: bytes) -> str:
-    """``StringDecoder``: the bytes as UTF-8 (malformed bytes replaced, as Java's String does)."""
-    return data.decode("utf-8", errors="replace")
+    """``StringDecoder``: ``new String(bytes, UTF_8)`` (a U+FFFD for each malformed sequence, as Java
+    delimits them: one for the three bytes of an encoded surrogate, ``ED A0 80``)."""
+    return java_utf8(data)
 
 
 def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator[DumpLine]:
@@ -432,7 +432,8 @@ def _sanity(path: str, length: int, entry_size: int, problems: list[str]) -> Dum
             {"kind": "sanity-check", "ok": False, "problem": problems[0]},
             problem=True,
         )
-    return DumpLine(f"{path} passed sanity check.", {"kind": "sanity-check", "ok": True})
+    return DumpLine(f"{files.java_file_name(path)} passed sanity check.",
+                    {"kind": "sanity-check", "ok": True})
 
 
 def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
@@ -442,7 +443,7 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
     with _Mapped(path) as data:
         slots = _index_entries(data, OFFSET_ENTRY)
         if len(slots) == 0:
-            yield DumpLine(f"{path} is empty.", {"kind": "empty"})
+            yield DumpLine(f"{files.java_file_name(path)} is empty.", {"kind": "empty"})
             return
         rel = slots["relative_offset"].astype(np.int64)
         if options.index_sanity_check:

@@ -39,7 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from segstore.errors import InvalidMessageError
+from segstore.errors import InvalidMessageError, cut
+from segstore.javatext import JavaText, java_text
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import LOG_APPEND_TIME, decode_base64_fields
 
@@ -101,6 +102,23 @@ def _b64(value: Any, what: str) -> bytes | None:
                                   ) from err
 
 
+def _header_key(header: Mapping[str, Any]) -> str:
+    """A dumped header's key: its ``key``, or with ``keyBase64`` (a key that is not UTF-8) those bytes,
+    kept to be written as stored (a :class:`JavaText`), which must read as ``key`` as Java reads them.
+
+    :raises InvalidMessageError: ``keyBase64`` that is not base64, or bytes Java reads as another text.
+    """
+    key = str(header["key"])
+    if "keyBase64" not in header:
+        return key
+    raw = _b64(header["keyBase64"], "a header keyBase64")
+    text = java_text(raw or b"")
+    if text != key or not isinstance(text, JavaText):
+        raise InvalidMessageError("expected a header keyBase64 of bytes that are not UTF-8 and read as its "
+                                  f"key {cut(key)}, found {cut(text)}")
+    return text
+
+
 def _checked(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The batch object of a dump line whose fields are all there.
 
@@ -147,11 +165,12 @@ def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
         records = [_Record(int(line["offset"]),
                            int(line["timestamp"] if create_time is None else create_time),
                            _b64(line["key"], "a key"), _b64(line["value"], "a value"),
-                           [(str(h["key"]), _b64(h["value"], "a header value")) for h in line["headers"]])
+                           [(_header_key(h), _b64(h["value"], "a header value")) for h in line["headers"]])
                    for line in lines]
         _check_records(header, records)
         return codec.encode_retained_batch(header, records,  # type: ignore[arg-type]  # duck-typed batch
-                                           delete_horizon_ms=int(batch["delete_horizon_ms"]))
+                                           delete_horizon_ms=int(batch["delete_horizon_ms"]),
+                                           stored_keys=True)
     except InvalidMessageError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as err:

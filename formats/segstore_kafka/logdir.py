@@ -114,16 +114,32 @@ def java_partition(name: str) -> int | None:
     return value if -(1 << 31) <= value < 1 << 31 else None
 
 
+def unread_partition_dirs(path: str, names: list[str]) -> dict[tuple[str, int], str]:
+    """The directories of a log directory that Kafka 3.8 loads as partitions (``LogManager.loadLogs``:
+    ``LocalLog.parseTopicPartitionName`` takes the name) besides ``names`` (:func:`partition_dirs`,
+    those segstore reads), by the partition Kafka reads: ``t-+5`` (``Integer.parseInt`` takes the sign)
+    as ``("t", 5)``, a ``TOPIC-N`` directory holding no segment but other files.  ``O(entries)``."""
+    taken = set(names)
+    out: dict[tuple[str, int], str] = {}
+    for name in files.list_dir(path):
+        number = java_partition(name) if name not in taken and is_text_name(name) else None
+        if number is not None and files.is_dir(os.path.join(path, name)):
+            out.setdefault((name.rpartition("-")[0], number), name)
+    return out
+
+
 def _check_one_directory_each(path: str, names: list[str]) -> None:
-    """Refuse two directories of one partition (``t-0`` and ``t-00``: ``Integer.parseInt`` reads both as
-    0): Kafka 3.8.0 ``LogManager.loadLog`` throws "Duplicate log directories for T-N are found in both
-    ..." and the broker does not start; neither may be read in place of the other.  ``O(names)``.
+    """Refuse two directories of one partition (``t-0`` and ``t-00``, ``t-5`` and ``t-+5``:
+    ``Integer.parseInt`` reads both alike): Kafka 3.8.0 ``LogManager.loadLog`` throws "Duplicate log
+    directories for T-N are found in both ..." and the broker does not start; neither may be read in
+    place of the other.  ``O(names)``.
 
     :raises CorruptDataError: naming both directories.
     """
     seen: dict[tuple[str, int], str] = {}
     for name in names:
-        key = parse_partition_dir(name)
+        number = java_partition(name)
+        key = parse_partition_dir(name) if number is None else (name.rpartition("-")[0], number)
         if key in seen:
             raise CorruptDataError(f"expected one directory of partition {key[0]}-{key[1]}, found "
                                    f"{cut(seen[key])} and {cut(name)} (Kafka's LogManager.loadLog refuses to "
@@ -162,7 +178,9 @@ class LogDir:
         #: how many times ``widths`` changed (a cache of it is current while this is the same)
         self.widths_version = 0
         names = partition_dirs(path)
-        _check_one_directory_each(path, names)
+        #: what Kafka loads as a partition and segstore does not read (``t-+5``), by that partition
+        self.unread = unread_partition_dirs(path, names)
+        _check_one_directory_each(path, [*names, *self.unread.values()])
         try:
             for name in names:
                 topic, number = parse_partition_dir(name)
@@ -259,6 +277,7 @@ class LogDir:
         part = self.partitions.get((topic, partition))
         if part is None and create:
             validate_topic(topic, partition)    # a collision is the caller's to check, per call
+            self._check_no_other_directory(topic, partition)
             part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
                              writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part
@@ -286,6 +305,7 @@ class LogDir:
         if (topic, partition) in self.partitions:
             return
         validate_topic(topic, partition)
+        self._check_no_other_directory(topic, partition)
         if "." not in topic and "_" not in topic:
             return
         existing = {name for name, _ in self.partitions} | set(known)
@@ -298,6 +318,21 @@ class LogDir:
                                         f"{cut(name)}, found {cut(topic)}: '.' and '_' clash in Kafka's "
                                         "metric names, and its controller refuses the topic "
                                         "(InvalidTopicException)", self.path)
+
+    def _check_no_other_directory(self, topic: str, partition: int) -> None:
+        """Refuse to create ``TOPIC-N`` where Kafka already loads another directory as that partition
+        (``t-+5`` for ``t-5``): the broker would refuse to start on the two (``LogManager.loadLog``:
+        "Duplicate log directories").
+
+        :raises InvalidTopicError: naming the other directory.
+        """
+        other = self.unread.get((topic, partition))
+        if other is not None and other != f"{topic}-{partition}":
+            name = cut(f"{topic}-{partition}")
+            raise InvalidTopicError(f"expected no other directory of partition {name}, found {cut(other)}, "
+                                    f"which Kafka loads as that partition (Integer.parseInt): a new {name} "
+                                    "beside it would stop the broker from starting (LogManager.loadLog: "
+                                    "duplicate log directories)", os.path.join(self.path, other))
 
     def write_checkpoints(self, log_starts: dict[tuple[str, int], int] | None = None) -> None:
         """Write the checkpoint files from the partitions' current state (``log_starts``: their

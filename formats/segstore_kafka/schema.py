@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segstore.errors import CorruptDataError, TruncatedDataError
+from segstore.javatext import java_utf8
 
 from .varint import decode_unsigned_varint
 
@@ -180,7 +181,7 @@ def _scalar(r: _Reader, kind: str, flexible: bool, what: str, nullable: bool = F
         if n > MAX_STRING_LENGTH:
             raise r.fail(f"a string length of at most {MAX_STRING_LENGTH} ({what})", str(n))
         # Readable.readString: new String(bytes, UTF_8), which replaces malformed bytes and never throws
-        return bytes(r.take(n, what)).decode("utf-8", "replace")
+        return java_utf8(r.take(n, what))
     if kind in ("bytes", "records"):
         n = r.length(flexible, True, what, nullable)
         return None if n is None else base64.b64encode(bytes(r.take(n, what))).decode("ascii")

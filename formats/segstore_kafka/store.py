@@ -1573,7 +1573,7 @@ class KafkaStore(Store):
         return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                 "timestamp": record.timestamp, "timestamp_type": record.batch.timestamp_type,
                 "key": _b64(record.key), "value": _b64(record.value),
-                "headers": [{"key": k, "value": _b64(v)} for k, v in record.headers],
+                "headers": [columnar.header_json(k, v) for k, v in record.headers],
                 "batch": batch_json(record.batch)}
 
     def json_line(self, record: KafkaRecord) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError
+from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batchconsumequeue, timerstore
@@ -36,7 +37,16 @@ from .indexfile import (
     IndexHeader,
     geometry_of,
 )
-from .message import BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, PREFIX, Blank, End, decode
+from .message import (
+    BLANK_MAGIC,
+    MESSAGE_MAGIC,
+    MESSAGE_MAGIC_V2,
+    PREFIX,
+    Blank,
+    End,
+    decode,
+    stored_properties,
+)
 
 COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR = "commitlog", "consumequeue", "index"
 _MAGICS = (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, BLANK_MAGIC)
@@ -102,7 +112,7 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
 
 
 def _text(data: bytes, decoder: Any) -> str:
-    return decoder(data) if decoder is not None else data.decode("utf-8", errors="replace")
+    return decoder(data) if decoder is not None else java_utf8(data)
 
 
 def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
@@ -116,8 +126,15 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         limit = len(whole) if options.max_bytes is None else min(len(whole), max(options.max_bytes, 0))
         pos = 0
         while pos < limit:
+            raw_properties = None
             try:
-                record = decode(whole[:limit], pos, path=path)
+                try:
+                    record = decode(whole[:limit], pos, path=path)
+                except CorruptDataError:
+                    # properties that are not UTF-8: read as the broker reads them (new String(bytes,
+                    # UTF_8), CommitLog.checkMessageAndReturnSize), their bytes kept for --json
+                    record = decode(whole[:limit], pos, path=path, java_text=True)
+                    raw_properties = stored_properties(whole, pos)
             except SegstoreError as err:
                 if options.max_bytes is not None and limit < len(whole):
                     break  # --max-bytes cut this message off on purpose
@@ -147,13 +164,17 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                     {"kind": "blank", "position": pos, "physical_offset": base + pos, "size": record.size},
                 )
                 break
-            yield _message_line(record, base + pos, options)
+            yield _message_line(record, base + pos, options, raw_properties)
             pos += record.size
     finally:
         mapped.close()
 
 
-def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions) -> DumpLine:
+def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions,
+                  raw_properties: bytes | None = None) -> DumpLine:
+    """A message's line; ``raw_properties``: its PROPERTIES bytes where they are not UTF-8 (``properties``
+    then holds them as the broker reads them, a U+FFFD for each malformed sequence), given in the JSON
+    as ``properties_base64``."""
     data: dict[str, Any] = {
         "kind": "message",
         "physical_offset": physical_offset,
@@ -173,6 +194,8 @@ def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions) -> D
         "properties": dict(msg.properties),
         "msg_id": msg.msg_id,
     }
+    if raw_properties is not None:
+        data["properties_base64"] = base64.b64encode(raw_properties).decode("ascii")
     text = (
         f"physicalOffset: {physical_offset} topic: {msg.topic} queueId: {msg.queue_id} "
         f"queueOffset: {msg.queue_offset} size: {msg.size} bornTimestamp: {msg.born_timestamp} "
@@ -288,14 +311,9 @@ def dump_checkpoint(path: str) -> Iterator[DumpLine]:
         f"physicMsgTimestamp: {point.physic_msg_timestamp} logicsMsgTimestamp: "
         f"{point.logics_msg_timestamp} indexMsgTimestamp: {point.index_msg_timestamp} "
         f"masterFlushedOffset: {point.master_flushed_offset} confirmPhyOffset: {point.confirm_phy_offset}",
-        {
-            "kind": "checkpoint",
-            "physic_msg_timestamp": point.physic_msg_timestamp,
-            "logics_msg_timestamp": point.logics_msg_timestamp,
-            "index_msg_timestamp": point.index_msg_timestamp,
-            "master_flushed_offset": point.master_flushed_offset,
-            "confirm_phy_offset": point.confirm_phy_offset,
-        },
+        # the broker's field names (StoreCheckpoint), as ``info``'s ``checkpoint`` gives them
+        {"kind": "checkpoint", **{name: getattr(point, attr)
+                                  for name, attr in zip(cp.FIELD_NAMES, cp.FIELD_ATTRS, strict=True)}},
     )
     for pos, message in cp.check(data, path=path):
         yield DumpLine(

@@ -48,6 +48,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError, cut
+from segstore.javatext import SURROGATEPASS_JAVA_REPLACE
 from segstore.records import CREATE_TIME, Header, Record
 
 from .javacompat import java_host
@@ -384,7 +385,8 @@ def encode_properties(properties: dict[str, str], trailing_separator: bool = Fal
     return data
 
 
-def decode_properties(data: bytes | memoryview, *, every_pair: bool = False) -> dict[str, str]:
+def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
+                      java_text: bool = False) -> dict[str, str]:
     """The inverse of :func:`encode_properties` (stored order kept; either style), read as the
     broker reads it (RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``): an item is kept
     only where its first 0x01 has a name before it and a value after it (``kvSepIndex > index &&
@@ -393,11 +395,16 @@ def decode_properties(data: bytes | memoryview, *, every_pair: bool = False) -> 
     takes the later value.
 
     ``every_pair``: every item with a separator kept, empty name or value too (the pairs as
-    written, to write them again byte for byte: not what a reader shows).
+    written, to write them again byte for byte: not what a reader shows).  ``java_text``: bytes that
+    are not UTF-8 (nor a surrogate's three bytes) read as the broker reads them (``new String(bytes,
+    UTF_8)`` in ``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence) rather
+    than refused.
+
+    :raises UnicodeDecodeError: without ``java_text``, bytes that are not UTF-8.
     """
     if not data:
         return {}
-    text = bytes(data).decode("utf-8", "surrogatepass")
+    text = bytes(data).decode("utf-8", SURROGATEPASS_JAVA_REPLACE if java_text else "surrogatepass")
     props: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
@@ -558,11 +565,12 @@ def _read_host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
 
 
 def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, base_pos: int = 0,
-           check_crc: bool = True) -> RocketMQMessage | Blank | End:
+           check_crc: bool = True, java_text: bool = False) -> RocketMQMessage | Blank | End:
     """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
 
     ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
-    place in errors.  Runtime complexity: ``O(size)`` (the CRC).
+    place in errors.  ``java_text``: properties that are not UTF-8 read as the broker reads them
+    (:func:`decode_properties`), not refused.  Runtime complexity: ``O(size)`` (the CRC).
 
     :raises TruncatedDataError: the record runs past the end of ``buf``.
     :raises CorruptDataError: an unknown magic, inconsistent lengths or a CRC mismatch.
@@ -589,13 +597,26 @@ def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, ba
         raise TruncatedDataError(f"expected a message of {total} bytes, found {len(buf) - pos} bytes left",
                                  path, where)
     try:
-        return _decode_message(buf, pos, total, magic, check_crc)
+        return _decode_message(buf, pos, total, magic, check_crc, java_text)
     except (struct.error, UnicodeDecodeError, ValueError) as err:
         raise CorruptDataError(f"expected a well-formed message of {total} bytes, found {err}",
                                path, where) from err
 
 
-def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc: bool) -> RocketMQMessage:
+def stored_properties(buf: bytes | memoryview, pos: int) -> bytes:
+    """The PROPERTIES bytes of the message at ``buf[pos:]``, as stored (one :func:`decode` read
+    whole: its lengths are not checked again).  ``O(its header)``."""
+    view = memoryview(buf)[pos:]
+    total, magic = PREFIX.unpack_from(view, 0)
+    header = HEADERS[FIXED.unpack_from(view, 0)[7] & SYSFLAG_HOST_MASK]
+    p = header.size + header.unpack_from(view, 0)[16]
+    topic_len_layout = TOPIC_LENGTH_V1 if magic == MESSAGE_MAGIC else TOPIC_LENGTH_V2
+    p += topic_len_layout.size + topic_len_layout.unpack_from(view, p)[0] + PROPERTIES_LENGTH.size
+    return bytes(view[p:total])
+
+
+def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc: bool,
+                    java_text: bool = False) -> RocketMQMessage:
     end = pos + total
     rec = buf[pos:end]
     (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = FIXED.unpack_from(rec, 0)
@@ -623,7 +644,14 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
     p += PROPERTIES_LENGTH.size
     if props_len < 0 or p + props_len != total:
         raise ValueError(f"properties length {props_len} does not end the message at its size")
-    properties = decode_properties(rec[p:p + props_len])
+    try:
+        properties = decode_properties(rec[p:p + props_len], java_text=java_text)
+    except UnicodeDecodeError as err:
+        bad = err.object[err.start]
+        raise ValueError(f"properties that are not UTF-8 (byte 0x{bad:02X} at byte {err.start} of them, "
+                         f"{p + err.start} of the message): RocketMQ 4.9.7 reads them as new "
+                         "String(bytes, UTF_8) does, a U+FFFD for each malformed sequence, and keeps the "
+                         "message; segstore does not read it") from err
     trailing = props_len > 0 and rec[total - 1] == PROPERTY_SEPARATOR_BYTE
     if check_crc:
         actual = body_crc(body)

@@ -753,12 +753,20 @@ def whole_but_misplaced(seg: CommitLogFile, pos: int) -> tuple[int, str] | None:
 
     Such a message was written whole and damaged after: RocketMQ 4.9.7's recovery checks none of
     those fields (``checkMessageAndReturnSize``), keeps it and every message after it, and its queue
-    entry serves it.  ``O(its bytes)``.
+    entry serves it.  So is a whole message whose properties are not UTF-8, which segstore does not
+    read: the broker reads them with ``new String(bytes, UTF_8)`` (a U+FFFD for each malformed
+    sequence) and keeps it.  ``O(its bytes)``.
     """
     try:
         record = decode(seg.file.view(), pos, path=seg.path)
     except CorruptDataError:
-        return None
+        try:
+            record = decode(seg.file.view(), pos, path=seg.path, java_text=True)
+        except CorruptDataError:
+            return None
+        if isinstance(record, RocketMQMessage):
+            return record.size, ("its properties are not UTF-8: the broker reads them as new String(bytes, "
+                                 "UTF_8) does, a U+FFFD for each malformed sequence")
     if not isinstance(record, RocketMQMessage):
         return None
     why = columnar.contradiction(record.physical_offset, record.queue_id, seg.base + pos)
@@ -1542,8 +1550,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
                 f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
             )
     for path, pos, length, why in ctx.whole:
-        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
-                     f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
+        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, which segstore does "
+                     f"not read ({why}): the broker keeps it (its recovery checks none of this)")
     lines.extend(cut_tail(cl, w.end))
     if newest:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores
