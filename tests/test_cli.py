@@ -786,6 +786,45 @@ def test_index_verify_json(tmp_path, capsys):
     assert [p["path"] for p in report["problems"]] == [str(ABORT / "abort")]
 
 
+
+def test_index_verify_without_index_checks_every_extra_layout_built(tmp_path, capsys):
+    """``index verify PATH`` without ``--index`` was a usage error (exit 2): it checks every extra layout
+    built for the store (as ``present_layouts`` finds them; the broker's own files are ``verify``'s),
+    exit 1 for a problem in any; a store with none built says so, exit 0."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    assert run(capsys, "index", "verify", part) == (
+        0, "", f"{part}: no extra index layouts built (name one with --index)\n")
+    assert run(capsys, "index", "verify", part, "-q") == (0, "", "")
+    code, out, _ = run(capsys, "index", "verify", part, "--json")
+    assert (code, json.loads(out)) == (0, {"path": str(part), "ok": True, "problems": []})
+    assert run(capsys, "index", "build", part, "--index", "key", "--index", "queue")[0] == 0
+    assert run(capsys, "index", "verify", part) == (0, "", f"{part}: queue, key: ok\n")
+    queue = part / ".segstore" / "queue" / "consumequeue" / "00000000000000000000"
+    with open(queue, "r+b") as f:     # offset 1's entry points elsewhere
+        f.seek(20)
+        f.write(b"\x00\x00\x00\x00\x00\x00\x7f\x7f")
+    code, out, _ = run(capsys, "index", "verify", part)
+    assert code == 1 and out == f"{queue}:20: expected (77, 82, 0) for offset 1, found (32639, 82, 0)\n"
+    assert run(capsys, "index", "verify", part, "--index", "key")[0] == 0
+
+
+def test_index_drop_names_its_layouts_or_all(tmp_path, capsys):
+    """``index drop PATH`` deletes nothing on a forgotten ``--index`` (exit 2, as before); ``--all``
+    drops every extra layout built, and says so when there is none."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    assert run(capsys, "index", "build", part, "--index", "key", "--index", "queue")[0] == 0
+    code, _, err = run(capsys, "index", "drop", part)
+    assert code == 2 and "expected --index NAME or --all" in err
+    code, _, err = run(capsys, "index", "drop", part, "--all", "--index", "key")
+    assert code == 2 and "found both" in err
+    assert sorted(os.listdir(part / ".segstore")) == ["key", "key.lock", "queue", "queue.lock"]
+    code, out, _ = run(capsys, "index", "drop", part, "--all")
+    assert code == 0 and sorted(out.splitlines()) == [f"removed {part / '.segstore' / 'key'}",
+                                                      f"removed {part / '.segstore' / 'queue'}"]
+    assert not (part / ".segstore" / "key").exists() and not (part / ".segstore" / "queue").exists()
+    assert run(capsys, "index", "drop", part, "--all") == (
+        0, f"{part}: no extra index layouts built (name one with --index)\n", "")
+
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
 def test_write_input_streams_in_chunks_and_a_late_bad_line_writes_nothing(tmp_path, capsys, fmt):
     """``write --input`` reads the file line by line (twice: check, then append chunk by chunk), so a

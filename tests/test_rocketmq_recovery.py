@@ -744,3 +744,41 @@ def test_a_full_index_file_ending_at_no_positive_time_leaves_the_checkpoint(tmp_
         writer.abandon()
     assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 13
     assert _broker_crash_load_deletes(store) == [sorted(files.list_dir(store / "index"))[-1]]
+
+
+def test_recovery_with_the_index_off_never_lowers_index_msg_timestamp_below_a_left_index_files_end(tmp_path):
+    """The same store reopened with ``messageIndexEnable=false`` (the index turned off after it was on):
+    recovery loaded no IndexFile, so it took the walk's newest store time as the bound and lowered
+    ``indexMsgTimestamp`` to it, a day before the four full files' ends.  The broker loads ``index/``
+    whatever the config (4.9.7 ``DefaultMessageStore.load`` calls ``IndexService.load(lastExitOK)``;
+    messageIndexEnable only gates ``CommitLogDispatcherBuildIndex``), and its next crash-start destroyed
+    all four (``IndexService.load``: ``endTimestamp > indexMsgTimestamp``).  Recovery now reads the
+    files' 40-byte headers, the index on or off."""
+    store = tmp_path / "store"
+    _keyed_then_older_without_keys(store)
+    before = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert len(files.list_dir(store / "index")) == 5      # four full and the one written to
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False, **SMALL_INDEX) as writer:
+        assert writer.recovery_lines[0].endswith(" from 8192 to 10245")     # only the older times
+        assert not any("indexMsgTimestamp" in line for line in writer.recovery_lines)
+        writer.abandon()      # crashed again: the broker starts on it
+    after = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert after.index_msg_timestamp == before.index_msg_timestamp == NOW_MS + 13
+    assert _broker_crash_load_deletes(store) == []
+
+
+def test_recovery_with_the_index_off_still_lowers_index_msg_timestamp_past_every_left_file(tmp_path):
+    """The bound is the newest of the walk and the files' ends: a checkpoint ``indexMsgTimestamp`` past
+    both (damage) is still set to it with the index off, and a file in ``index/`` shorter than the
+    header reads its end as 0 (the broker maps it at the configured size, zeros)."""
+    store = tmp_path / "store"
+    _keyed_then_older_without_keys(store)
+    files.write_bytes(str(store / "index" / "99999999999999999"), b"\x00\x00\x00\x00")
+    point = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    point.index_msg_timestamp = NOW_MS + DAY_MS
+    files.write_bytes(str(store / "checkpoint"), point.pack())
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False, **SMALL_INDEX) as writer:
+        assert f"checkpoint: indexMsgTimestamp set to the newest message's store time, {NOW_MS + 13}" \
+            in writer.recovery_lines
+        writer.abandon()
+    assert Checkpoint.unpack(files.read_bytes(store / "checkpoint")).index_msg_timestamp == NOW_MS + 13

@@ -53,6 +53,7 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CUT_DIR, SEGSTORE_DIR
+from .dirnames import INDEX_DIR
 from .message import RocketMQMessage, has_queue_entry
 from .query import (
     NO_HIT_LIMIT,
@@ -279,6 +280,7 @@ class LifecycleMixin:
             multi_dispatch=self.config.enableMultiDispatch,
             lmq=self.config.enableLmq,
             index_safe=self.config.messageIndexEnable and self.config.messageIndexSafe,
+            index_directory=os.path.join(self.path, INDEX_DIR),
         )
         index_before = self.checkpoint.value.index_msg_timestamp
         lines = recover(ctx)

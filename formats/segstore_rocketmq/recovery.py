@@ -58,7 +58,7 @@ from .commitlog import (
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .indexfile import IndexFile, IndexService
+from .indexfile import IndexFile, IndexService, end_timestamps
 from .message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
@@ -333,6 +333,10 @@ class RecoveryContext:
     #: crash the walk starts at the last file whose first store time is at most
     #: ``Checkpoint.min_timestamp_index`` (the index's time too), not ``min_timestamp``
     index_safe: bool = False
+    #: the store's ``index/``: with :attr:`index` None (``messageIndexEnable`` off) the IndexFiles left there
+    #: from when it was on are not loaded, but the broker's next start loads them whatever the config
+    #: (4.9.7 ``DefaultMessageStore.load`` -> ``IndexService.load``), so their header ends are read
+    index_directory: str | None = None
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -1560,7 +1564,12 @@ def recover(ctx: RecoveryContext) -> list[str]:
         # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
         # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
         # that sound file (IndexService.load), and store times need not ascend, so only past them all
-        ends = [f.header.end_timestamp for f in ctx.index.files] if ctx.index is not None else []
+        # (a store opened with messageIndexEnable off has no IndexService, but the files left in index/ are
+        # loaded by the broker's next start all the same: their headers are read)
+        if ctx.index is not None:
+            ends = [f.header.end_timestamp for f in ctx.index.files]
+        else:
+            ends = end_timestamps(ctx.index_directory) if ctx.index_directory is not None else []
         index_newest = max([newest, *ends])
         for name in ctx.checkpoint.clamp_times(newest, index_newest):
             ctx.checkpoint_changed = True

@@ -3,7 +3,10 @@
 The store itself is opened read-only: building an extra index never opens the
 broker's files for writing, so they stay byte-identical.  Native layouts have
 nothing to build or drop (the broker keeps them); ``verify`` checks them with
-the store's own ``verify``.
+the store's own ``verify``.  ``verify`` without ``--index`` checks every extra
+layout built for the store (:func:`~segstore.layouts.present_layouts`), ``drop
+--all`` drops them all (``drop`` names its layouts or says ``--all``: nothing is
+deleted on a forgotten flag).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from segstore.api import open as open_store
 from segstore.cli import format_name
 from segstore.errors import ConfigError
 
-from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
+from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class, present_layouts
 
 EXIT_OK, EXIT_DATA = 0, 1
 
@@ -65,9 +68,20 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _none_built(args: argparse.Namespace) -> str:
+    return f"{args.path}: no extra index layouts built (name one with --index)"
+
+
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
-        native, extra = _native_and_extra(store, args.index)
+        names = args.index or present_layouts(store)     # none named: every extra layout built
+        if not names:
+            if args.json and not args.quiet:
+                out.write(json.dumps({"path": args.path, "ok": True, "problems": []}, sort_keys=True) + "\n")
+            elif not args.quiet:
+                sys.stderr.write(f"{_none_built(args)}\n")
+            return EXIT_OK
+        native, extra = _native_and_extra(store, names)
         problems = list(store.verify()) if native else []
         indexes = IndexSet(store, extra, writable=False)
         try:
@@ -83,15 +97,24 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     for problem in problems:
         out.write(f"{problem}\n")
     if not problems and not args.quiet:
-        sys.stderr.write(f"{args.path}: {', '.join(args.index)}: ok\n")
+        sys.stderr.write(f"{args.path}: {', '.join(names)}: ok\n")
     return EXIT_DATA if problems else EXIT_OK
 
 
 def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
+    from segstore.cli import UsageError
+
     from .options import parse_options
 
+    if bool(args.index) == args.all:
+        raise UsageError("expected --index NAME or --all, found both" if args.all else
+                         "expected --index NAME or --all (every extra layout built), found neither")
     with _open(args) as store:
-        native, extra = _native_and_extra(store, args.index)
+        names = args.index or present_layouts(store)
+        if not names:
+            out.write(f"{_none_built(args)}\n")
+            return EXIT_OK
+        native, extra = _native_and_extra(store, names)
         for name in native:
             out.write(f"{args.path}: {name}: native to {store.format} stores, not dropped\n")
         options = parse_options({})
@@ -114,14 +137,19 @@ def add_commands(subparsers: Any) -> None:
             ("drop", cmd_drop, "delete extra indexes")):
         p = actions.add_parser(name, help=text)
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
-        p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
-                       help="a layout (repeatable)")
+        p.add_argument("--index", action="append", required=name == "build", choices=LAYOUT_NAMES,
+                       help={"build": "a layout (repeatable)",
+                             "verify": "a layout (repeatable); default: every extra layout built",
+                             "drop": "a layout (repeatable); or --all"}[name])
         p.add_argument("--format", type=format_name, help="the format PATH must hold; detected if omitted")
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a format config value, by the broker's own name (repeatable)")
         if name == "build":
             p.add_argument("--option", action="append", metavar="NAME=VALUE",
                            help="a layout option (key.index.headers=h1,h2; layout.interval.bytes=N; ...)")
+        if name == "drop":
+            p.add_argument("--all", action="store_true",
+                           help="every extra layout built for the store (instead of --index)")
         if name == "verify":
             p.add_argument("--quiet", "-q", action="store_true",
                            help="print nothing when the indexes are clean")
