@@ -309,6 +309,24 @@ def test_partition_numbers_as_integer_parse_int_reads_them(log_dir):
     assert "Kafka loads it as partition 5 of topic 'orders'" in out
 
 
+def test_a_partition_number_past_a_java_int_is_no_partition_to_any_command(log_dir):
+    """``orders-99999999999``: ``Integer.parseInt`` refuses the number, so Kafka 3.8's
+    ``LocalLog.parseTopicPartitionName`` throws and ``LogManager.loadLogs`` fails the log directory.
+    verify named it, but info, dump and the library read it as partition 99999999999 of ``orders``."""
+    import shutil
+
+    shutil.copytree(log_dir / "orders-0", log_dir / "orders-99999999999")
+    shutil.copytree(log_dir / "orders-0", log_dir / "orders-2147483647")    # the largest int: a partition
+    with segstore.open(log_dir, format="kafka") as store:
+        assert store.partitions("orders") == [0, 2147483647]
+    code, out, _ = cli_run("info", log_dir, "--json")
+    assert code == 0 and "99999999999" not in out, out
+    code, out, _ = cli_run("verify", log_dir)
+    assert code == 1 and "'orders-99999999999': Kafka's LogManager.loadLogs fails the log directory" in out
+    code, _, err = cli_run("info", log_dir / "orders-99999999999")
+    assert code == 2 and "of at most 2147483647 (Kafka reads it with Integer.parseInt)" in err
+
+
 @pytest.mark.parametrize("where", ["commitlog/sub", "index/sub", "consumequeue/Orders/5",
                                    "consumequeue/Orders/0/x"])
 def test_a_new_store_where_the_rocketmq_broker_loads_files_is_refused(rocketmq_store, tmp_path, where):

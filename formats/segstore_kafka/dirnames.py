@@ -14,6 +14,11 @@ import re
 from segstore import files
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+#: partitions are Java ints (``TopicPartition``, the checkpoint files' ``Integer.parseInt``); a
+#: directory name's too: Kafka reads it with ``Integer.parseInt``
+#: (``LocalLog.parseTopicPartitionName``), which refuses a larger one, and ``LogManager.loadLogs`` then
+#: fails the whole log directory (verify names it)
+MAX_PARTITION = (1 << 31) - 1
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
 
 
@@ -56,7 +61,7 @@ def partition_numbers(path: str, topic: str) -> list[int]:
     numbers = []
     for name in files.list_dir(path):
         rest = name[len(prefix):]
-        if (name.startswith(prefix) and rest.isascii() and rest.isdigit()
+        if (name.startswith(prefix) and rest.isascii() and rest.isdigit() and int(rest) <= MAX_PARTITION
                 and _loads_as_partition(os.path.join(path, name))):
             numbers.append(int(rest))
     return sorted(numbers)
@@ -76,8 +81,11 @@ def is_text_name(name: str) -> bool:
 def _loads_as_partition(path: str) -> bool:
     """Whether ``path`` is a ``TOPIC-N`` directory with segments or with nothing in it (one holding
     only other files, such as the indexes of a deleted ``.log``, is no partition to segstore), named
-    by UTF-8 text (:func:`is_text_name`)."""
+    by UTF-8 text (:func:`is_text_name`), its number a Java int (:data:`MAX_PARTITION`: ``t-99999999999``,
+    which the broker cannot load, was read as a partition by info and dump while verify named it)."""
     name = os.path.basename(path)
-    if PARTITION_DIR.match(name) is None or not is_text_name(name) or not files.is_dir(path):
+    match = PARTITION_DIR.match(name)
+    if (match is None or int(match["partition"]) > MAX_PARTITION or not is_text_name(name)
+            or not files.is_dir(path)):
         return False
     return bool(segment_bases(path)) or not files.list_dir(path)

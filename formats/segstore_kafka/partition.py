@@ -49,7 +49,7 @@ from segstore.log import SegmentedLog
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
-from .dirnames import PARTITION_DIR, named_path, segment_bases
+from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
 from .loader import (
     complete_interrupted,
     pending_swap_problems,
@@ -367,8 +367,6 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_LENGTH = 249
 
 
-#: partitions are Java ints (``TopicPartition``, the checkpoint files' ``Integer.parseInt``)
-MAX_PARTITION = (1 << 31) - 1
 
 
 def validate_topic(topic: str, partition: int) -> None:
@@ -404,6 +402,11 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     if match is None:
         raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",
                                 path)
+    if int(match["partition"]) > MAX_PARTITION:
+        # Integer.parseInt refuses it: LogManager.loadLogs fails the log directory on this name
+        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION with a partition "
+                                f"of at most {MAX_PARTITION} (Kafka reads it with Integer.parseInt), found "
+                                f"{cut(name)}", path)
     return match["topic"], int(match["partition"])
 
 
