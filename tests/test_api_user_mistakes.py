@@ -511,3 +511,27 @@ def test_a_kafka_key_that_is_not_utf8_is_found_by_its_keys_text(tmp_path):
         assert first.keys == ["\udcffab"]
         assert [r.value for r in store.find("t", first.keys[0])] == [b"v"]
     assert main(["query", path, "--key", b"\xffab".decode("utf-8", "surrogateescape"), "--json"]) == 0
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete,compact"])
+@pytest.mark.parametrize("how", ["append", "append_batch", "message", "append_arrow", "transaction"])
+def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothing(tmp_path, policy, how):
+    # Kafka 3.8 LogValidator.validateKey: with cleanup.policy holding compact (LogConfig.compact) a record
+    # without a key fails the whole batch, InvalidRecordException "Compacted topic cannot accept message
+    # without key"; an empty key is a key (Record.hasKey).  Before: every append path wrote it.
+    pa = pytest.importorskip("pyarrow")
+    keyless = {"topic": "c", "value": b"v"}
+    calls = {
+        "append": lambda s: s.append(keyless),
+        "append_batch": lambda s: s.append_batch([{**keyless, "key": b"k"}, keyless]),
+        "message": lambda s: s.append(segstore.Message(topic="c", value=b"v")),
+        "append_arrow": lambda s: s.append_arrow(pa.table({"topic": ["c", "c"], "key": [b"k", None],
+                                                           "value": [b"v", b"v"]})),
+        "transaction": lambda s: s.transaction(7).append_batch([{**keyless, "key": b"k"}, keyless]),
+    }
+    with segstore.open(tmp_path / "s", format="kafka", mode="a", **{"cleanup.policy": policy}) as s:
+        s.append({"topic": "c", "value": b"v", "key": b""})
+        with pytest.raises(InvalidMessageError, match="Compacted topic cannot accept message without key: "
+                                                      "expected a key on every record"):
+            calls[how](s)
+        assert s.offset_range("c", 0) == (0, 1)

@@ -79,9 +79,11 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
+    check_keys,
     check_timestamps,
     encode_columns,
     encode_records,
+    no_key_message,
     now_ms,
     parse_partition_dir,
     plain_header,
@@ -1045,24 +1047,34 @@ class KafkaStore(Store):
                           datas: list[bytes]) -> None:
         """Refuse a batch of ``datas`` (encoded for ``topic``-``partition`` under ``config`` at ``now``)
         with a record time the topic's ``message.timestamp.before/after.max.ms`` refuse
-        (:func:`check_timestamps`); called before anything is written, so the append is all or none.
+        (:func:`check_timestamps`), or, on a compacted topic, a record without a key (:func:`check_keys`,
+        as ``LogValidator.validateRecord`` checks both); called before anything is written, so the
+        append is all or none.
 
         :raises InvalidMessageError: naming the record.
         """
-        if config.checks_timestamps:
+        if config.checks_timestamps or config.compact:
             path = self._partition_path(topic, partition)
             for data in datas:
-                check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+                header = codec.read_batch_header(data, 0, path=path)
+                check_keys(header, config, path)
+                check_timestamps(header, config, now, path)
 
     def _check_plan_times(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
         ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`; a row without a time
-        is stamped now, in range).  ``O(rows)`` numpy where a topic sets a bound, nothing elsewhere.
+        is stamped now, in range), or, on a compacted topic, a row without a key (:func:`check_keys`).
+        ``O(rows)`` numpy where a topic sets a bound or compacts, nothing elsewhere.
 
-        :raises InvalidMessageError: naming the row's time and the range.
+        :raises InvalidMessageError: naming the row's time and the range, or the row without a key.
         """
         for topic, partition, rows in plan.groups:
             config, _, _, now = self._append_state(topic, partition)
+            if config.compact:      # LogValidator.validateKey, before the times (validateRecord's order)
+                nulls = rows[np.asarray(plan.key.is_null(), bool)[rows]]
+                if len(nulls):
+                    raise InvalidMessageError(no_key_message(f"row {int(nulls[0])} of the batch", config),
+                                              self._partition_path(topic, partition))
             if not config.checks_timestamps:
                 continue
             stamps = plan.timestamps[rows]
