@@ -372,7 +372,7 @@ def test_headers_of_the_wrong_shape_are_named_alike_on_both_formats(store, heade
     (1.5, "expected timestamp as an integer, found float 1.5"),
     ("1", "expected timestamp as an integer, found str '1'"),
     (True, "expected timestamp as an integer, found bool True"),
-    (2**64, r"expected .* in \[-9223372036854775808, 9223372036854775807\].*found 18446744073709551616"),
+    (2**64, r"expected timestamp in \[0, 9223372036854775807\].*found 18446744073709551616"),
 ])
 def test_a_timestamp_that_is_no_int64_is_refused_naming_the_field_on_both_formats(store, timestamp, said):
     # before, on Kafka: "found: 'float' object cannot be interpreted as an integer" (the encoder's
@@ -535,3 +535,27 @@ def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothi
                                                       "expected a key on every record"):
             calls[how](s)
         assert s.offset_range("c", 0) == (0, 1)
+
+
+@pytest.mark.parametrize("timestamp", [-2, -5, -(2**63)])
+def test_a_timestamp_below_minus_one_is_refused_not_stamped_now_on_both_formats(store, timestamp):
+    # Kafka 3.8 ProducerRecord's constructor: "Timestamp should always be non-negative or null" (-1 and None
+    # are the append's time here, as a producer's null).  Before: any negative time was silently stamped
+    # with the append's clock on both formats (Kafka's append_arrow and transactions too).
+    said = rf"expected timestamps? in \[0, 9223372036854775807\] ms since the epoch .*found {timestamp}"
+    calls = [lambda: store.append({"topic": "orders", "value": b"v", "timestamp": timestamp}),
+             lambda: store.append(segstore.Message(topic="orders", value=b"v", timestamp=timestamp)),
+             lambda: store.append_batch([ONE[store.format], {"topic": "orders", "value": b"v",
+                                                             "timestamp": timestamp}])]
+    if store.format == "kafka":
+        pa = pytest.importorskip("pyarrow")
+        calls.append(lambda: store.append_arrow(pa.table({"topic": ["orders"], "value": [b"v"],
+                                                          "timestamp": pa.array([timestamp], pa.int64())})))
+        calls.append(lambda: store.transaction(3).append({"topic": "orders", "value": b"v",
+                                                          "timestamp": timestamp}))
+    for call in calls:
+        with pytest.raises(InvalidMessageError, match=said):
+            call()
+    _unchanged(store)
+    store.append({"topic": "orders", "value": b"v", "timestamp": -1})     # -1: the append's time
+    assert list(store.read("orders", 0))[-1].timestamp > 0

@@ -44,7 +44,7 @@ from segstore.errors import (
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
 from segstore.overlap import ahead, in_rounds, thread_count
-from segstore.records import Message, Record, integer_field, message_list
+from segstore.records import Message, Record, message_list, message_timestamp
 from segstore.search import Bound, search
 from segstore.store import (
     ISOLATION_LEVELS,
@@ -266,15 +266,11 @@ def _partition_number(partition: Any) -> int:
 def _timestamp_number(timestamp: Any) -> int:
     """An appended message's timestamp as an ``int`` (a numpy integer as its value), before the encoder
     sees it: there a float or a str was "'float' object cannot be interpreted as an integer" and a
-    bool stored as 1 ms.  Checked as RocketMQ's appends check their fields (:func:`integer_field`).
+    bool stored as 1 ms.  Checked as RocketMQ's appends check it (:func:`message_timestamp`).
 
-    :raises InvalidMessageError: not an integer, or not an int64 (the record batch's timestamps).
+    :raises InvalidMessageError: not an integer, below -1 or past an int64 (:func:`message_timestamp`).
     """
-    timestamp = integer_field(timestamp, "timestamp")
-    if not -(2**63) <= timestamp < 2**63:
-        raise InvalidMessageError(f"expected timestamp in [{-(2**63)}, {2**63 - 1}] (an int64 of ms), "
-                                  f"found {timestamp}")
-    return timestamp
+    return message_timestamp(timestamp)
 
 
 def _stamp(timestamp: Any, now: int) -> Any:
