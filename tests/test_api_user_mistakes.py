@@ -559,3 +559,13 @@ def test_a_timestamp_below_minus_one_is_refused_not_stamped_now_on_both_formats(
     _unchanged(store)
     store.append({"topic": "orders", "value": b"v", "timestamp": -1})     # -1: the append's time
     assert list(store.read("orders", 0))[-1].timestamp > 0
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_a_bytes_like_key_or_header_value_is_taken_on_both_formats(store, kind):
+    # Kafka took a bytearray or memoryview key and header value (as bytes), and so did RocketMQ for a
+    # body; RocketMQ refused them for a key or a property: "expected a key as a string, found bytearray",
+    # bytes being taken
+    store.append({"topic": "orders", "value": b"v", "key": kind(b"k2"), "headers": [("h", kind(b"x"))]})
+    got = list(store.read("orders", 0, 1))
+    assert [(r.key, dict(r.headers)["h"]) for r in got] == [(b"k2", b"x")]

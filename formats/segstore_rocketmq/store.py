@@ -167,10 +167,16 @@ def _now_ms() -> int:
 
 
 def _text(value: Any, what: str) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
+    """An appended key, tag or property (name or value) as the text a property holds: a str, or UTF-8
+    bytes of any bytes-like kind, as a body and Kafka's keys and headers are taken (a bytearray was
+    "expected a key as a string", bytes being taken).
+
+    :raises InvalidMessageError: neither.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8")
     if not isinstance(value, str):
-        raise InvalidMessageError(f"expected {what} as a string, found {type(value).__name__}")
+        raise InvalidMessageError(f"expected {what} as a str or UTF-8 bytes, found {type(value).__name__}")
     return value
 
 
