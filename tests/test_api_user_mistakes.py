@@ -569,3 +569,18 @@ def test_a_bytes_like_key_or_header_value_is_taken_on_both_formats(store, kind):
     store.append({"topic": "orders", "value": b"v", "key": kind(b"k2"), "headers": [("h", kind(b"x"))]})
     got = list(store.read("orders", 0, 1))
     assert [(r.key, dict(r.headers)["h"]) for r in got] == [(b"k2", b"x")]
+
+
+def test_a_partition_of_none_names_none_on_both_formats(store):
+    # Kafka 3.8 ProducerRecord: a null partition is "non-negative or null", the partitioner's to choose (a
+    # key's murmur2 partition, as a dict naming none); RocketMQ's appends took None as queue 0.  Before:
+    # Kafka refused it, "expected an integer partition, found 'None'"
+    for p in (1, 2):
+        store.append({**ONE[store.format], ("partition" if store.format == "kafka" else "queue_id"): p})
+    absent = store.append({"topic": "orders", "value": b"v", "key": b"k1"}).partition
+    assert absent == (2 if store.format == "kafka" else 0)        # Utils.murmur2(b"k1") % 3 == 2
+    message = segstore.Message(topic="orders", value=b"v", key=b"k1", partition=None)  # type: ignore[arg-type]
+    got = [store.append({"topic": "orders", "value": b"v", "key": b"k1", "partition": None}).partition,
+           store.append(message).partition, store.append_batch([message])[0].partition]
+    assert got == [absent] * 3
+    assert message.partition is None       # the caller's message is not routed for its next append

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import dataclasses
 import functools
 import json as jsonlib
 import numbers
@@ -808,22 +809,24 @@ class KafkaStore(Store):
         if not held:
             raise partitioner.not_held(self.path, topic, partition, self.partition_widths()[topic], key)
 
-    def _route_keyed(self, items: list[Any], msgs: list[Message]) -> None:
-        """Each keyed dict of ``items`` naming no partition, of a topic of more than one partition: its
-        message of ``msgs`` (``Message.coerce`` of it) in its key's partition, as
-        ``dictappend.plain_groups`` routes plain dicts.  ``O(items)``.
+    def _route_keyed(self, items: list[Any], msgs: list[Message], unnamed: list[bool]) -> None:
+        """Each keyed item of ``items`` naming no partition (a dict without one, or ``unnamed``: its
+        partition None), of a topic of more than one partition: its message of ``msgs``
+        (``Message.coerce`` of it) in its key's partition, as ``dictappend.plain_groups`` routes plain
+        dicts.  ``O(items)``.
 
         :raises NotFoundError: a key chose a partition this store does not hold.
         """
         widths = self.partition_widths()
         if not widths:
             return
-        for item, m in zip(items, msgs, strict=True):
+        for item, m, none in zip(items, msgs, unnamed, strict=True):
             width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
-            if (width > 1 and isinstance(item, Mapping) and "partition" not in item
+            if (width > 1 and (none or (isinstance(item, Mapping) and "partition" not in item))
                     and isinstance(m.key, bytes)):
                 m.partition = partitioner.partition_for_key(m.key, width)
-                self._check_routed(m.topic, m.partition, item.get("key"))
+                given = item.get("key") if isinstance(item, Mapping) else m.key
+                self._check_routed(m.topic, m.partition, given)
 
     @property
     def partition(self) -> Partition:
@@ -848,9 +851,10 @@ class KafkaStore(Store):
         :meth:`Message.coerce` and the per-record encoder (the same bytes).  The results of one
         batch share its ``extra`` dict.
 
-        A dict naming no ``partition`` goes to partition 0, or, where it has a key (not None) and its
-        topic more than one partition (:meth:`partition_widths`, as the call starts), to the one the
-        Java producer chooses for the key (:mod:`.partitioner`); a :class:`Message` names its partition.
+        A dict naming no ``partition`` (or None, as ``ProducerRecord``'s null) goes to partition 0, or,
+        where it has a key (not None) and its topic more than one partition (:meth:`partition_widths`,
+        as the call starts), to the one the Java producer chooses for the key (:mod:`.partitioner`); a
+        :class:`Message` names its partition (None: none, as a dict's).
 
         :raises MessageTooLargeError: a record too large for a batch alone (nothing is written).
         :raises NotFoundError: a key chose a partition this store does not hold (nothing is written).
@@ -1209,11 +1213,17 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        # a partition of None names none, as ProducerRecord's null partition leaves it to the partitioner
+        # (it was "expected an integer partition, found 'None'"; RocketMQ's appends take it as queue 0)
+        unnamed = [m.partition is None for m in msgs]
+        if any(unnamed):    # the caller's own Message keeps its None: routed here, not for its next append
+            msgs = [dataclasses.replace(m) if none and m is item else m
+                    for m, item, none in zip(msgs, items, unnamed, strict=True)]
         for m in msgs:
-            m.partition = _partition_number(m.partition)
+            m.partition = 0 if m.partition is None else _partition_number(m.partition)
             if m.timestamp is not None:
                 m.timestamp = _timestamp_number(m.timestamp)
-        self._route_keyed(items, msgs)
+        self._route_keyed(items, msgs, unnamed)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
