@@ -584,3 +584,26 @@ def test_a_partition_of_none_names_none_on_both_formats(store):
            store.append(message).partition, store.append_batch([message])[0].partition]
     assert got == [absent] * 3
     assert message.partition is None       # the caller's message is not routed for its next append
+
+
+def test_a_kraft_nodes_appends_create_only_the_partitions_the_metadata_log_assigns_it(tmp_path):
+    # Kafka 3.8 LogManager.isStrayKraftReplica: a KRaft broker renames -stray, on start, a partition
+    # directory without a partition.metadata topic id, or whose partition the metadata image does not
+    # assign to its node; a produce there is UNKNOWN_TOPIC_OR_PARTITION.  Before: an append created
+    # orders-3 (and new topics) without a topic id, records a broker would never serve
+    from kafka_messages import partition, topic
+    from test_kafka_metadata import write_metadata_log
+
+    from segstore.errors import InvalidTopicError
+
+    logs, orders = tmp_path / "logs", "AAAAAAAAAAAAAAAAAAAAMw"
+    write_metadata_log(logs, [topic("orders", orders), partition(orders, 0, [1]), partition(orders, 1, [2])])
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for p, t in ((1, "orders"), (3, "orders"), (0, "other")):
+            with pytest.raises(InvalidTopicError, match=f"assigns to node 1, found {t}-{p} .*-stray"):
+                store.append({"topic": t, "partition": p, "value": b"v"})
+        assert not (logs / "orders-1").exists() and not (logs / "orders-3").exists()
+        store.append({"topic": "orders", "partition": 0, "value": b"v"})
+        assert store.info()["partitions"][-1]["stray"] is False
+    assert (logs / "orders-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {orders}"

@@ -775,10 +775,44 @@ class KafkaStore(Store):
                                         "(this directory's "
                                         f"partition), found {topic}-{partition}", self.path)
             return self._part
+        new = create and self.mode == "a" and (topic, partition) not in self._log_dir.partitions
         part = self._log_dir.partition(topic, partition, create=create and self.mode == "a")
         if part is None:
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
+        state = self.metadata.topics.get(topic) if new and self._kraft_node() else None  # type: ignore[union-attr]
+        if state is not None:
+            # a KRaft broker flushes the topic id before a log's first append (UnifiedLog.
+            # maybeFlushMetadataFile): without it, it would rename the directory -stray on start
+            files.write_atomic(os.path.join(part.path, PARTITION_METADATA),
+                               f"version: 0\ntopic_id: {state.topic_id}")
         return part
+
+    def _kraft_node(self) -> bool:
+        """Whether this log directory is a KRaft node's with its metadata log (``meta.properties`` and
+        ``__cluster_metadata-0``): its broker keeps only the partitions the metadata image assigns it."""
+        return self.metadata is not None and self.identity is not None
+
+    def _check_assigned(self, topic: str, partition: int) -> None:
+        """Refuse a partition to create in a KRaft node's log directory that the metadata image does not
+        assign to this node: its 3.8 broker refuses a produce there (UNKNOWN_TOPIC_OR_PARTITION) and
+        would rename the directory ``-stray`` on start (``LogManager.isStrayKraftReplica``), taking
+        the records appended with it.  ``O(1)``.
+
+        :raises InvalidTopicError: naming the partition and the node.
+        """
+        if (self._part is not None or (topic, partition) in self._log_dir.partitions or not self._kraft_node()
+                or topic == kraft.METADATA_TOPIC):      # the controller's own log, not a broker's replica
+            return
+        assert self.metadata is not None and self.identity is not None     # _kraft_node
+        state = self.metadata.topics.get(topic)
+        assigned = None if state is None else state.partitions.get(partition)
+        if assigned is None or self.identity.node_id not in assigned.replicas:
+            whose = ("no such partition in the metadata log" if assigned is None
+                     else f"replicas {list(assigned.replicas)}")
+            raise InvalidTopicError(f"expected a partition the metadata log assigns to node "
+                                    f"{self.identity.node_id}, found {topic}-{partition} ({whose}): its "
+                                    f"broker would rename the directory -stray "
+                                    f"(LogManager.isStrayKraftReplica)", self.path)
 
     def partition_widths(self) -> dict[str, int]:
         """Each topic's partition count, for the topics of more than one: the KRaft metadata's
@@ -1171,6 +1205,7 @@ class KafkaStore(Store):
                 self.partition_of(topic, partition)
             else:
                 self._log_dir.check_new_partition(topic, partition, known)
+                self._check_assigned(topic, partition)
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
@@ -1244,6 +1279,7 @@ class KafkaStore(Store):
         self._check_writable()
         if self._part is None:
             self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
+            self._check_assigned(topic, partition)
         self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
                                                                         new_segment=new_segment)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
