@@ -607,3 +607,21 @@ def test_a_kraft_nodes_appends_create_only_the_partitions_the_metadata_log_assig
         store.append({"topic": "orders", "partition": 0, "value": b"v"})
         assert store.info()["partitions"][-1]["stray"] is False
     assert (logs / "orders-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {orders}"
+
+
+def test_rocketmq_append_arrow_refuses_a_property_name_twice_as_its_append_does(tmp_path):
+    # RocketMQ 4.9.7 Message.putProperty: the properties are a HashMap, one value a name; append() refuses
+    # a name twice.  Before: append_arrow's columnar path wrote both pairs (a 100-byte message) and its
+    # pure-Python reference the last one (96 bytes), for the same table
+    pa = pytest.importorskip("pyarrow")
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        store.append(ONE["rocketmq"])
+        table = pa.Table.from_batches(list(store.scan_arrow()))
+        table = pa.concat_tables([table, table])
+        column = table.schema.get_field_index("properties")
+        table = table.set_column(column, "properties", pa.array([[("KEYS", "k")], [("p", "x"), ("p", "y")]],
+                                                                table.schema.field(column).type))
+        with pytest.raises(InvalidMessageError, match=r"expected each property name once .* found 'p' twice "
+                                                      r"in row 1"):
+            store.append_arrow(table)
+        _unchanged(store)
