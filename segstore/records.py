@@ -63,6 +63,30 @@ def integer_field(value: Any, name: str, default: int | None = 0) -> int | None:
     return operator.index(value)
 
 
+#: The largest timestamp a message holds: a Java long of ms (Kafka's record and RocketMQ's born time).
+MAX_TIMESTAMP = 2**63 - 1
+
+
+def message_timestamp(value: Any) -> int:
+    """An appended message's common ``timestamp`` (ms since the epoch) as an ``int``; -1, the append's
+    time, for -1 or None (left out), as a producer's null.  Both formats' appends check it with it.
+
+    A time below -1 is refused: Kafka 3.8's ``ProducerRecord`` throws "Timestamp should always be
+    non-negative or null", and RocketMQ's producer stamps its own clock.  The brokers would store it
+    (3.8 ``LogValidator`` checks only ``message.timestamp.*.max.ms``, RocketMQ's ``CommitLog`` none),
+    but -1 is taken here for "stamp now" (Kafka's ``NO_TIMESTAMP``), so a negative time cannot be
+    kept as given; it was stamped now without a word.
+
+    :raises InvalidMessageError: not an integer (:func:`integer_field`), below -1, or past an int64.
+    """
+    stamp = integer_field(value, "timestamp", -1)
+    if not -1 <= stamp <= MAX_TIMESTAMP:
+        raise InvalidMessageError(f"expected timestamp in [0, {MAX_TIMESTAMP}] ms since the epoch (-1 or "
+                                  f"None: the append's time; Kafka's ProducerRecord: \"Timestamp should "
+                                  f"always be non-negative or null\"), found {stamp}")
+    return stamp
+
+
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 
@@ -184,7 +208,8 @@ class Message:
 
     ``partition`` is the RocketMQ queue id or the Kafka partition; ``offset`` is the
     absolute logical offset within it (RocketMQ queue offset, Kafka offset); -1
-    when not yet assigned.  ``timestamp`` is in milliseconds since the epoch.
+    when not yet assigned.  ``timestamp`` is in milliseconds since the epoch; -1 (or None), the
+    default, is the append's time, and an append refuses one below -1 (:func:`message_timestamp`).
     """
 
     topic: str

@@ -372,7 +372,7 @@ def test_headers_of_the_wrong_shape_are_named_alike_on_both_formats(store, heade
     (1.5, "expected timestamp as an integer, found float 1.5"),
     ("1", "expected timestamp as an integer, found str '1'"),
     (True, "expected timestamp as an integer, found bool True"),
-    (2**64, r"expected .* in \[-9223372036854775808, 9223372036854775807\].*found 18446744073709551616"),
+    (2**64, r"expected timestamp in \[0, 9223372036854775807\].*found 18446744073709551616"),
 ])
 def test_a_timestamp_that_is_no_int64_is_refused_naming_the_field_on_both_formats(store, timestamp, said):
     # before, on Kafka: "found: 'float' object cannot be interpreted as an integer" (the encoder's
@@ -511,3 +511,117 @@ def test_a_kafka_key_that_is_not_utf8_is_found_by_its_keys_text(tmp_path):
         assert first.keys == ["\udcffab"]
         assert [r.value for r in store.find("t", first.keys[0])] == [b"v"]
     assert main(["query", path, "--key", b"\xffab".decode("utf-8", "surrogateescape"), "--json"]) == 0
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete,compact"])
+@pytest.mark.parametrize("how", ["append", "append_batch", "message", "append_arrow", "transaction"])
+def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothing(tmp_path, policy, how):
+    # Kafka 3.8 LogValidator.validateKey: with cleanup.policy holding compact (LogConfig.compact) a record
+    # without a key fails the whole batch, InvalidRecordException "Compacted topic cannot accept message
+    # without key"; an empty key is a key (Record.hasKey).  Before: every append path wrote it.
+    pa = pytest.importorskip("pyarrow")
+    keyless = {"topic": "c", "value": b"v"}
+    calls = {
+        "append": lambda s: s.append(keyless),
+        "append_batch": lambda s: s.append_batch([{**keyless, "key": b"k"}, keyless]),
+        "message": lambda s: s.append(segstore.Message(topic="c", value=b"v")),
+        "append_arrow": lambda s: s.append_arrow(pa.table({"topic": ["c", "c"], "key": [b"k", None],
+                                                           "value": [b"v", b"v"]})),
+        "transaction": lambda s: s.transaction(7).append_batch([{**keyless, "key": b"k"}, keyless]),
+    }
+    with segstore.open(tmp_path / "s", format="kafka", mode="a", **{"cleanup.policy": policy}) as s:
+        s.append({"topic": "c", "value": b"v", "key": b""})
+        with pytest.raises(InvalidMessageError, match="Compacted topic cannot accept message without key: "
+                                                      "expected a key on every record"):
+            calls[how](s)
+        assert s.offset_range("c", 0) == (0, 1)
+
+
+@pytest.mark.parametrize("timestamp", [-2, -5, -(2**63)])
+def test_a_timestamp_below_minus_one_is_refused_not_stamped_now_on_both_formats(store, timestamp):
+    # Kafka 3.8 ProducerRecord's constructor: "Timestamp should always be non-negative or null" (-1 and None
+    # are the append's time here, as a producer's null).  Before: any negative time was silently stamped
+    # with the append's clock on both formats (Kafka's append_arrow and transactions too).
+    said = rf"expected timestamps? in \[0, 9223372036854775807\] ms since the epoch .*found {timestamp}"
+    calls = [lambda: store.append({"topic": "orders", "value": b"v", "timestamp": timestamp}),
+             lambda: store.append(segstore.Message(topic="orders", value=b"v", timestamp=timestamp)),
+             lambda: store.append_batch([ONE[store.format], {"topic": "orders", "value": b"v",
+                                                             "timestamp": timestamp}])]
+    if store.format == "kafka":
+        pa = pytest.importorskip("pyarrow")
+        calls.append(lambda: store.append_arrow(pa.table({"topic": ["orders"], "value": [b"v"],
+                                                          "timestamp": pa.array([timestamp], pa.int64())})))
+        calls.append(lambda: store.transaction(3).append({"topic": "orders", "value": b"v",
+                                                          "timestamp": timestamp}))
+    for call in calls:
+        with pytest.raises(InvalidMessageError, match=said):
+            call()
+    _unchanged(store)
+    store.append({"topic": "orders", "value": b"v", "timestamp": -1})     # -1: the append's time
+    assert list(store.read("orders", 0))[-1].timestamp > 0
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_a_bytes_like_key_or_header_value_is_taken_on_both_formats(store, kind):
+    # Kafka took a bytearray or memoryview key and header value (as bytes), and so did RocketMQ for a
+    # body; RocketMQ refused them for a key or a property: "expected a key as a string, found bytearray",
+    # bytes being taken
+    store.append({"topic": "orders", "value": b"v", "key": kind(b"k2"), "headers": [("h", kind(b"x"))]})
+    got = list(store.read("orders", 0, 1))
+    assert [(r.key, dict(r.headers)["h"]) for r in got] == [(b"k2", b"x")]
+
+
+def test_a_partition_of_none_names_none_on_both_formats(store):
+    # Kafka 3.8 ProducerRecord: a null partition is "non-negative or null", the partitioner's to choose (a
+    # key's murmur2 partition, as a dict naming none); RocketMQ's appends took None as queue 0.  Before:
+    # Kafka refused it, "expected an integer partition, found 'None'"
+    for p in (1, 2):
+        store.append({**ONE[store.format], ("partition" if store.format == "kafka" else "queue_id"): p})
+    absent = store.append({"topic": "orders", "value": b"v", "key": b"k1"}).partition
+    assert absent == (2 if store.format == "kafka" else 0)        # Utils.murmur2(b"k1") % 3 == 2
+    message = segstore.Message(topic="orders", value=b"v", key=b"k1", partition=None)  # type: ignore[arg-type]
+    got = [store.append({"topic": "orders", "value": b"v", "key": b"k1", "partition": None}).partition,
+           store.append(message).partition, store.append_batch([message])[0].partition]
+    assert got == [absent] * 3
+    assert message.partition is None       # the caller's message is not routed for its next append
+
+
+def test_a_kraft_nodes_appends_create_only_the_partitions_the_metadata_log_assigns_it(tmp_path):
+    # Kafka 3.8 LogManager.isStrayKraftReplica: a KRaft broker renames -stray, on start, a partition
+    # directory without a partition.metadata topic id, or whose partition the metadata image does not
+    # assign to its node; a produce there is UNKNOWN_TOPIC_OR_PARTITION.  Before: an append created
+    # orders-3 (and new topics) without a topic id, records a broker would never serve
+    from kafka_messages import partition, topic
+    from test_kafka_metadata import write_metadata_log
+
+    from segstore.errors import InvalidTopicError
+
+    logs, orders = tmp_path / "logs", "AAAAAAAAAAAAAAAAAAAAMw"
+    write_metadata_log(logs, [topic("orders", orders), partition(orders, 0, [1]), partition(orders, 1, [2])])
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for p, t in ((1, "orders"), (3, "orders"), (0, "other")):
+            with pytest.raises(InvalidTopicError, match=f"assigns to node 1, found {t}-{p} .*-stray"):
+                store.append({"topic": t, "partition": p, "value": b"v"})
+        assert not (logs / "orders-1").exists() and not (logs / "orders-3").exists()
+        store.append({"topic": "orders", "partition": 0, "value": b"v"})
+        assert store.info()["partitions"][-1]["stray"] is False
+    assert (logs / "orders-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {orders}"
+
+
+def test_rocketmq_append_arrow_refuses_a_property_name_twice_as_its_append_does(tmp_path):
+    # RocketMQ 4.9.7 Message.putProperty: the properties are a HashMap, one value a name; append() refuses
+    # a name twice.  Before: append_arrow's columnar path wrote both pairs (a 100-byte message) and its
+    # pure-Python reference the last one (96 bytes), for the same table
+    pa = pytest.importorskip("pyarrow")
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        store.append(ONE["rocketmq"])
+        table = pa.Table.from_batches(list(store.scan_arrow()))
+        table = pa.concat_tables([table, table])
+        column = table.schema.get_field_index("properties")
+        table = table.set_column(column, "properties", pa.array([[("KEYS", "k")], [("p", "x"), ("p", "y")]],
+                                                                table.schema.field(column).type))
+        with pytest.raises(InvalidMessageError, match=r"expected each property name once .* found 'p' twice "
+                                                      r"in row 1"):
+            store.append_arrow(table)
+        _unchanged(store)

@@ -234,7 +234,7 @@ ROW = st.fixed_dictionaries({
     "topic": st.sampled_from(["t", "u"]), "partition": st.integers(0, 1),
     "key": st.one_of(st.none(), st.binary(max_size=12)),
     "value": st.one_of(st.none(), st.binary(max_size=40)),
-    "timestamp": st.one_of(st.none(), st.integers(-3, 2**42)),
+    "timestamp": st.one_of(st.none(), st.integers(-1, 2**42)),
     "headers": st.one_of(st.none(), st.lists(st.fixed_dictionaries(
         {"key": st.text(max_size=5), "value": st.one_of(st.none(), st.binary(max_size=8))}), max_size=2))})
 ROWS_SCHEMA = pa.schema([KAFKA_SCHEMA.field(name) for name in ("topic", "partition", "key", "value")]

@@ -38,10 +38,11 @@ def _segments(store, topic: str = "t") -> int:
 
 
 def _append_at(path, times, **config) -> int:
-    """Append one record at each of ``times``; how many segments result."""
+    """Append one record (keyed: a compacted topic refuses one without a key) at each of ``times``; how
+    many segments result."""
     with segstore.open(path, format="kafka", mode="a", **config) as store:
         for t in times:
-            store.append_batch([Message("t", b"v", timestamp=t)])
+            store.append_batch([Message("t", b"v", key=b"k", timestamp=t)])
     return len(list((path / "t-0").glob("*.log")))
 
 
@@ -145,7 +146,7 @@ def test_the_metadata_logs_timestamp_bound_refuses_appends_to_that_topic(tmp_pat
                               config("orders", "message.timestamp.before.max.ms", "1000")])
     with _store(logs) as store:
         with pytest.raises(InvalidMessageError, match="out of range"):
-            store.append_batch([Message("orders", b"old", timestamp=T0)])
+            store.append_batch([Message("orders", b"old", key=b"k", timestamp=T0)])
         store.append_batch([Message("orders", b"new", timestamp=_now())])
 
 
@@ -202,7 +203,7 @@ def test_the_metadata_logs_dynamic_broker_defaults_of_these_configs_apply(tmp_pa
         assert (got.message_timestamp_before_max_ms, got.max_compaction_lag_ms, got.segment_jitter_ms) == (
             1000, 100, 3_600_000)
         with pytest.raises(InvalidMessageError, match="out of range"):
-            store.append_batch([Message("orders", b"old", timestamp=T0)])
+            store.append_batch([Message("orders", b"old", key=b"k", timestamp=T0)])
 
 
 # -- compression levels (KIP-390) ----------------------------------------------------------------------

@@ -12,7 +12,7 @@
  * A plain item is an exact dict whose keys are among topic, partition, key, value, timestamp and
  * headers (or a Message whose those fields are so; its offset and timestamp_type are not written), with ``topic`` an exact str and ``value`` present, ``partition`` an exact int in
  * [0, 2**31) (absent: 0), ``key``/``value`` None, bytes or a UTF-8 encodable str, ``timestamp`` an
- * exact int within int64 (absent: -1; below 0: the append's time), ``headers`` absent, None or a
+ * exact int from -1 to int64's largest (absent or -1: the append's time), ``headers`` absent, None or a
  * list/tuple of 2-item lists/tuples of a UTF-8 encodable str and None, bytes or such a str.
  * Anything else is the store's general path (Message.coerce), which raises the typed errors.
  */
@@ -156,7 +156,8 @@ plain_value(int field, PyObject *v, Plain *p)
             return NOT_PLAIN;
         }
         p->timestamp = PyLong_AsLongLongAndOverflow(v, &overflow);
-        return overflow ? NOT_PLAIN : PLAIN;
+        /* below -1: refused by the general path (records.message_timestamp) */
+        return overflow || p->timestamp < NO_TIMESTAMP ? NOT_PLAIN : PLAIN;
     case 5:
         p->headers = v;
         return PLAIN;

@@ -7,7 +7,7 @@ columns (what ``scan_arrow`` yields; any format's common columns do)::
     value       binary or string, required (null: a tombstone)
     partition   integer, no nulls (absent: 0, or a keyed row's partition, below)
     key         binary or string (absent: all null)
-    timestamp   timestamp[ms] or integer ms (absent, null or below 0: the append's time)
+    timestamp   timestamp[ms] or integer ms (absent, null or -1: the append's time; below -1 refused)
     headers     list<struct<key: string, value: binary>> (absent: none)
     baseOffset  integer: where it changes, a new batch begins (a scan's batches stay whole)
     isControl   bool: a true row is refused (markers are not data to copy)
@@ -39,6 +39,7 @@ import pyarrow as pa
 from segstore import arrays, grouping
 from segstore.columns import HEADERS, binary_buffers
 from segstore.errors import InvalidMessageError
+from segstore.records import MAX_TIMESTAMP
 
 from . import partitioner
 from .arrowencode import Columns
@@ -237,6 +238,11 @@ def plan(batch: pa.RecordBatch, widths: dict[str, int] | None = None) -> Plan:
     timestamps = _integers(batch, "timestamp", -1)
     if timestamps is None:
         timestamps = np.full(n, -1, np.int64)
+    elif n and timestamps.min() < -1:   # as records.message_timestamp refuses a message's
+        row = int(np.argmax(timestamps < -1))
+        raise InvalidMessageError(f"expected timestamps in [0, {MAX_TIMESTAMP}] ms since the epoch (null or "
+                                  f"-1: the append's time; Kafka's ProducerRecord: \"Timestamp should always "
+                                  f"be non-negative or null\"), found {int(timestamps[row])} in row {row}")
     value, headers = _binary(batch, "value"), _headers(batch)
     sizes = _lengths(key) + _lengths(value) + _header_sizes(headers) + RECORD_OVERHEAD
     base_offsets = _integers(batch, "baseOffset", -1)

@@ -4,10 +4,10 @@ A *plain* append item is an exact ``dict`` whose keys are among
 :data:`PLAIN_FIELDS`, with ``topic`` an exact ``str`` and ``value`` present,
 ``partition`` an exact ``int`` in ``[0, 2**31)`` (absent: see below), ``key`` and
 ``value`` None, ``bytes`` or a UTF-8 encodable ``str``, ``timestamp`` an exact
-``int`` within int64 (absent: -1; below 0 the append's time, as
-:meth:`KafkaStore.append_batch` stamps it), ``headers`` absent, None or a
-list/tuple of 2-item lists/tuples of a UTF-8 encodable ``str`` and a key/value-like
-value.  A :class:`Message` (exactly) whose fields are so is plain too (its
+``int`` from -1 to int64's largest (absent or -1: the append's time, as
+:meth:`KafkaStore.append_batch` stamps it; below -1 refused by the general path),
+``headers`` absent, None or a list/tuple of 2-item lists/tuples of a UTF-8 encodable
+``str`` and a key/value-like value.  A :class:`Message` (exactly) whose fields are so is plain too (its
 ``offset`` and ``timestamp_type`` are not written: the log assigns both).  Such an
 item means exactly what :meth:`segstore.records.Message.coerce` makes of it;
 anything else (another field, another type) goes through the store's general
@@ -63,7 +63,7 @@ if _speedups is not None:
 #: Keys a plain append dict may carry.
 PLAIN_FIELDS = frozenset({"topic", "partition", "key", "value", "timestamp", "headers"})
 INT32_MAX = (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT64_MAX = (1 << 63) - 1
 #: One record's bytes besides its key, value and headers, at most (length, attributes, varints).
 _RECORD_OVERHEAD = 5 + 1 + 10 + 3 * 5 + 5
 _HEADER_OVERHEAD = 2 * 5
@@ -110,7 +110,7 @@ def _plain(item: Any) -> tuple[str, int, int]:
     timestamp = item.get("timestamp", -1)
     if type(topic) is not str or type(partition) is not int or not 0 <= partition <= INT32_MAX:
         raise _NotPlain
-    if type(timestamp) is not int or not INT64_MIN <= timestamp <= INT64_MAX:
+    if type(timestamp) is not int or not -1 <= timestamp <= INT64_MAX:    # below -1: the general path refuses
         raise _NotPlain
     size = _RECORD_OVERHEAD + max(_blob_len(item.get("key")), 0) + max(_blob_len(item["value"]), 0)
     headers = item.get("headers")

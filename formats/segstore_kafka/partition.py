@@ -337,6 +337,12 @@ class KafkaConfig:
         return self.segment_ms
 
     @property
+    def compact(self) -> bool:
+        """Whether ``cleanup.policy`` has ``compact`` (3.8 ``LogConfig.compact``): the broker then refuses a
+        record without a key (:func:`check_keys`)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
     def checks_timestamps(self) -> bool:
         """Whether an append checks its records' times (:func:`check_timestamps`): a CreateTime topic with
         a bound set."""
@@ -580,6 +586,28 @@ def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, pa
                 f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
                 f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
                 path)
+
+
+def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None:
+    """Refuse a batch the broker refuses on a compacted topic (3.8 ``LogValidator.validateKey``): a
+    record without a key (InvalidRecordException "Compacted topic cannot accept message without key";
+    the whole batch is refused).  Decodes the records only where ``cleanup.policy`` has ``compact``.
+
+    :raises InvalidMessageError: naming the record's offset.
+    """
+    if not config.compact or batch.is_control:
+        return      # markers carry their own key; the coordinator writes them (origin COORDINATOR)
+    for record in batch.records():
+        if record.key is None:
+            raise InvalidMessageError(no_key_message(f"the record at offset {record.offset}", config), path)
+
+
+def no_key_message(which: str, config: KafkaConfig) -> str:
+    """What :func:`check_keys` (and the appends that check their rows before encoding) say of a record
+    (``which``: where it is) without a key on a compacted topic: the broker's words, then what was
+    expected."""
+    return (f"Compacted topic cannot accept message without key: expected a key on every record "
+            f"(cleanup.policy={config.cleanup_policy}), found none on {which}")
 
 
 def time_out_of_range(config: KafkaConfig, timestamp: int, now: int) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import dataclasses
 import functools
 import json as jsonlib
 import numbers
@@ -44,7 +45,7 @@ from segstore.errors import (
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
 from segstore.overlap import ahead, in_rounds, thread_count
-from segstore.records import Message, Record, integer_field, message_list
+from segstore.records import Message, Record, message_list, message_timestamp
 from segstore.search import Bound, search
 from segstore.store import (
     ISOLATION_LEVELS,
@@ -79,9 +80,11 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
+    check_keys,
     check_timestamps,
     encode_columns,
     encode_records,
+    no_key_message,
     now_ms,
     parse_partition_dir,
     plain_header,
@@ -264,15 +267,11 @@ def _partition_number(partition: Any) -> int:
 def _timestamp_number(timestamp: Any) -> int:
     """An appended message's timestamp as an ``int`` (a numpy integer as its value), before the encoder
     sees it: there a float or a str was "'float' object cannot be interpreted as an integer" and a
-    bool stored as 1 ms.  Checked as RocketMQ's appends check their fields (:func:`integer_field`).
+    bool stored as 1 ms.  Checked as RocketMQ's appends check it (:func:`message_timestamp`).
 
-    :raises InvalidMessageError: not an integer, or not an int64 (the record batch's timestamps).
+    :raises InvalidMessageError: not an integer, below -1 or past an int64 (:func:`message_timestamp`).
     """
-    timestamp = integer_field(timestamp, "timestamp")
-    if not -(2**63) <= timestamp < 2**63:
-        raise InvalidMessageError(f"expected timestamp in [{-(2**63)}, {2**63 - 1}] (an int64 of ms), "
-                                  f"found {timestamp}")
-    return timestamp
+    return message_timestamp(timestamp)
 
 
 def _stamp(timestamp: Any, now: int) -> Any:
@@ -776,10 +775,44 @@ class KafkaStore(Store):
                                         "(this directory's "
                                         f"partition), found {topic}-{partition}", self.path)
             return self._part
+        new = create and self.mode == "a" and (topic, partition) not in self._log_dir.partitions
         part = self._log_dir.partition(topic, partition, create=create and self.mode == "a")
         if part is None:
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
+        state = self.metadata.topics.get(topic) if new and self._kraft_node() else None  # type: ignore[union-attr]
+        if state is not None:
+            # a KRaft broker flushes the topic id before a log's first append (UnifiedLog.
+            # maybeFlushMetadataFile): without it, it would rename the directory -stray on start
+            files.write_atomic(os.path.join(part.path, PARTITION_METADATA),
+                               f"version: 0\ntopic_id: {state.topic_id}")
         return part
+
+    def _kraft_node(self) -> bool:
+        """Whether this log directory is a KRaft node's with its metadata log (``meta.properties`` and
+        ``__cluster_metadata-0``): its broker keeps only the partitions the metadata image assigns it."""
+        return self.metadata is not None and self.identity is not None
+
+    def _check_assigned(self, topic: str, partition: int) -> None:
+        """Refuse a partition to create in a KRaft node's log directory that the metadata image does not
+        assign to this node: its 3.8 broker refuses a produce there (UNKNOWN_TOPIC_OR_PARTITION) and
+        would rename the directory ``-stray`` on start (``LogManager.isStrayKraftReplica``), taking
+        the records appended with it.  ``O(1)``.
+
+        :raises InvalidTopicError: naming the partition and the node.
+        """
+        if (self._part is not None or (topic, partition) in self._log_dir.partitions or not self._kraft_node()
+                or topic == kraft.METADATA_TOPIC):      # the controller's own log, not a broker's replica
+            return
+        assert self.metadata is not None and self.identity is not None     # _kraft_node
+        state = self.metadata.topics.get(topic)
+        assigned = None if state is None else state.partitions.get(partition)
+        if assigned is None or self.identity.node_id not in assigned.replicas:
+            whose = ("no such partition in the metadata log" if assigned is None
+                     else f"replicas {list(assigned.replicas)}")
+            raise InvalidTopicError(f"expected a partition the metadata log assigns to node "
+                                    f"{self.identity.node_id}, found {topic}-{partition} ({whose}): its "
+                                    f"broker would rename the directory -stray "
+                                    f"(LogManager.isStrayKraftReplica)", self.path)
 
     def partition_widths(self) -> dict[str, int]:
         """Each topic's partition count, for the topics of more than one: the KRaft metadata's
@@ -810,22 +843,24 @@ class KafkaStore(Store):
         if not held:
             raise partitioner.not_held(self.path, topic, partition, self.partition_widths()[topic], key)
 
-    def _route_keyed(self, items: list[Any], msgs: list[Message]) -> None:
-        """Each keyed dict of ``items`` naming no partition, of a topic of more than one partition: its
-        message of ``msgs`` (``Message.coerce`` of it) in its key's partition, as
-        ``dictappend.plain_groups`` routes plain dicts.  ``O(items)``.
+    def _route_keyed(self, items: list[Any], msgs: list[Message], unnamed: list[bool]) -> None:
+        """Each keyed item of ``items`` naming no partition (a dict without one, or ``unnamed``: its
+        partition None), of a topic of more than one partition: its message of ``msgs``
+        (``Message.coerce`` of it) in its key's partition, as ``dictappend.plain_groups`` routes plain
+        dicts.  ``O(items)``.
 
         :raises NotFoundError: a key chose a partition this store does not hold.
         """
         widths = self.partition_widths()
         if not widths:
             return
-        for item, m in zip(items, msgs, strict=True):
+        for item, m, none in zip(items, msgs, unnamed, strict=True):
             width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
-            if (width > 1 and isinstance(item, Mapping) and "partition" not in item
+            if (width > 1 and (none or (isinstance(item, Mapping) and "partition" not in item))
                     and isinstance(m.key, bytes)):
                 m.partition = partitioner.partition_for_key(m.key, width)
-                self._check_routed(m.topic, m.partition, item.get("key"))
+                given = item.get("key") if isinstance(item, Mapping) else m.key
+                self._check_routed(m.topic, m.partition, given)
 
     @property
     def partition(self) -> Partition:
@@ -850,9 +885,10 @@ class KafkaStore(Store):
         :meth:`Message.coerce` and the per-record encoder (the same bytes).  The results of one
         batch share its ``extra`` dict.
 
-        A dict naming no ``partition`` goes to partition 0, or, where it has a key (not None) and its
-        topic more than one partition (:meth:`partition_widths`, as the call starts), to the one the
-        Java producer chooses for the key (:mod:`.partitioner`); a :class:`Message` names its partition.
+        A dict naming no ``partition`` (or None, as ``ProducerRecord``'s null) goes to partition 0, or,
+        where it has a key (not None) and its topic more than one partition (:meth:`partition_widths`,
+        as the call starts), to the one the Java producer chooses for the key (:mod:`.partitioner`); a
+        :class:`Message` names its partition (None: none, as a dict's).
 
         :raises MessageTooLargeError: a record too large for a batch alone (nothing is written).
         :raises NotFoundError: a key chose a partition this store does not hold (nothing is written).
@@ -1045,24 +1081,34 @@ class KafkaStore(Store):
                           datas: list[bytes]) -> None:
         """Refuse a batch of ``datas`` (encoded for ``topic``-``partition`` under ``config`` at ``now``)
         with a record time the topic's ``message.timestamp.before/after.max.ms`` refuse
-        (:func:`check_timestamps`); called before anything is written, so the append is all or none.
+        (:func:`check_timestamps`), or, on a compacted topic, a record without a key (:func:`check_keys`,
+        as ``LogValidator.validateRecord`` checks both); called before anything is written, so the
+        append is all or none.
 
         :raises InvalidMessageError: naming the record.
         """
-        if config.checks_timestamps:
+        if config.checks_timestamps or config.compact:
             path = self._partition_path(topic, partition)
             for data in datas:
-                check_timestamps(codec.read_batch_header(data, 0, path=path), config, now, path)
+                header = codec.read_batch_header(data, 0, path=path)
+                check_keys(header, config, path)
+                check_timestamps(header, config, now, path)
 
     def _check_plan_times(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
         ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`; a row without a time
-        is stamped now, in range).  ``O(rows)`` numpy where a topic sets a bound, nothing elsewhere.
+        is stamped now, in range), or, on a compacted topic, a row without a key (:func:`check_keys`).
+        ``O(rows)`` numpy where a topic sets a bound or compacts, nothing elsewhere.
 
-        :raises InvalidMessageError: naming the row's time and the range.
+        :raises InvalidMessageError: naming the row's time and the range, or the row without a key.
         """
         for topic, partition, rows in plan.groups:
             config, _, _, now = self._append_state(topic, partition)
+            if config.compact:      # LogValidator.validateKey, before the times (validateRecord's order)
+                nulls = rows[np.asarray(plan.key.is_null(), bool)[rows]]
+                if len(nulls):
+                    raise InvalidMessageError(no_key_message(f"row {int(nulls[0])} of the batch", config),
+                                              self._partition_path(topic, partition))
             if not config.checks_timestamps:
                 continue
             stamps = plan.timestamps[rows]
@@ -1159,6 +1205,7 @@ class KafkaStore(Store):
                 self.partition_of(topic, partition)
             else:
                 self._log_dir.check_new_partition(topic, partition, known)
+                self._check_assigned(topic, partition)
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
@@ -1201,11 +1248,17 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        # a partition of None names none, as ProducerRecord's null partition leaves it to the partitioner
+        # (it was "expected an integer partition, found 'None'"; RocketMQ's appends take it as queue 0)
+        unnamed = [m.partition is None for m in msgs]
+        if any(unnamed):    # the caller's own Message keeps its None: routed here, not for its next append
+            msgs = [dataclasses.replace(m) if none and m is item else m
+                    for m, item, none in zip(msgs, items, unnamed, strict=True)]
         for m in msgs:
-            m.partition = _partition_number(m.partition)
+            m.partition = 0 if m.partition is None else _partition_number(m.partition)
             if m.timestamp is not None:
                 m.timestamp = _timestamp_number(m.timestamp)
-        self._route_keyed(items, msgs)
+        self._route_keyed(items, msgs, unnamed)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
@@ -1226,6 +1279,7 @@ class KafkaStore(Store):
         self._check_writable()
         if self._part is None:
             self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
+            self._check_assigned(topic, partition)
         self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
                                                                         new_segment=new_segment)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)

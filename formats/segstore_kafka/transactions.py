@@ -36,7 +36,7 @@ from segstore.store import AppendResult
 from . import batch as codec
 from .compaction import producer_state, stable_below
 from .logdir import high_watermark
-from .partition import Partition, time_out_of_range
+from .partition import Partition, no_key_message, time_out_of_range
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -151,8 +151,13 @@ class Transaction:
                 except NotFoundError:
                     continue        # a new partition: no producer state to fence
                 check_fencing(held, self.producer_id, self.producer_epoch)
-        for key, indices in groups.items():     # and every record's time (LogValidator.validateTimestamp)
+        # and every record's key and time (LogValidator.validateKey, validateTimestamp)
+        for key, indices in groups.items():
             config, _, _, now = self.store._append_state(*key)
+            keyless = [i for i in indices if msgs[i].key is None] if config.compact else []
+            if keyless:
+                raise InvalidMessageError(no_key_message(f"message {keyless[0]} of the call", config),
+                                          self.store.path)
             if not config.checks_timestamps:
                 continue        # no bound set (the default): no record to look at
             for i in indices:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from segstore import arrays
 from segstore.columns import binary_buffers
-from segstore.errors import InvalidMessageError
+from segstore.errors import InvalidMessageError, cut
 
 from . import arrowwrite
 from .config import SCHEDULE_TOPIC
@@ -79,7 +79,43 @@ def batches(data: Any) -> list[pa.RecordBatch]:
     if not (pa.types.is_map(kind) or pa.types.is_null(kind)):
         raise InvalidMessageError(f"expected a map column properties (segstore.columns.ROCKETMQ_SCHEMA), "
                                   f"found {kind}")
-    return [b for b in out if b.num_rows]
+    out = [b for b in out if b.num_rows]
+    if pa.types.is_map(kind):
+        start = 0
+        for b in out:
+            _check_property_pairs(b, start)
+            start += b.num_rows
+    return out
+
+
+def _shown(raw: bytes) -> str:
+    """A property name or value of a row, as an error shows it (text, cut)."""
+    return cut(raw.decode("utf-8", "replace"))
+
+
+def _check_property_pairs(batch: pa.RecordBatch, start: int) -> None:
+    """Refuse a row (``start`` the batch's first row in the input) whose properties map holds a name
+    twice, as an append of the message refuses it: the broker's properties are a ``HashMap`` (4.9.7
+    ``Message.putProperty``), one value a name, and the two paths of this append disagreed (the
+    columnar one wrote both pairs, the reference, a ``dict``, the last).  A scan never yields one.
+    ``O(pairs)`` in Arrow.
+
+    :raises InvalidMessageError: naming the row and the property.
+    """
+    column = _map_column(batch)
+    offsets = arrays.int64s(column.offsets)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if hi - lo < 2:
+        return
+    keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
+    rows = np.repeat(np.arange(batch.num_rows), np.diff(offsets))
+    counts = pa.table({"row": rows, "name": keys}).group_by(["row", "name"]).aggregate([("row", "count")])
+    twice = np.flatnonzero(np.asarray(counts.column("row_count")) > 1)
+    if len(twice):
+        first = min(twice.tolist(), key=lambda i: counts.column("row")[i].as_py())
+        raise InvalidMessageError(f"expected each property name once (RocketMQ properties are a map), found "
+                                  f"{_shown(counts.column('name')[first].as_py())} twice in row "
+                                  f"{start + counts.column('row')[first].as_py()}")
 
 
 def _ints(column: pa.Array, name: str) -> np.ndarray:

@@ -50,7 +50,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message, Record, header_pairs, integer_field, message_list
+from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -167,10 +167,16 @@ def _now_ms() -> int:
 
 
 def _text(value: Any, what: str) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
+    """An appended key, tag or property (name or value) as the text a property holds: a str, or UTF-8
+    bytes of any bytes-like kind, as a body and Kafka's keys and headers are taken (a bytearray was
+    "expected a key as a string", bytes being taken).
+
+    :raises InvalidMessageError: neither.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8")
     if not isinstance(value, str):
-        raise InvalidMessageError(f"expected {what} as a string, found {type(value).__name__}")
+        raise InvalidMessageError(f"expected {what} as a str or UTF-8 bytes, found {type(value).__name__}")
     return value
 
 
@@ -828,8 +834,9 @@ class RocketMQStore(LifecycleMixin, Store):
                 fields["keys"] = [_text(key, "a key")]
             if headers:
                 fields["properties"] = _header_properties(headers)
-            if integer_field(item.timestamp, "timestamp", -1) >= 0:
-                fields["born_timestamp"] = item.timestamp
+            stamp = message_timestamp(item.timestamp)
+            if stamp >= 0:      # -1: the born time is the store time, as the append's
+                fields["born_timestamp"] = stamp
             return fields
         if not isinstance(item, Mapping):   # Message.coerce's words (Kafka's), not "has no attribute 'keys'"
             raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
@@ -859,8 +866,8 @@ class RocketMQStore(LifecycleMixin, Store):
         headers = fields.pop("headers", None)
         if headers:
             fields["properties"] = _header_properties(headers)
-        stamp = integer_field(fields.pop("timestamp", None), "timestamp", None)
-        if stamp is not None and stamp >= 0:
+        stamp = message_timestamp(fields.pop("timestamp", None))
+        if stamp >= 0:
             fields["born_timestamp"] = stamp
         fields.pop("offset", None)
         fields.pop("timestamp_type", None)

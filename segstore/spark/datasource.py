@@ -517,7 +517,8 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
             value=_utf8(value),
             key=_utf8(keys[i]),
             partition=partitions[i] if partitions[i] is not None else default_partition,
-            timestamp=-1 if timestamps[i] is None else timestamps[i],
+            # below 0 is the append's time, as staged_columns makes it (an append refuses one below -1)
+            timestamp=-1 if timestamps[i] is None or timestamps[i] < 0 else timestamps[i],
             headers=[(h["key"], h["value"]) for h in headers[i] or ()],
         )
 
