@@ -1019,3 +1019,39 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
             store.recover()
         assert info.value.path == str(log)
     assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
+
+
+@pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
+def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas_loader_does(
+        tmp_path: Path, index: str) -> None:
+    """A log whose offsets go back (a batch of offset 5 after one of 20): Kafka 3.8.0 ``LogSegment.recover``
+    rebuilds the indexes and ``OffsetIndex.append`` (an offset not above the last entry's) or, for the
+    entry forced in at the end, ``TimeIndex.maybeAppend`` (an offset below the last entry's) throws
+    ``InvalidOffsetException``; ``LogLoader.recoverLog`` catches it and calls
+    ``segment.truncateTo(segment.baseOffset)``: the segment is emptied and, its bytes truncated, every later
+    segment deleted.  segstore raised ``CorruptIndexError`` (``expected an offset above the last indexed 20,
+    found 5``) after resetting the indexes, leaving both preallocated (10 MiB each); now it empties the
+    segment as the broker does, keeping what it cuts."""
+    offsets = [0, 10, 20, 5, 30] if index == "offset index entry" else [0, 10, 20, 5]
+    data = b"".join(encode_batch([(b"k", b"v" * 100, 1_000 + i)], base_offset=o)
+                    for i, o in enumerate(offsets))
+    later = encode_batch([(b"k", b"w", 2_000)], base_offset=40)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log, next_log = part / f"{SEG0}.log", part / "00000000000000000040.log"
+    log.write_bytes(data)
+    next_log.write_bytes(later)
+    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
+        for suffix in (".index", ".timeindex"):
+            (part / f"{name}{suffix}").write_bytes(b"")
+    # 171-byte batches: an entry for every batch after the first, or only for the one of offset 20
+    config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
+    with segstore.open(part, format="kafka", mode="a", **config) as store:
+        lines = store.recover()
+        assert store.offset_range("t", 0) == (0, 0)
+        assert _values(store) == []
+    assert "InvalidOffsetException" in lines[0] and f"{log}:513:" in lines[0]
+    assert log.read_bytes() == b"" and Path(f"{log}.cut-0").read_bytes() == data
+    assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
+    for suffix in (".index", ".timeindex"):
+        assert (part / f"{SEG0}{suffix}").stat().st_size == 0

@@ -716,7 +716,10 @@ class LogSegment:
         valid, error = codec.valid_prefix(buf, path=self.path)
         last_entry = 0
         full_at: int | None = None
+        emptied = False
+        last_batch: codec.RecordBatch | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
+            last_batch = batch
             if not self.indexable(batch.last_offset):
                 # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and splits the segment, or
                 # does not load the log; no index can hold the batch: it stays unindexed, verify names it
@@ -733,6 +736,10 @@ class LogSegment:
                     # unindexed (lookups walk it) and the next append rolls (shouldRoll: index full).
                     full_at = batch.position
                 else:
+                    gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
+                    if gone_back is not None:
+                        valid, error, emptied = 0, gone_back, True
+                        break
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
                     last_entry = batch.position
@@ -750,7 +757,19 @@ class LogSegment:
                 # InvalidRecordException is caught and the segment cut after the batch
                 valid, error = batch.position + batch.size, err
                 break
+        if not emptied and last_batch is not None:
+            # the time index entry forced in below (outside Kafka's catch, inside LogLoader's)
+            gone_back = self._index_gone_back(last_batch, None, self._max_ts)
+            if gone_back is not None:
+                valid, error, emptied = 0, gone_back, True
         del buf
+        if emptied:
+            # LogLoader.recoverLog catches the InvalidOffsetException and calls segment.truncateTo(its base
+            # offset): the whole segment goes (kept aside here), its indexes with it
+            self.offset_index.reset(self.max_index_size)
+            self.time_index.reset(self.max_index_size)
+            self.txn_index.reset()
+            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         truncated = self.log.size - valid
         saved = None
         if truncated:
@@ -762,6 +781,29 @@ class LogSegment:
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
+
+    def _index_gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset
+                         ) -> CorruptDataError | None:
+        """Where the entry ``recover`` is about to add (an offset index entry for ``entry``, and the time
+        index's for ``max_ts``, the max timestamp so far; ``entry`` None: only the latter, forced in at the
+        end) would
+        name an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
+        ``OffsetIndex.append`` (offset not above the last) and ``TimeIndex.maybeAppend`` (offset below the
+        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to empty the
+        segment.  None where the entries go forward."""
+        last_time = self.time_index.last_entry.offset if len(self.time_index) else None
+        if entry is not None and len(self.offset_index) and entry <= self.offset_index.last_offset:
+            index, last, found = self.offset_index.path, self.offset_index.last_offset, entry
+        elif last_time is not None and max_ts.offset < last_time:
+            index, last, found = self.time_index.path, last_time, max_ts.offset
+        else:
+            return None
+        return CorruptDataError(
+            f"expected offsets going forward, found a batch of offsets {batch.base_offset}.."
+            f"{batch.last_offset} that makes {os.path.basename(index)} go back from {last} to {found}: "
+            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog empties the "
+            "segment (truncateTo its base offset)",
+            self.path, batch.position)
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
