@@ -1055,3 +1055,41 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
     assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
     for suffix in (".index", ".timeindex"):
         assert (part / f"{SEG0}{suffix}").stat().st_size == 0
+
+
+@pytest.mark.parametrize("type_id", [2, 9])
+def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_cannot_load_it(
+        tmp_path: Path, type_id: int) -> None:
+    """A control batch with a producer id whose record is no end-transaction marker (type 2,
+    ``LEADER_CHANGE``, or 9, which ``ControlRecordType.fromTypeId`` gives as ``UNKNOWN``): Kafka 3.8.0
+    ``LogSegment.updateProducerState`` hands it to ``ProducerAppendInfo.append``, whose
+    ``EndTransactionMarker.deserialize`` throws ``IllegalArgumentException``
+    (``ensureTransactionMarkerControlType``), which ``LogSegment.recover`` does not catch: the broker does
+    not load the log.  segstore's verify found nothing and recover passed it (closing the producer's
+    transaction as a COMMIT would); now verify names it and recover keeps it, exiting 1, as for the other
+    batches the broker cannot load."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(struct.pack(">hh", 0, type_id), b"\x00" * 6, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(log), len(data))]
+    assert "IllegalArgumentException" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(data))
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []
+

@@ -161,6 +161,20 @@ class TransactionTracker:
 ChunkSource = Callable[["LogSegment", int], Iterator[columnar.Chunk]]
 
 
+#: what a producer's control batch may hold (None: no record, a marker the cleaner emptied)
+_END_MARKERS = (None, "COMMIT", "ABORT")
+
+
+def _not_a_marker(kind: str | None) -> str:
+    """The problem of a producer's control batch of another control type (``kind``): Kafka 3.8.0
+    ``ProducerAppendInfo.append`` reads it with ``EndTransactionMarker.deserialize``, whose
+    ``ensureTransactionMarkerControlType`` throws ``IllegalArgumentException`` (not the
+    ``InvalidRecordException`` ``LogSegment.recover`` catches): the broker does not load the log."""
+    return (f"expected a COMMIT or ABORT marker in a control batch of a producer, found a {kind} control "
+            "record: Kafka's EndTransactionMarker.deserialize throws IllegalArgumentException on it "
+            "(ProducerAppendInfo.append) and the broker does not load the log")
+
+
 def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
     """``batch``'s records, decoded without a CRC check (Kafka's time lookups check none); records that
     do not decode under a CRC that does not hold raise the CRC's error, where every read of the batch
@@ -486,9 +500,12 @@ class LogSegment:
 
     def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
         try:
-            codec.read_batch_header(view, pos, path=self.path).control_type()
+            header = codec.read_batch_header(view, pos, path=self.path)
+            kind = header.control_type()
         except CorruptDataError as err:
             return (err.path or self.path, pos if err.pos is None else err.pos, err.message)
+        if header.producer_id >= 0 and kind not in _END_MARKERS:
+            return (self.path, pos, _not_a_marker(kind))
         return None
 
     def _batch_view(self, pos: int) -> memoryview:
@@ -745,7 +762,10 @@ class LogSegment:
                     last_entry = batch.position
             try:
                 if batch.is_control and batch.producer_id >= 0:
-                    batch.control_type()    # ProducerAppendInfo.append: EndTransactionMarker.deserialize
+                    # ProducerAppendInfo.append: EndTransactionMarker.deserialize; a type other than COMMIT
+                    # or ABORT throws IllegalArgumentException, which no recovery catches: kept, named
+                    if batch.control_type() not in _END_MARKERS:
+                        continue
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
