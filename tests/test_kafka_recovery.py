@@ -1093,3 +1093,28 @@ def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_ca
         assert store.offset_range("t", 0)[1] == 3
     assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []
 
+
+def test_recover_reads_a_marker_of_magic_3_as_v2_as_the_brokers_producer_state_does(tmp_path: Path) -> None:
+    """An ABORT marker whose magic byte is 3 (the CRC-32C, over bytes 21 on, holds): Kafka 3.8.0
+    ``FileLogInputStream.nextBatch`` frames it as a ``DefaultFileChannelRecordBatch``, ``LogSegment.recover``
+    keeps it (``ensureValid``), assigns its leader epoch (magic >= 2) and ``ProducerAppendInfo.append``
+    decodes its record as v2: the transaction is aborted and ``.txnindex`` gets its entry.  segstore kept
+    the batch but skipped it for epochs and transactions: no ``.txnindex`` (read_committed readers got the
+    aborted record) and the epoch started one batch late (``2 2`` for ``2 1``)."""
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True, partition_leader_epoch=1)
+    marker = bytearray(encode_control_batch("ABORT", base_offset=1, producer_id=5, producer_epoch=0,
+                                            coordinator_epoch=0, timestamp=2, partition_leader_epoch=2))
+    marker[MAGIC_OFFSET] = 3
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2, partition_leader_epoch=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError, match="magic"):      # the magic stays named, as before
+            store.recover()
+    assert log.read_bytes() == data + bytes(marker) + after
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
+    # version 0, producer 5, first offset 0, last offset 1, last stable offset 2
+    assert (part / f"{SEG0}.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 1, 2)

@@ -149,7 +149,7 @@ class TransactionTracker:
         if batch.record_count == 0:
             return None     # completes nothing (ProducerAppendInfo.append: an emptied marker)
         first = self._open.pop(pid, None)
-        if first is None or batch.control_type() != "ABORT":
+        if first is None or batch.end_marker_type() != "ABORT":
             return None
         others = sorted(self._open.values())
         lso = others[0] if others else batch.last_offset + 1
@@ -764,14 +764,13 @@ class LogSegment:
                 if batch.is_control and batch.producer_id >= 0:
                     # ProducerAppendInfo.append: EndTransactionMarker.deserialize; a type other than COMMIT
                     # or ABORT throws IllegalArgumentException, which no recovery catches: kept, named
-                    if batch.control_type() not in _END_MARKERS:
+                    if batch.end_marker_type() not in _END_MARKERS:
                         continue
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
-                if batch.magic != codec.MAGIC_V2 or batch.attributes & codec.CODEC_MASK != codec.NONE:
-                    # records Kafka reads as v2 and segstore does not (batch._unknown_magic), or a stream
-                    # whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
+                if batch.attributes & codec.CODEC_MASK != codec.NONE:
+                    # a stream whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
                     continue
                 # Kafka counted the batch's bytes as valid before updateProducerState threw: the
                 # InvalidRecordException is caught and the segment cut after the batch
