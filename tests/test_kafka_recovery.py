@@ -1118,3 +1118,50 @@ def test_recover_reads_a_marker_of_magic_3_as_v2_as_the_brokers_producer_state_d
     assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
     # version 0, producer 5, first offset 0, last offset 1, last stable offset 2
     assert (part / f"{SEG0}.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 1, 2)
+
+
+@pytest.mark.parametrize("stream", ["snappy header only", "gzip member of part of the record",
+                                    "gzip member cut short"])
+def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few_bytes(
+        tmp_path: Path, stream: str) -> None:
+    """A compressed marker whose stream ends before its record does.  Where the stream itself reads to its
+    end (a xerial snappy stream of its header alone, which ``SnappyInputStream`` ends at a block boundary;
+    a whole gzip member of part of the record), Kafka 3.8.0 ``DefaultRecord.readFrom`` /
+    ``ByteUtils.readUnsignedVarint`` find the record short: an ``InvalidRecordException``
+    (``StreamRecordIterator.readNext``) that ``LogSegment.recover`` catches after counting the batch, so
+    the segment is cut after it, as for an uncompressed marker.  segstore cut nothing for any compressed
+    marker.  A gzip member cut short is an ``EOFException`` (``IOException``: a ``KafkaException``), not
+    caught: nothing is cut, as before."""
+    from segstore_kafka import compression
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
+    name = "snappy" if stream.startswith("snappy") else "gzip"
+    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                              max_timestamp=2, compression=name, partition_leader_epoch=0, producer_id=5,
+                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                              log_append=False))
+    if stream == "snappy header only":
+        marker = marker[:61 + 16]
+    elif stream == "gzip member of part of the record":
+        marker = marker[:61] + compression.compress("gzip", records[:5])
+    else:
+        marker = marker[:-12]
+    struct.pack_into(">i", marker, 8, len(marker) - 12)
+    struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:       # the marker stays (Kafka keeps it), named
+            store.recover()
+        assert info.value.path == str(log)
+    if stream == "gzip member cut short":
+        assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
+    else:
+        assert log.read_bytes() == data + bytes(marker)
+        assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after

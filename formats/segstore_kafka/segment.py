@@ -33,6 +33,7 @@ from segstore.search import Bound, search
 
 from . import batch as codec
 from . import columnar
+from .compression import decompress
 from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
@@ -173,6 +174,23 @@ def _not_a_marker(kind: str | None) -> str:
     return (f"expected a COMMIT or ABORT marker in a control batch of a producer, found a {kind} control "
             "record: Kafka's EndTransactionMarker.deserialize throws IllegalArgumentException on it "
             "(ProducerAppendInfo.append) and the broker does not load the log")
+
+
+def _stream_inflates(batch: codec.RecordBatch) -> bool:
+    """Whether a batch's records region is a stream its codec reads to the end (uncompressed: always).
+    Kafka 3.8.0 ``DefaultRecordBatch.StreamRecordIterator`` turns a failing stream into a
+    ``KafkaException`` (``IOException``: a gzip, LZ4 or zstd stream cut short) or lets the codec's own
+    exception through, neither caught by ``LogSegment.recover``; records that do not fill what a whole
+    stream gave (a snappy stream SnappyInputStream ends at a block boundary, a gzip member of too few
+    bytes) are an ``InvalidRecordException`` (``DefaultRecord.readFrom``), which it catches."""
+    if batch.attributes & codec.CODEC_MASK == codec.NONE or batch.magic < codec.MAGIC_V2:
+        return True
+    try:
+        decompress(batch.attributes & codec.CODEC_MASK, memoryview(batch.data)[codec.RECORD_BATCH_OVERHEAD:],
+                   path=batch.path, pos=batch.position + codec.RECORD_BATCH_OVERHEAD)
+    except CorruptDataError:
+        return False
+    return True
 
 
 def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
@@ -769,7 +787,7 @@ class LogSegment:
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
-                if batch.attributes & codec.CODEC_MASK != codec.NONE:
+                if not _stream_inflates(batch):
                     # a stream whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
                     continue
                 # Kafka counted the batch's bytes as valid before updateProducerState threw: the
