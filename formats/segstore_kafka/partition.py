@@ -303,8 +303,12 @@ class KafkaConfig:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
                                   f"found {getattr(self, name)}")
         if self.segment_index_bytes < 12:
-            raise ConfigError("expected segment.index.bytes of at least 12, "
-                              f"found {self.segment_index_bytes}")
+            # LogConfig takes 4 and up (atLeast(4)), but Kafka 3.8.0's AbstractIndex constructor refuses to
+            # create an index smaller than one entry: a .timeindex (12-byte entries) of fewer bytes throws
+            # IllegalArgumentException("Invalid max index size"), so no segment can be created with it
+            raise ConfigError("expected segment.index.bytes of at least 12 (one .timeindex entry: Kafka's "
+                              "LogConfig takes 4 and up, but its AbstractIndex refuses to create a smaller "
+                              f"index, 'Invalid max index size'), found {self.segment_index_bytes}")
         if self.index_interval_bytes < 0:
             raise ConfigError("expected a non-negative index.interval.bytes, "
                               f"found {self.index_interval_bytes}")
