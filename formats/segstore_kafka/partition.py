@@ -67,6 +67,7 @@ from .segment import (
     TimestampAndOffset,
     TransactionTracker,
     file_name,
+    tracked,
     transactional_rows,
 )
 from .txnindex import AbortedTxn
@@ -824,7 +825,7 @@ class Partition:
         loaded = list(self.epochs.entries)
         for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
-                if header.is_transactional:
+                if tracked(header):
                     tracker.observe(header)
                 if n >= epochs_from and header.magic >= codec.MAGIC_V2:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -862,7 +863,7 @@ class Partition:
         def observe(batch: codec.RecordBatch) -> None:
             if batch.magic >= codec.MAGIC_V2:
                 self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-            if batch.is_transactional:
+            if tracked(batch):
                 aborted = tracker.observe(batch)
                 if aborted is not None:
                     seg.txn_index.append(aborted)
@@ -988,7 +989,7 @@ class Partition:
             self._txns = self.new_tracker()
             for seg in self.segments:
                 for header in seg.batches(check_crc=False):
-                    if header.is_transactional:
+                    if tracked(header):
                         self._txns.observe(header)
         return self._txns
 
@@ -1032,7 +1033,7 @@ class Partition:
             check_timestamps(header, self.config, now, self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
-        tracker = self._tracker() if header.is_transactional else None
+        tracker = self._tracker() if tracked(header) else None
         active = self.active_segment()
         if (new_segment and active.size) or active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,

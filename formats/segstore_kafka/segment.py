@@ -117,10 +117,17 @@ class RecoverResult:
 
 
 def transactional_rows(batches: np.ndarray) -> np.ndarray:
-    """Which rows of a chunk's batch headers (``columnar.BATCH_DTYPE``) are transactional v2 batches of a
-    producer: the ones :class:`TransactionTracker` observes."""
+    """Which rows of a chunk's batch headers (``columnar.BATCH_DTYPE``) are transactional or control v2
+    batches of a producer: the ones :class:`TransactionTracker` observes (:func:`tracked`)."""
     return ((batches["magic"] >= codec.MAGIC_V2) & (batches["producer_id"] >= 0)
-            & (batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0))
+            & (batches["attributes"] & (codec.TRANSACTIONAL_FLAG | codec.CONTROL_FLAG) != 0))
+
+
+def tracked(batch: codec.RecordBatch) -> bool:
+    """Whether :class:`TransactionTracker` observes ``batch``: a producer's transactional batch, or its
+    control batch whether or not that is flagged transactional (Kafka 3.8.0 ``ProducerAppendInfo.append``
+    reads any control batch of a producer as its end marker)."""
+    return batch.producer_id >= 0 and (batch.is_transactional or batch.is_control)
 
 
 class TransactionTracker:
@@ -142,7 +149,7 @@ class TransactionTracker:
     def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
         """Update with one batch; returns the aborted transaction it completes, if any."""
         pid = batch.producer_id
-        if pid < 0 or not batch.is_transactional:
+        if not tracked(batch):
             return None
         if not batch.is_control:
             self._open.setdefault(pid, batch.base_offset)
