@@ -505,6 +505,25 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
     return columnar.text_lines(chunk, heads, [_text(b.timestamp_type) for b in batches], tails, start)
 
 
+def _passed_over(seg: Any, position: int, start: int, stop: int | None,
+                 keeps: Callable[..., bool] | None) -> int | None:
+    """Where :meth:`KafkaStore.dump`'s record-by-record walk goes on after the batch at ``position``
+    when it does not decode its records (-1: the walk ends there), else None (it decodes them, and
+    fails as the columns did): a batch whose header and CRC hold (it reads every batch so), ending
+    below ``start`` or one ``keeps`` (read_committed) leaves out, or starting at or past ``stop``."""
+    try:
+        batch = next(seg.batches(position))
+    except (CorruptDataError, StopIteration):
+        return None
+    if stop is not None and batch.base_offset >= stop:
+        return -1
+    if batch.last_offset >= start and (keeps is None or keeps(batch)):
+        return None
+    if stop is not None and batch.last_offset >= stop - 1:
+        return -1
+    return int(batch.position + batch.size)
+
+
 def _record_lines(batch: codec.RecordBatch, start: int, stop: int | None = None) -> list[bytes]:
     """The text lines of ``batch``'s records from offset ``start`` (to ``stop``), each with its newline."""
     return [_text(record_line(batch, record, crc) + "\n") for record, crc in batch.records_with_crcs()
@@ -2240,25 +2259,42 @@ class KafkaStore(Store):
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
                     keeps: Callable[..., bool] | None) -> Iterator[bytes]:
-            for chunk in seg.column_chunks(want, start=position):
-                chunk, cut = _below(chunk, stop)
-                try:
-                    lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
-                except CorruptDataError as err:
-                    # a control batch whose record is no marker, met by the read_committed filter (before
-                    # it asked any batch of the chunk): the lines of the batches before it, then its error,
-                    # as the record-by-record dump prints them
-                    before = int(np.count_nonzero(chunk.batches["position"] < (err.pos or 0)))
-                    if before:
-                        head = chunk.head(int(chunk.batches["first_row"][before]), before)
-                        lines = _text_chunk(head, start, keeps, seg.log.view(), seg.path)
-                        if lines:
-                            yield lines
-                    raise
-                if lines:
-                    yield lines
-                if cut:
-                    return
+            at: int | None = position
+            while at is not None:
+                chunks, done, at = seg.column_chunks(want, start=at), at, None
+                while True:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        return
+                    except CorruptDataError:
+                        # the batch at ``done`` does not decode: one the record-by-record dump passes over
+                        # undecoded (below the start, left out by read_committed) is passed over here too
+                        at = _passed_over(seg, done, start, stop, keeps)
+                        if at is None:
+                            raise
+                        if at < 0:
+                            return
+                        break
+                    done = int(chunk.batches["position"][-1]) + int(chunk.batches["size"][-1])
+                    chunk, cut = _below(chunk, stop)
+                    try:
+                        lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
+                    except CorruptDataError as err:
+                        # a control batch whose record is no marker, met by the read_committed filter
+                        # (before it asked any batch of the chunk): the lines of the batches before it,
+                        # then its error, as the record-by-record dump prints them
+                        before = int(np.count_nonzero(chunk.batches["position"] < (err.pos or 0)))
+                        if before:
+                            head = chunk.head(int(chunk.batches["first_row"][before]), before)
+                            lines = _text_chunk(head, start, keeps, seg.log.view(), seg.path)
+                            if lines:
+                                yield lines
+                        raise
+                    if lines:
+                        yield lines
+                    if cut:
+                        return
 
         return self._dump_walk(topic, partition, index, isolation, records,
                                lambda line: _text(line.text + "\n"), begin, end, offsets, continues)
