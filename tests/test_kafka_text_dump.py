@@ -361,6 +361,31 @@ def _legacy_message(offset: int, magic: int, attributes: int, value: bytes) -> b
     return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
 
 
+_EDGES = [-(2**63), -(2**63) + 1, -1, 0, 1, 2, 3, 2**63 - 2, 2**63 - 1]
+
+
+@needs_c
+@settings(max_examples=60, deadline=None)
+@given(magic=st.sampled_from([0, 1]), codec_id=st.sampled_from([1, 2, 3]), wrapper=st.sampled_from(_EDGES),
+       inner=st.lists(st.sampled_from(_EDGES), min_size=1, max_size=3), first=st.booleans())
+def test_dump_text_of_legacy_wrappers_of_any_offsets_equals_the_record_by_record_dump(
+        tmp_path_factory, magic, codec_id, wrapper, inner, first):
+    """A legacy wrapper of any offsets (``Long.MIN_VALUE`` .. ``Long.MAX_VALUE``; inner offsets out of
+    order, which Kafka 3.8 ``AbstractLegacyRecordBatch.DeepRecordsIterator`` shifts as they are and
+    ``DumpLogSegments`` prints each of): the C text dump gives the reference's lines and error.  It left
+    out the inner records after one of a lower offset (a wrapper of offset 1 over inner offsets
+    ``3, -1, -1`` printed 1, 1 for 5, 1, 1), and failed on a wrapper ending below the log start
+    (``Long.MIN_VALUE``) that the reference passes over."""
+    part = tmp_path_factory.mktemp("legacy") / "t-0"
+    part.mkdir()
+    body = b"".join(_legacy_message(o, magic, 0, b"v%d" % i) for i, o in enumerate(inner))
+    data = (_legacy_message(0, 1, 0, b"first") if first else b"") + _legacy_message(
+        wrapper, magic, codec_id, compression.compress(codec_id, body))
+    (part / "00000000000000000000.log").write_bytes(data)
+    text, reference = _both_dumps(part)
+    assert text == reference
+
+
 @needs_c
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_dump_text_passes_over_an_undecodable_batch_below_the_log_start_as_the_reference(tmp_path, isolation):

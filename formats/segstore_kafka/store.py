@@ -489,16 +489,17 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
     # batch its first record's control text; kafka-dump-log reads each record's own): lines in Python
     if any(batch.magic < codec.MAGIC_V2 or (batch.is_control and batch.record_count > 1)
            for batch in batches):
-        n = chunk.rows
-        offsets, row_batch = chunk.buffers["offset"][:n], chunk.buffers["row_batch"][:n]
+        row_batch = chunk.buffers["row_batch"][:chunk.rows]
         out = []
         for b, (batch, head) in enumerate(zip(batches, heads, strict=True)):
             if head is not None:
                 out.append(head)
                 whole = next(codec.iter_batches(memoryview(view), path=path, check_crc=False,
                                                 start=batch.position))
-                held = offsets[row_batch == b]      # the rows the chunk holds (a window's cut keeps a prefix)
-                out += _record_lines(whole, start, int(held[-1]) + 1 if len(held) else start)
+                # the rows the chunk holds: a window's cut keeps a prefix of the batch's records (by
+                # count: a v1 wrapper's inner offsets need not rise, DeepRecordsIterator takes them so)
+                held = int(np.count_nonzero(row_batch == b))
+                out += _record_lines(whole, start, held)
         return b"".join(out)
     tails = [b"" if record is None else _text(" " + control_text(record, pos=batch.position))
              for record, batch in zip(controls, batches, strict=True)]
@@ -524,10 +525,11 @@ def _passed_over(seg: Any, position: int, start: int, stop: int | None,
     return int(batch.position + batch.size)
 
 
-def _record_lines(batch: codec.RecordBatch, start: int, stop: int | None = None) -> list[bytes]:
-    """The text lines of ``batch``'s records from offset ``start`` (to ``stop``), each with its newline."""
-    return [_text(record_line(batch, record, crc) + "\n") for record, crc in batch.records_with_crcs()
-            if record.offset >= start and (stop is None or record.offset < stop)]
+def _record_lines(batch: codec.RecordBatch, start: int, count: int | None = None) -> list[bytes]:
+    """The text lines of ``batch``'s records at offset ``start`` or past it (of its first ``count``
+    records), each with its newline."""
+    return [_text(record_line(batch, record, crc) + "\n")
+            for record, crc in batch.records_with_crcs()[:count] if record.offset >= start]
 
 
 def batch_line(batch: codec.RecordBatch) -> str:
