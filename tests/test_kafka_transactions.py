@@ -418,3 +418,29 @@ def test_a_marker_not_flagged_transactional_ends_its_producers_transaction_as_ka
         assert store.verify() == []
     # version 0, producer 5, first offset 0, last offset 1, last stable offset 2
     assert (part / "00000000000000000000.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 1, 2)
+
+
+def test_a_plain_batch_of_a_producer_in_a_transaction_is_refused_as_kafka_refuses_it(tmp_path):
+    """Kafka 3.8.0 ``ProducerAppendInfo.appendDataBatch``: "Expected transactional write from producer"
+    (``InvalidTxnStateException``) for a non-transactional data batch of a producer whose transaction is
+    open, on a leader's and a follower's append alike; and ``LogSegment.recover`` does not catch it, so a
+    log holding one does not load.  ``append_encoded`` wrote it.  After the producer's marker it is taken."""
+    from segstore_kafka.batch import encode_batch, encode_control_batch
+
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    txn = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    plain = encode_batch([(b"k2", b"v2", 2)], base_offset=1, producer_id=5, producer_epoch=0, base_sequence=1)
+    with KafkaStore(str(path), "a") as store:
+        store.append_encoded("t", 0, txn)
+        refused = "producer 5, which has a transaction open from offset 0"
+        with pytest.raises(InvalidMessageError, match=refused):
+            store.append_encoded("t", 0, plain)
+        assert store.offset_range("t", 0) == (0, 1)
+        store.append_encoded("t", 0, encode_control_batch("COMMIT", base_offset=1, producer_id=5,
+                                                          producer_epoch=0, coordinator_epoch=0, timestamp=2))
+        store.append_encoded("t", 0, encode_batch([(b"k2", b"v2", 2)], base_offset=2, producer_id=5,
+                                                  producer_epoch=0, base_sequence=1))
+        assert store.offset_range("t", 0) == (0, 3)

@@ -1031,6 +1031,16 @@ class Partition:
         now = self.clock() if now_ms is None else now_ms
         if check_times and not keep_offsets:    # a follower's append (appendAsFollower) is not validated
             check_timestamps(header, self.config, now, self.path)
+        if header.producer_id >= 0 and header.magic >= codec.MAGIC_V2 and not tracked(header):
+            # ProducerAppendInfo.appendDataBatch (a leader's append and a follower's alike): a plain batch
+            # of a producer in a transaction is an InvalidTxnStateException; a log holding one does not
+            # load either (LogSegment.recover does not catch it)
+            open_from = self._tracker().open_from(header.producer_id)
+            if open_from is not None:
+                raise InvalidMessageError(
+                    f"expected a transactional batch from producer {header.producer_id}, which has a "
+                    f"transaction open from offset {open_from}, found a non-transactional one at offset "
+                    f"{header.base_offset} (Kafka's InvalidTxnStateException)", self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
         tracker = self._tracker() if tracked(header) else None

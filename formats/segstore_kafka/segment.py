@@ -146,6 +146,10 @@ class TransactionTracker:
         """A transaction open from ``first_offset`` before the batches observed (a producer snapshot's)."""
         self._open.setdefault(producer_id, first_offset)
 
+    def open_from(self, producer_id: int) -> int | None:
+        """The first offset of ``producer_id``'s open transaction, None when it has none open."""
+        return self._open.get(producer_id)
+
     def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
         """Update with one batch; returns the aborted transaction it completes, if any."""
         pid = batch.producer_id
