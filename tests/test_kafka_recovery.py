@@ -1165,3 +1165,34 @@ def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few
     else:
         assert log.read_bytes() == data + bytes(marker)
         assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after
+
+
+@pytest.mark.parametrize("null", ["key", "value"])
+def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot_load_it(
+        tmp_path: Path, null: str) -> None:
+    """A producer's control batch whose record's key is null, or whose value is null under an ABORT key:
+    Kafka 3.8.0 ``ProducerAppendInfo.append`` hands the key to ``ControlRecordType.parseTypeId`` and the
+    value to ``EndTransactionMarker.deserializeValue``, which call ``remaining()`` on it: a
+    ``NullPointerException``, which ``LogSegment.recover`` does not catch (only ``CorruptRecordException``
+    and ``InvalidRecordException``), so the broker does not load the log and nothing is cut.  segstore cut
+    the segment after the marker, as for a marker too short to parse."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    key, value = (None, b"\x00" * 6) if null == "key" else (struct.pack(">hh", 0, 0), None)
+    records = _encode_records_py([(key, value, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(data))
+    assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []

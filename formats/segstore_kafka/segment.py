@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -202,6 +202,27 @@ def _stream_inflates(batch: codec.RecordBatch) -> bool:
     except CorruptDataError:
         return False
     return True
+
+
+def _null_in_marker(batch: codec.RecordBatch) -> bool:
+    """Whether a producer's control batch fails in Kafka 3.8.0 ``ProducerAppendInfo.append`` on a null: its
+    record's key null (``ControlRecordType.parseTypeId`` calls ``key.remaining()``), or its value null
+    under a COMMIT or ABORT key (``EndTransactionMarker.deserializeValue``, ``value.remaining()``): a
+    ``NullPointerException``, not the ``InvalidRecordException`` ``LogSegment.recover`` catches."""
+    as_v2 = batch if batch.magic == codec.MAGIC_V2 else replace(batch, magic=codec.MAGIC_V2)
+    try:
+        records = as_v2.records()
+    except CorruptDataError:
+        return False
+    if not records:
+        return False
+    key, value = records[0].key, records[0].value
+    if key is None:
+        return True
+    if len(key) < codec.CONTROL_KEY.size:
+        return False
+    version, type_id = codec.CONTROL_KEY.unpack_from(key)
+    return version >= 0 and codec.CONTROL_TYPES.get(type_id) in ("COMMIT", "ABORT") and value is None
 
 
 def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
@@ -798,8 +819,9 @@ class LogSegment:
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
-                if not _stream_inflates(batch):
-                    # a stream whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
+                if not _stream_inflates(batch) or _null_in_marker(batch):
+                    # what Kafka's recovery does not catch (a failing stream's KafkaException, a null
+                    # key's or value's NullPointerException): nothing cut
                     continue
                 # Kafka counted the batch's bytes as valid before updateProducerState threw: the
                 # InvalidRecordException is caught and the segment cut after the batch
