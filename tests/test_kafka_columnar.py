@@ -658,3 +658,55 @@ def test_a_batch_whose_count_is_0_holds_no_record_whatever_its_bytes(compression
         outcomes.append(_outcome(buf, accelerated=True))
     for rows, error in outcomes:
         assert error is None and [row["offset"] for row in rows] == [0, 2]
+
+
+_EDGE_OFFSETS = [-(2**63), -(2**63) + 1, -2, -1, 0, 1, 2, 3, 2**63 - 2, 2**63 - 1]
+
+
+def _legacy_offset_message(offset: int, magic: int, attributes: int, value: bytes) -> bytes:
+    import zlib
+
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", 100) if magic else b"")
+    body += struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(magic=st.sampled_from([0, 1]), codec_id=st.sampled_from([1, 2, 3]),
+       wrapper=st.one_of(st.sampled_from(_EDGE_OFFSETS), _ints(64)),
+       inner=st.lists(st.one_of(st.sampled_from(_EDGE_OFFSETS), _ints(64)), min_size=1, max_size=3))
+def test_legacy_wrapper_offsets_at_the_int64_edges_decode_alike_and_never_crash(
+        magic: int, codec_id: int, wrapper: int, inner: list[int]) -> None:
+    """Legacy wrappers of any offsets (``Long.MIN_VALUE`` .. ``Long.MAX_VALUE``, under and inside the
+    wrapper): the C loop and the reference give the same rows and the same typed error, as Kafka 3.8
+    ``AbstractLegacyRecordBatch.DeepRecordsIterator`` resolves them (a v1 wrapper of offset 0 keeps the
+    relative offsets, one below the last inner offset is invalid).  A v1 wrapper whose shift carried an
+    inner offset above the last one past ``Long.MAX_VALUE`` (offset 3 over inner offsets
+    ``2**63 - 2, 0``) raised ``OverflowError: Python int too large to convert to C long`` from both."""
+    first = _legacy_offset_message(0, 1, 0, b"first")
+    body = b"".join(_legacy_offset_message(o, magic, 0, b"v%d" % i) for i, o in enumerate(inner))
+    buf = first + _legacy_offset_message(wrapper, magic, codec_id, compression.compress(codec_id, body))
+    outcomes = [_outcome(buf, accelerated=False)]
+    if columnar._speedups is not None:
+        outcomes.append(_outcome(buf, accelerated=True))
+    assert all(outcome == outcomes[0] for outcome in outcomes)
+    rows, error = outcomes[0]
+    assert all(-(2**63) <= row["offset"] < 2**63 for row in rows)
+    *_, entry = codec.iter_batches(buf, path="seg.log")        # the object API: the same records or error
+    try:
+        offsets = [r.offset for r in entry.records()]
+    except SegstoreError as err:
+        assert error is not None and (err.path, err.pos) == ("seg.log", len(first)) == error[2:]
+    else:
+        assert error is None and [row["offset"] for row in rows] == [0, *offsets]
+
+
+def test_a_v1_wrapper_shifting_an_inner_offset_past_int64_is_a_typed_error() -> None:
+    """The example above: Java's ``absoluteBaseOffset + entry.offset()`` wraps; no int64 column holds the
+    sum, so segstore names it where Kafka would give a wrapped, negative offset."""
+    inner = _legacy_offset_message(2**63 - 2, 1, 0, b"a") + _legacy_offset_message(0, 1, 0, b"b")
+    buf = _legacy_offset_message(3, 1, 1, compression.compress(1, inner))
+    for accelerated in ([False, True] if columnar._speedups is not None else [False]):
+        rows, error = _outcome(buf, accelerated=accelerated)
+        assert rows == [] and error is not None and error[2:] == ("seg.log", 0)
+        assert "within int64" in error[1]

@@ -31,6 +31,7 @@ from segstore_kafka import batch as codec
 from segstore_kafka import snapshot
 
 import segstore
+from segstore.errors import InvalidMessageError
 from segstore.records import Message
 
 T0 = 1_700_000_000_000
@@ -350,6 +351,7 @@ def test_producer_state_equals_a_batch_by_batch_replay(tmp_path_factory, steps):
     logs = tmp_path_factory.mktemp("producers") / "logs"
     epochs = {pid: 0 for pid in (1, 2, 3)}
     sequences = {pid: 0 for pid in (1, 2, 3)}
+    in_txn = {pid: False for pid in (1, 2, 3)}
     with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 300}) as store:
         part = store.partition_of("t", 0, create=True)
         for i, (pid, kind, bump, count) in enumerate(steps):
@@ -359,9 +361,16 @@ def test_producer_state_equals_a_batch_by_batch_replay(tmp_path_factory, steps):
             if kind in ("COMMIT", "ABORT"):
                 part.append_control(kind, producer_id=pid, producer_epoch=epochs[pid], coordinator_epoch=i,
                                     timestamp=T0 + i)
+                in_txn[pid] = False
+                continue
+            if kind == "plain" and in_txn[pid]:     # InvalidTxnStateException, as Kafka refuses it
+                with pytest.raises(InvalidMessageError):
+                    part.append_records([(None, b"v", T0 + i)], producer_id=pid, producer_epoch=epochs[pid],
+                                        base_sequence=sequences[pid])
                 continue
             part.append_records([(None, b"v", T0 + i)] * count, producer_id=pid, producer_epoch=epochs[pid],
                                 base_sequence=sequences[pid], transactional=kind == "txn")
+            in_txn[pid] = in_txn[pid] or kind == "txn"
             sequences[pid] += count
     with segstore.open(logs) as store:
         part = store.partition_of("t", 0)

@@ -400,3 +400,15 @@ def test_a_producers_own_codec_keeps_its_default_level(tmp_path):
     body = _first_batch_body(tmp_path / "l")
     deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
     assert body[10:-8] == deflater.compress(_records_region(body, "gzip")) + deflater.flush()
+
+
+@pytest.mark.parametrize("size", [4, 8, 11])
+def test_a_segment_index_size_below_one_time_index_entry_is_refused_saying_why(size):
+    """Kafka 3.8.0 ``LogConfig`` takes ``segment.index.bytes`` from 4 (``atLeast(4)``), but the
+    ``AbstractIndex`` constructor throws ``IllegalArgumentException("Invalid max index size")`` when it
+    creates an index smaller than one entry: a ``.timeindex`` (12-byte entries) below 12 bytes, so a broker
+    with such a size cannot create a segment.  segstore refused it without saying why LogConfig's bound
+    was not the one applied; 12 (one time index slot) is taken."""
+    with pytest.raises(ConfigError, match=f"at least 12 .*Invalid max index size.*found {size}"):
+        KafkaConfig.from_mapping({"segment.index.bytes": size})
+    assert KafkaConfig.from_mapping({"segment.index.bytes": 12}).segment_index_bytes == 12

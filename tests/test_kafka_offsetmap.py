@@ -29,7 +29,7 @@ from segstore_kafka.partition import KafkaConfig, Partition
 
 import segstore
 from segstore.cli import main
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, InvalidMessageError
 
 T0 = 1_700_000_000_000
 
@@ -272,6 +272,7 @@ def test_producer_state_equals_the_header_by_header_model(ops: list, now_delta: 
         part = Partition(str(Path(tmp) / "t-0"), KafkaConfig.from_mapping({"cleanup.policy": "compact"}),
                          writable=True, clock=lambda: T0)
         epochs: dict[int, int] = {}
+        in_txn: set[int] = set()
         for pid, kind, bump, ts in ops:
             epoch = epochs[pid] = epochs.get(pid, 0) + bump
             if kind == "roll":
@@ -283,9 +284,16 @@ def test_producer_state_equals_the_header_by_header_model(ops: list, now_delta: 
             elif kind in ("COMMIT", "ABORT"):
                 part.append_control(kind, producer_id=pid, producer_epoch=epoch, coordinator_epoch=0,
                                     timestamp=T0 + ts)
+                in_txn.discard(pid)
+            elif kind == "data" and pid in in_txn:   # InvalidTxnStateException: refused, as by Kafka
+                with pytest.raises(InvalidMessageError):
+                    part.append_records([(b"k%d" % pid, b"v", T0 + ts, [])], producer_id=pid,
+                                        producer_epoch=epoch, base_sequence=0)
             else:
                 part.append_records([(b"k%d" % pid, b"v", T0 + ts, [])] * (1 + bump), producer_id=pid,
                                     producer_epoch=epoch, base_sequence=0, transactional=kind == "txn")
+                if kind == "txn":
+                    in_txn.add(pid)
         now = T0 + now_delta
         active, open_first = compaction.producer_state(part, now)
         model_active, model_open = _producer_state_model(part, now)

@@ -1019,3 +1019,180 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
             store.recover()
         assert info.value.path == str(log)
     assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
+
+
+@pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
+def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas_loader_does(
+        tmp_path: Path, index: str) -> None:
+    """A log whose offsets go back (a batch of offset 5 after one of 20): Kafka 3.8.0 ``LogSegment.recover``
+    rebuilds the indexes and ``OffsetIndex.append`` (an offset not above the last entry's) or, for the
+    entry forced in at the end, ``TimeIndex.maybeAppend`` (an offset below the last entry's) throws
+    ``InvalidOffsetException``; ``LogLoader.recoverLog`` catches it and calls
+    ``segment.truncateTo(segment.baseOffset)``: the segment is emptied and, its bytes truncated, every later
+    segment deleted.  segstore raised ``CorruptIndexError`` (``expected an offset above the last indexed 20,
+    found 5``) after resetting the indexes, leaving both preallocated (10 MiB each); now it empties the
+    segment as the broker does, keeping what it cuts."""
+    offsets = [0, 10, 20, 5, 30] if index == "offset index entry" else [0, 10, 20, 5]
+    data = b"".join(encode_batch([(b"k", b"v" * 100, 1_000 + i)], base_offset=o)
+                    for i, o in enumerate(offsets))
+    later = encode_batch([(b"k", b"w", 2_000)], base_offset=40)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log, next_log = part / f"{SEG0}.log", part / "00000000000000000040.log"
+    log.write_bytes(data)
+    next_log.write_bytes(later)
+    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
+        for suffix in (".index", ".timeindex"):
+            (part / f"{name}{suffix}").write_bytes(b"")
+    # 171-byte batches: an entry for every batch after the first, or only for the one of offset 20
+    config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
+    with segstore.open(part, format="kafka", mode="a", **config) as store:
+        lines = store.recover()
+        assert store.offset_range("t", 0) == (0, 0)
+        assert _values(store) == []
+    assert "InvalidOffsetException" in lines[0] and f"{log}:513:" in lines[0]
+    assert log.read_bytes() == b"" and Path(f"{log}.cut-0").read_bytes() == data
+    assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
+    for suffix in (".index", ".timeindex"):
+        assert (part / f"{SEG0}{suffix}").stat().st_size == 0
+
+
+@pytest.mark.parametrize("type_id", [2, 9])
+def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_cannot_load_it(
+        tmp_path: Path, type_id: int) -> None:
+    """A control batch with a producer id whose record is no end-transaction marker (type 2,
+    ``LEADER_CHANGE``, or 9, which ``ControlRecordType.fromTypeId`` gives as ``UNKNOWN``): Kafka 3.8.0
+    ``LogSegment.updateProducerState`` hands it to ``ProducerAppendInfo.append``, whose
+    ``EndTransactionMarker.deserialize`` throws ``IllegalArgumentException``
+    (``ensureTransactionMarkerControlType``), which ``LogSegment.recover`` does not catch: the broker does
+    not load the log.  segstore's verify found nothing and recover passed it (closing the producer's
+    transaction as a COMMIT would); now verify names it and recover keeps it, exiting 1, as for the other
+    batches the broker cannot load."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(struct.pack(">hh", 0, type_id), b"\x00" * 6, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(log), len(data))]
+    assert "IllegalArgumentException" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(data))
+        assert store.offset_range("t", 0)[1] == 3
+    assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []
+
+
+def test_recover_reads_a_marker_of_magic_3_as_v2_as_the_brokers_producer_state_does(tmp_path: Path) -> None:
+    """An ABORT marker whose magic byte is 3 (the CRC-32C, over bytes 21 on, holds): Kafka 3.8.0
+    ``FileLogInputStream.nextBatch`` frames it as a ``DefaultFileChannelRecordBatch``, ``LogSegment.recover``
+    keeps it (``ensureValid``), assigns its leader epoch (magic >= 2) and ``ProducerAppendInfo.append``
+    decodes its record as v2: the transaction is aborted and ``.txnindex`` gets its entry.  segstore kept
+    the batch but skipped it for epochs and transactions: no ``.txnindex`` (read_committed readers got the
+    aborted record) and the epoch started one batch late (``2 2`` for ``2 1``)."""
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True, partition_leader_epoch=1)
+    marker = bytearray(encode_control_batch("ABORT", base_offset=1, producer_id=5, producer_epoch=0,
+                                            coordinator_epoch=0, timestamp=2, partition_leader_epoch=2))
+    marker[MAGIC_OFFSET] = 3
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2, partition_leader_epoch=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError, match="magic"):      # the magic stays named, as before
+            store.recover()
+    assert log.read_bytes() == data + bytes(marker) + after
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
+    # version 0, producer 5, first offset 0, last offset 1, last stable offset 2
+    assert (part / f"{SEG0}.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 1, 2)
+
+
+@pytest.mark.parametrize("stream", ["snappy header only", "gzip member of part of the record",
+                                    "gzip member cut short"])
+def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few_bytes(
+        tmp_path: Path, stream: str) -> None:
+    """A compressed marker whose stream ends before its record does.  Where the stream itself reads to its
+    end (a xerial snappy stream of its header alone, which ``SnappyInputStream`` ends at a block boundary;
+    a whole gzip member of part of the record), Kafka 3.8.0 ``DefaultRecord.readFrom`` /
+    ``ByteUtils.readUnsignedVarint`` find the record short: an ``InvalidRecordException``
+    (``StreamRecordIterator.readNext``) that ``LogSegment.recover`` catches after counting the batch, so
+    the segment is cut after it, as for an uncompressed marker.  segstore cut nothing for any compressed
+    marker.  A gzip member cut short is an ``EOFException`` (``IOException``: a ``KafkaException``), not
+    caught: nothing is cut, as before."""
+    from segstore_kafka import compression
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
+    name = "snappy" if stream.startswith("snappy") else "gzip"
+    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                              max_timestamp=2, compression=name, partition_leader_epoch=0, producer_id=5,
+                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                              log_append=False))
+    if stream == "snappy header only":
+        marker = marker[:61 + 16]
+    elif stream == "gzip member of part of the record":
+        marker = marker[:61] + compression.compress("gzip", records[:5])
+    else:
+        marker = marker[:-12]
+    struct.pack_into(">i", marker, 8, len(marker) - 12)
+    struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + bytes(marker) + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:       # the marker stays (Kafka keeps it), named
+            store.recover()
+        assert info.value.path == str(log)
+    if stream == "gzip member cut short":
+        assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
+    else:
+        assert log.read_bytes() == data + bytes(marker)
+        assert Path(f"{log}.cut-{len(data + marker)}").read_bytes() == after
+
+
+@pytest.mark.parametrize("null", ["key", "value"])
+def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot_load_it(
+        tmp_path: Path, null: str) -> None:
+    """A producer's control batch whose record's key is null, or whose value is null under an ABORT key:
+    Kafka 3.8.0 ``ProducerAppendInfo.append`` hands the key to ``ControlRecordType.parseTypeId`` and the
+    value to ``EndTransactionMarker.deserializeValue``, which call ``remaining()`` on it: a
+    ``NullPointerException``, which ``LogSegment.recover`` does not catch (only ``CorruptRecordException``
+    and ``InvalidRecordException``), so the broker does not load the log and nothing is cut.  segstore cut
+    the segment after the marker, as for a marker too short to parse."""
+    from segstore_kafka.batch import _build, _encode_records_py
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    key, value = (None, b"\x00" * 6) if null == "key" else (struct.pack(">hh", 0, 0), None)
+    records = _encode_records_py([(key, value, 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data + marker + after)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), len(data))
+    assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []

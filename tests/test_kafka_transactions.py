@@ -385,3 +385,62 @@ def test_a_snapshot_that_does_not_read_does_not_stop_a_transaction(tmp_path: Pat
         txn.append_batch([{"topic": "t", "partition": 0, "value": b"y"}])
     assert store.partition.next_offset == 13
     store.close()
+
+
+def test_a_marker_not_flagged_transactional_ends_its_producers_transaction_as_kafka_reads_it(tmp_path):
+    """Kafka 3.8.0 ``ProducerAppendInfo.append`` takes any control batch of a producer as its end marker
+    (``batch.isControlBatch()``, the transactional flag unread), so an ABORT marker without that flag
+    aborts the open transaction: ``LogSegment.recover`` indexes it in ``.txnindex`` and a read_committed
+    consumer skips the aborted batch.  segstore's transaction tracker passed over the marker (it observed
+    transactional batches only): no ``.txnindex`` entry, and read_committed reads returned offset 0."""
+    import struct
+
+    from segstore_kafka.batch import _build, _encode_records_py, encode_batch
+
+    import segstore
+
+    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    records = _encode_records_py([(struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0), 2)], None)[0]
+    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
+                    producer_epoch=0, base_sequence=-1, is_transactional=False, is_control=True,
+                    log_append=False)
+    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(data + marker + after)
+    with segstore.open(part) as store:
+        assert any(".txnindex" in p.path and "abort at offset 1" in p.message for p in store.verify())
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+        assert [r.offset for r in store.read("t", 0, 0, isolation="read_committed")] == [2]
+        assert store.verify() == []
+    # version 0, producer 5, first offset 0, last offset 1, last stable offset 2
+    assert (part / "00000000000000000000.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 1, 2)
+
+
+def test_a_plain_batch_of_a_producer_in_a_transaction_is_refused_as_kafka_refuses_it(tmp_path):
+    """Kafka 3.8.0 ``ProducerAppendInfo.appendDataBatch``: "Expected transactional write from producer"
+    (``InvalidTxnStateException``) for a non-transactional data batch of a producer whose transaction is
+    open, on a leader's and a follower's append alike; and ``LogSegment.recover`` does not catch it, so a
+    log holding one does not load.  ``append_encoded`` wrote it.  After the producer's marker it is taken."""
+    from segstore_kafka.batch import encode_batch, encode_control_batch
+
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    txn = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    plain = encode_batch([(b"k2", b"v2", 2)], base_offset=1, producer_id=5, producer_epoch=0, base_sequence=1)
+    with KafkaStore(str(path), "a") as store:
+        store.append_encoded("t", 0, txn)
+        refused = "producer 5, which has a transaction open from offset 0"
+        with pytest.raises(InvalidMessageError, match=refused):
+            store.append_encoded("t", 0, plain)
+        assert store.offset_range("t", 0) == (0, 1)
+        store.append_encoded("t", 0, encode_control_batch("COMMIT", base_offset=1, producer_id=5,
+                                                          producer_epoch=0, coordinator_epoch=0, timestamp=2))
+        store.append_encoded("t", 0, encode_batch([(b"k2", b"v2", 2)], base_offset=2, producer_id=5,
+                                                  producer_epoch=0, base_sequence=1))
+        assert store.offset_range("t", 0) == (0, 3)

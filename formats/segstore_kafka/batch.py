@@ -46,7 +46,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
@@ -560,6 +560,16 @@ class RecordBatch:
             return parse_control_record(records[0].key, records[0].value)[0]
         except ValueError as err:
             raise CorruptDataError(str(err), self.path, self.position) from err
+
+
+    def end_marker_type(self) -> str | None:
+        """:meth:`control_type` as the broker's producer state reads it (Kafka 3.8.0
+        ``ProducerAppendInfo.append`` over ``FileLogInputStream``'s ``DefaultFileChannelRecordBatch``,
+        what ``LogSegment.recover`` walks): a batch of a magic above 2 is decoded as v2 (nothing there
+        checks its magic), where :meth:`records` refuses it as a consumer does."""
+        if self.magic > MAGIC_V2:
+            return replace(self, magic=MAGIC_V2).control_type()
+        return self.control_type()
 
 
 def _unknown_magic(magic: int, path: str, position: int) -> CorruptDataError:

@@ -58,6 +58,7 @@ MIN_MESSAGE_SIZE_V1 = struct.calcsize(">Ibbqii")  # 22: plus the timestamp
 TIMESTAMP_TYPE_FLAG = 0x08
 NO_TIMESTAMP = -1
 NULL_LENGTH = -1
+INT64_MAX = (1 << 63) - 1
 
 
 class LegacyMessage(NamedTuple):
@@ -223,6 +224,13 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
                                    f"{inner[-1].offset} (or 0), found wrapper offset {wrapper.offset}",
                                    path, base_pos)
         shift = wrapper.offset - inner[-1].offset
+        # Java's long sum wraps where an inner offset above the last one is shifted past Long.MAX_VALUE
+        # (offsets out of order inside the set); no int64 column holds it: an error, named, not a crash
+        top = max(m.offset for m in inner) + shift
+        if top > INT64_MAX:
+            raise CorruptDataError(f"expected inner offsets within int64 once shifted by the v1 wrapper "
+                                   f"offset {wrapper.offset} from its last inner offset {inner[-1].offset}, "
+                                   f"found {top}", path, base_pos)
     log_append = wrapper.magic > 0 and wrapper.attributes & TIMESTAMP_TYPE_FLAG
     # DeepRecordsIterator gives the wrapper's time to inner messages of magic 1 only (v0 has none)
     return [m._replace(offset=m.offset + shift,

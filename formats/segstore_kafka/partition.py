@@ -67,6 +67,7 @@ from .segment import (
     TimestampAndOffset,
     TransactionTracker,
     file_name,
+    tracked,
     transactional_rows,
 )
 from .txnindex import AbortedTxn
@@ -303,8 +304,12 @@ class KafkaConfig:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
                                   f"found {getattr(self, name)}")
         if self.segment_index_bytes < 12:
-            raise ConfigError("expected segment.index.bytes of at least 12, "
-                              f"found {self.segment_index_bytes}")
+            # LogConfig takes 4 and up (atLeast(4)), but Kafka 3.8.0's AbstractIndex constructor refuses to
+            # create an index smaller than one entry: a .timeindex (12-byte entries) of fewer bytes throws
+            # IllegalArgumentException("Invalid max index size"), so no segment can be created with it
+            raise ConfigError("expected segment.index.bytes of at least 12 (one .timeindex entry: Kafka's "
+                              "LogConfig takes 4 and up, but its AbstractIndex refuses to create a smaller "
+                              f"index, 'Invalid max index size'), found {self.segment_index_bytes}")
         if self.index_interval_bytes < 0:
             raise ConfigError("expected a non-negative index.interval.bytes, "
                               f"found {self.index_interval_bytes}")
@@ -851,7 +856,7 @@ class Partition:
         loaded = list(self.epochs.entries)
         for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
-                if header.is_transactional:
+                if tracked(header):
                     tracker.observe(header)
                 if n >= epochs_from and header.magic >= codec.MAGIC_V2:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -889,7 +894,7 @@ class Partition:
         def observe(batch: codec.RecordBatch) -> None:
             if batch.magic >= codec.MAGIC_V2:
                 self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-            if batch.is_transactional:
+            if tracked(batch):
                 aborted = tracker.observe(batch)
                 if aborted is not None:
                     seg.txn_index.append(aborted)
@@ -1015,7 +1020,7 @@ class Partition:
             self._txns = self.new_tracker()
             for seg in self.segments:
                 for header in seg.batches(check_crc=False):
-                    if header.is_transactional:
+                    if tracked(header):
                         self._txns.observe(header)
         return self._txns
 
@@ -1057,9 +1062,19 @@ class Partition:
         now = self.clock() if now_ms is None else now_ms
         if check_times and not keep_offsets:    # a follower's append (appendAsFollower) is not validated
             check_timestamps(header, self.config, now, self.path)
+        if header.producer_id >= 0 and header.magic >= codec.MAGIC_V2 and not tracked(header):
+            # ProducerAppendInfo.appendDataBatch (a leader's append and a follower's alike): a plain batch
+            # of a producer in a transaction is an InvalidTxnStateException; a log holding one does not
+            # load either (LogSegment.recover does not catch it)
+            open_from = self._tracker().open_from(header.producer_id)
+            if open_from is not None:
+                raise InvalidMessageError(
+                    f"expected a transactional batch from producer {header.producer_id}, which has a "
+                    f"transaction open from offset {open_from}, found a non-transactional one at offset "
+                    f"{header.base_offset} (Kafka's InvalidTxnStateException)", self.path)
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
-        tracker = self._tracker() if header.is_transactional else None
+        tracker = self._tracker() if tracked(header) else None
         active = self.active_segment()
         if (new_segment and active.size) or active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,

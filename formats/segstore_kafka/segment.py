@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -33,6 +33,7 @@ from segstore.search import Bound, search
 
 from . import batch as codec
 from . import columnar
+from .compression import decompress
 from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
@@ -116,10 +117,17 @@ class RecoverResult:
 
 
 def transactional_rows(batches: np.ndarray) -> np.ndarray:
-    """Which rows of a chunk's batch headers (``columnar.BATCH_DTYPE``) are transactional v2 batches of a
-    producer: the ones :class:`TransactionTracker` observes."""
+    """Which rows of a chunk's batch headers (``columnar.BATCH_DTYPE``) are transactional or control v2
+    batches of a producer: the ones :class:`TransactionTracker` observes (:func:`tracked`)."""
     return ((batches["magic"] >= codec.MAGIC_V2) & (batches["producer_id"] >= 0)
-            & (batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0))
+            & (batches["attributes"] & (codec.TRANSACTIONAL_FLAG | codec.CONTROL_FLAG) != 0))
+
+
+def tracked(batch: codec.RecordBatch) -> bool:
+    """Whether :class:`TransactionTracker` observes ``batch``: a producer's transactional batch, or its
+    control batch whether or not that is flagged transactional (Kafka 3.8.0 ``ProducerAppendInfo.append``
+    reads any control batch of a producer as its end marker)."""
+    return batch.producer_id >= 0 and (batch.is_transactional or batch.is_control)
 
 
 class TransactionTracker:
@@ -138,10 +146,14 @@ class TransactionTracker:
         """A transaction open from ``first_offset`` before the batches observed (a producer snapshot's)."""
         self._open.setdefault(producer_id, first_offset)
 
+    def open_from(self, producer_id: int) -> int | None:
+        """The first offset of ``producer_id``'s open transaction, None when it has none open."""
+        return self._open.get(producer_id)
+
     def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
         """Update with one batch; returns the aborted transaction it completes, if any."""
         pid = batch.producer_id
-        if pid < 0 or not batch.is_transactional:
+        if not tracked(batch):
             return None
         if not batch.is_control:
             self._open.setdefault(pid, batch.base_offset)
@@ -149,7 +161,7 @@ class TransactionTracker:
         if batch.record_count == 0:
             return None     # completes nothing (ProducerAppendInfo.append: an emptied marker)
         first = self._open.pop(pid, None)
-        if first is None or batch.control_type() != "ABORT":
+        if first is None or batch.end_marker_type() != "ABORT":
             return None
         others = sorted(self._open.values())
         lso = others[0] if others else batch.last_offset + 1
@@ -159,6 +171,58 @@ class TransactionTracker:
 #: ``(segment, pos) -> chunks``: the chunks of the segment's log from batch boundary ``pos`` to its end,
 #: as ``columnar.decode(view, start=pos, want=0)`` gives them (its error after the chunks before it).
 ChunkSource = Callable[["LogSegment", int], Iterator[columnar.Chunk]]
+
+
+#: what a producer's control batch may hold (None: no record, a marker the cleaner emptied)
+_END_MARKERS = (None, "COMMIT", "ABORT")
+
+
+def _not_a_marker(kind: str | None) -> str:
+    """The problem of a producer's control batch of another control type (``kind``): Kafka 3.8.0
+    ``ProducerAppendInfo.append`` reads it with ``EndTransactionMarker.deserialize``, whose
+    ``ensureTransactionMarkerControlType`` throws ``IllegalArgumentException`` (not the
+    ``InvalidRecordException`` ``LogSegment.recover`` catches): the broker does not load the log."""
+    return (f"expected a COMMIT or ABORT marker in a control batch of a producer, found a {kind} control "
+            "record: Kafka's EndTransactionMarker.deserialize throws IllegalArgumentException on it "
+            "(ProducerAppendInfo.append) and the broker does not load the log")
+
+
+def _stream_inflates(batch: codec.RecordBatch) -> bool:
+    """Whether a batch's records region is a stream its codec reads to the end (uncompressed: always).
+    Kafka 3.8.0 ``DefaultRecordBatch.StreamRecordIterator`` turns a failing stream into a
+    ``KafkaException`` (``IOException``: a gzip, LZ4 or zstd stream cut short) or lets the codec's own
+    exception through, neither caught by ``LogSegment.recover``; records that do not fill what a whole
+    stream gave (a snappy stream SnappyInputStream ends at a block boundary, a gzip member of too few
+    bytes) are an ``InvalidRecordException`` (``DefaultRecord.readFrom``), which it catches."""
+    if batch.attributes & codec.CODEC_MASK == codec.NONE or batch.magic < codec.MAGIC_V2:
+        return True
+    try:
+        decompress(batch.attributes & codec.CODEC_MASK, memoryview(batch.data)[codec.RECORD_BATCH_OVERHEAD:],
+                   path=batch.path, pos=batch.position + codec.RECORD_BATCH_OVERHEAD)
+    except CorruptDataError:
+        return False
+    return True
+
+
+def _null_in_marker(batch: codec.RecordBatch) -> bool:
+    """Whether a producer's control batch fails in Kafka 3.8.0 ``ProducerAppendInfo.append`` on a null: its
+    record's key null (``ControlRecordType.parseTypeId`` calls ``key.remaining()``), or its value null
+    under a COMMIT or ABORT key (``EndTransactionMarker.deserializeValue``, ``value.remaining()``): a
+    ``NullPointerException``, not the ``InvalidRecordException`` ``LogSegment.recover`` catches."""
+    as_v2 = batch if batch.magic == codec.MAGIC_V2 else replace(batch, magic=codec.MAGIC_V2)
+    try:
+        records = as_v2.records()
+    except CorruptDataError:
+        return False
+    if not records:
+        return False
+    key, value = records[0].key, records[0].value
+    if key is None:
+        return True
+    if len(key) < codec.CONTROL_KEY.size:
+        return False
+    version, type_id = codec.CONTROL_KEY.unpack_from(key)
+    return version >= 0 and codec.CONTROL_TYPES.get(type_id) in ("COMMIT", "ABORT") and value is None
 
 
 def _records_or_crc_error(batch: codec.RecordBatch, view: memoryview, position: int) -> list[codec.Record]:
@@ -486,9 +550,12 @@ class LogSegment:
 
     def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
         try:
-            codec.read_batch_header(view, pos, path=self.path).control_type()
+            header = codec.read_batch_header(view, pos, path=self.path)
+            kind = header.control_type()
         except CorruptDataError as err:
             return (err.path or self.path, pos if err.pos is None else err.pos, err.message)
+        if header.producer_id >= 0 and kind not in _END_MARKERS:
+            return (self.path, pos, _not_a_marker(kind))
         return None
 
     def _batch_view(self, pos: int) -> memoryview:
@@ -716,7 +783,10 @@ class LogSegment:
         valid, error = codec.valid_prefix(buf, path=self.path)
         last_entry = 0
         full_at: int | None = None
+        emptied = False
+        last_batch: codec.RecordBatch | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
+            last_batch = batch
             if not self.indexable(batch.last_offset):
                 # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and splits the segment, or
                 # does not load the log; no index can hold the batch: it stays unindexed, verify names it
@@ -733,24 +803,43 @@ class LogSegment:
                     # unindexed (lookups walk it) and the next append rolls (shouldRoll: index full).
                     full_at = batch.position
                 else:
+                    gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
+                    if gone_back is not None:
+                        valid, error, emptied = 0, gone_back, True
+                        break
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
                     last_entry = batch.position
             try:
                 if batch.is_control and batch.producer_id >= 0:
-                    batch.control_type()    # ProducerAppendInfo.append: EndTransactionMarker.deserialize
+                    # ProducerAppendInfo.append: EndTransactionMarker.deserialize; a type other than COMMIT
+                    # or ABORT throws IllegalArgumentException, which no recovery catches: kept, named
+                    if batch.end_marker_type() not in _END_MARKERS:
+                        continue
                 if on_batch is not None:
                     on_batch(batch)
             except CorruptDataError as err:
-                if batch.magic != codec.MAGIC_V2 or batch.attributes & codec.CODEC_MASK != codec.NONE:
-                    # records Kafka reads as v2 and segstore does not (batch._unknown_magic), or a stream
-                    # whose failure Kafka's recovery does not catch (a KafkaException): nothing cut
+                if not _stream_inflates(batch) or _null_in_marker(batch):
+                    # what Kafka's recovery does not catch (a failing stream's KafkaException, a null
+                    # key's or value's NullPointerException): nothing cut
                     continue
                 # Kafka counted the batch's bytes as valid before updateProducerState threw: the
                 # InvalidRecordException is caught and the segment cut after the batch
                 valid, error = batch.position + batch.size, err
                 break
+        if not emptied and last_batch is not None:
+            # the time index entry forced in below (outside Kafka's catch, inside LogLoader's)
+            gone_back = self._index_gone_back(last_batch, None, self._max_ts)
+            if gone_back is not None:
+                valid, error, emptied = 0, gone_back, True
         del buf
+        if emptied:
+            # LogLoader.recoverLog catches the InvalidOffsetException and calls segment.truncateTo(its base
+            # offset): the whole segment goes (kept aside here), its indexes with it
+            self.offset_index.reset(self.max_index_size)
+            self.time_index.reset(self.max_index_size)
+            self.txn_index.reset()
+            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         truncated = self.log.size - valid
         saved = None
         if truncated:
@@ -762,6 +851,29 @@ class LogSegment:
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
+
+    def _index_gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset
+                         ) -> CorruptDataError | None:
+        """Where the entry ``recover`` is about to add (an offset index entry for ``entry``, and the time
+        index's for ``max_ts``, the max timestamp so far; ``entry`` None: only the latter, forced in at the
+        end) would
+        name an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
+        ``OffsetIndex.append`` (offset not above the last) and ``TimeIndex.maybeAppend`` (offset below the
+        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to empty the
+        segment.  None where the entries go forward."""
+        last_time = self.time_index.last_entry.offset if len(self.time_index) else None
+        if entry is not None and len(self.offset_index) and entry <= self.offset_index.last_offset:
+            index, last, found = self.offset_index.path, self.offset_index.last_offset, entry
+        elif last_time is not None and max_ts.offset < last_time:
+            index, last, found = self.time_index.path, last_time, max_ts.offset
+        else:
+            return None
+        return CorruptDataError(
+            f"expected offsets going forward, found a batch of offsets {batch.base_offset}.."
+            f"{batch.last_offset} that makes {os.path.basename(index)} go back from {last} to {found}: "
+            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog empties the "
+            "segment (truncateTo its base offset)",
+            self.path, batch.position)
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""

@@ -488,26 +488,47 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
     # batch its first record's control text; kafka-dump-log reads each record's own): lines in Python
     if any(batch.magic < codec.MAGIC_V2 or (batch.is_control and batch.record_count > 1)
            for batch in batches):
-        n = chunk.rows
-        offsets, row_batch = chunk.buffers["offset"][:n], chunk.buffers["row_batch"][:n]
+        row_batch = chunk.buffers["row_batch"][:chunk.rows]
         out = []
         for b, (batch, head) in enumerate(zip(batches, heads, strict=True)):
             if head is not None:
                 out.append(head)
                 whole = next(codec.iter_batches(memoryview(view), path=path, check_crc=False,
                                                 start=batch.position))
-                held = offsets[row_batch == b]      # the rows the chunk holds (a window's cut keeps a prefix)
-                out += _record_lines(whole, start, int(held[-1]) + 1 if len(held) else start)
+                # the rows the chunk holds: a window's cut keeps a prefix of the batch's records (by
+                # count: a v1 wrapper's inner offsets need not rise, DeepRecordsIterator takes them so)
+                held = int(np.count_nonzero(row_batch == b))
+                out += _record_lines(whole, start, held)
         return b"".join(out)
     tails = [b"" if record is None else _text(" " + control_text(record, pos=batch.position))
              for record, batch in zip(controls, batches, strict=True)]
     return columnar.text_lines(chunk, heads, [_text(b.timestamp_type) for b in batches], tails, start)
 
 
-def _record_lines(batch: codec.RecordBatch, start: int, stop: int | None = None) -> list[bytes]:
-    """The text lines of ``batch``'s records from offset ``start`` (to ``stop``), each with its newline."""
-    return [_text(record_line(batch, record, crc) + "\n") for record, crc in batch.records_with_crcs()
-            if record.offset >= start and (stop is None or record.offset < stop)]
+def _passed_over(seg: Any, position: int, start: int, stop: int | None,
+                 keeps: Callable[..., bool] | None) -> int | None:
+    """Where :meth:`KafkaStore.dump`'s record-by-record walk goes on after the batch at ``position``
+    when it does not decode its records (-1: the walk ends there), else None (it decodes them, and
+    fails as the columns did): a batch whose header and CRC hold (it reads every batch so), ending
+    below ``start`` or one ``keeps`` (read_committed) leaves out, or starting at or past ``stop``."""
+    try:
+        batch = next(seg.batches(position))
+    except (CorruptDataError, StopIteration):
+        return None
+    if stop is not None and batch.base_offset >= stop:
+        return -1
+    if batch.last_offset >= start and (keeps is None or keeps(batch)):
+        return None
+    if stop is not None and batch.last_offset >= stop - 1:
+        return -1
+    return int(batch.position + batch.size)
+
+
+def _record_lines(batch: codec.RecordBatch, start: int, count: int | None = None) -> list[bytes]:
+    """The text lines of ``batch``'s records at offset ``start`` or past it (of its first ``count``
+    records), each with its newline."""
+    return [_text(record_line(batch, record, crc) + "\n")
+            for record, crc in batch.records_with_crcs()[:count] if record.offset >= start]
 
 
 def batch_line(batch: codec.RecordBatch) -> str:
@@ -2294,25 +2315,42 @@ class KafkaStore(Store):
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
                     keeps: Callable[..., bool] | None) -> Iterator[bytes]:
-            for chunk in seg.column_chunks(want, start=position):
-                chunk, cut = _below(chunk, stop)
-                try:
-                    lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
-                except CorruptDataError as err:
-                    # a control batch whose record is no marker, met by the read_committed filter (before
-                    # it asked any batch of the chunk): the lines of the batches before it, then its error,
-                    # as the record-by-record dump prints them
-                    before = int(np.count_nonzero(chunk.batches["position"] < (err.pos or 0)))
-                    if before:
-                        head = chunk.head(int(chunk.batches["first_row"][before]), before)
-                        lines = _text_chunk(head, start, keeps, seg.log.view(), seg.path)
-                        if lines:
-                            yield lines
-                    raise
-                if lines:
-                    yield lines
-                if cut:
-                    return
+            at: int | None = position
+            while at is not None:
+                chunks, done, at = seg.column_chunks(want, start=at), at, None
+                while True:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        return
+                    except CorruptDataError:
+                        # the batch at ``done`` does not decode: one the record-by-record dump passes over
+                        # undecoded (below the start, left out by read_committed) is passed over here too
+                        at = _passed_over(seg, done, start, stop, keeps)
+                        if at is None:
+                            raise
+                        if at < 0:
+                            return
+                        break
+                    done = int(chunk.batches["position"][-1]) + int(chunk.batches["size"][-1])
+                    chunk, cut = _below(chunk, stop)
+                    try:
+                        lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
+                    except CorruptDataError as err:
+                        # a control batch whose record is no marker, met by the read_committed filter
+                        # (before it asked any batch of the chunk): the lines of the batches before it,
+                        # then its error, as the record-by-record dump prints them
+                        before = int(np.count_nonzero(chunk.batches["position"] < (err.pos or 0)))
+                        if before:
+                            head = chunk.head(int(chunk.batches["first_row"][before]), before)
+                            lines = _text_chunk(head, start, keeps, seg.log.view(), seg.path)
+                            if lines:
+                                yield lines
+                        raise
+                    if lines:
+                        yield lines
+                    if cut:
+                        return
 
         return self._dump_walk(topic, partition, index, isolation, records,
                                lambda line: _text(line.text + "\n"), begin, end, offsets, continues)
