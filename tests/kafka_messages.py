@@ -10,7 +10,9 @@ letter, uuids as ``Uuid.toString`` text, bytes as base64).
 
 The writers build what a broker leaves: ``__cluster_metadata-0`` batches of metadata records
 (``MetadataRecordSerde``: frame version 1, apiKey, version, the record; no key), KRaft snapshot files,
-and ``__consumer_offsets`` / ``__transaction_state`` records (int16 version + struct, key and value).
+and ``__consumer_offsets`` / ``__transaction_state`` records (int16 version + struct, key and value);
+:func:`marked_transaction` a producer's transaction closed by a control batch of any record, as a
+recovery test needs one.
 """
 
 from __future__ import annotations
@@ -225,3 +227,20 @@ def transaction(txn_id: str, *, producer_id: int, epoch: int = 0, state: str = "
             "transactionPartitions": [{"topic": t, "partitionIds": p} for t, p in (partitions or {}).items()],
             "transactionLastUpdateTimestampMs": update_ms, "transactionStartTimestampMs": start_ms}
     return key, versioned(it.TRANSACTION_LOG_VALUE, 0, data)
+
+
+def marked_transaction(key: bytes | None, value: bytes | None, *, compression: str = "none",
+                       open_txn: bool = True, marker_transactional: bool = True
+                       ) -> tuple[bytes, bytes, bytes]:
+    """``(data, marker, after)``: producer 5's batch at offset 0 (transactional with ``open_txn``), a
+    control batch of it at offset 1 holding one record of ``key`` and ``value`` (well-formed marker or
+    not), compressed with ``compression``, and a plain batch at offset 2: a log the recovery reads the
+    marker of."""
+    data = codec.encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0,
+                              base_sequence=0, is_transactional=open_txn)
+    records = codec._encode_records_py([(key, value, 2)], None)[0]
+    marker = codec._build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
+                          max_timestamp=2, compression=compression, partition_leader_epoch=0, producer_id=5,
+                          producer_epoch=0, base_sequence=-1, is_transactional=marker_transactional,
+                          is_control=True, log_append=False)
+    return data, marker, codec.encode_batch([(b"k2", b"v2", 3)], base_offset=2)

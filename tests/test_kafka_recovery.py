@@ -11,6 +11,7 @@ import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
+from kafka_messages import marked_transaction
 from segstore_kafka.batch import (
     CRC_OFFSET,
     MAGIC_OFFSET,
@@ -936,16 +937,7 @@ def test_recover_cuts_after_a_marker_that_does_not_parse_as_kafka_does(tmp_path:
     recovery catches, cutting the segment after that batch.  recover raised the error after resetting the
     indexes (left preallocated, 10 MiB each), cut nothing, and without an open transaction did not read
     the marker at all; now it cuts where Kafka does, keeping the cut bytes."""
-    from segstore_kafka.batch import _build, _encode_records_py
-
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=open_txn)
-    records = _encode_records_py([(b"\x00", b"\x00" * 6, 2)], None)[0]
-    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
-                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
-                    log_append=False)
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    data, marker, after = marked_transaction(b"\x00", b"\x00" * 6, open_txn=open_txn)
     part = tmp_path / "t-0"
     part.mkdir()
     log = part / f"{SEG0}.log"
@@ -998,18 +990,10 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
     """A gzip control batch whose stream's header is wrong (its CRC holding): Kafka 3.8
     ``GzipCompression.wrapForInput`` throws a ``KafkaException``, which ``LogSegment.recover`` does not
     catch (the log does not load): nothing is cut, and the batch is named."""
-    from segstore_kafka.batch import _build, _encode_records_py
-
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
-    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
-    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                              max_timestamp=2, compression="gzip", partition_leader_epoch=0, producer_id=5,
-                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
-                              log_append=False))
+    data, built, after = marked_transaction(b"\x00\x00\x00\x00", b"\x00" * 6, compression="gzip")
+    marker = bytearray(built)
     marker[61] ^= 0xFF                                              # the gzip magic
     struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
     part = tmp_path / "t-0"
     part.mkdir()
     log = part / f"{SEG0}.log"
@@ -1068,16 +1052,7 @@ def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_ca
     not load the log.  segstore's verify found nothing and recover passed it (closing the producer's
     transaction as a COMMIT would); now verify names it and recover keeps it, exiting 1, as for the other
     batches the broker cannot load."""
-    from segstore_kafka.batch import _build, _encode_records_py
-
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
-    records = _encode_records_py([(struct.pack(">hh", 0, type_id), b"\x00" * 6, 2)], None)[0]
-    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
-                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
-                    log_append=False)
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    data, marker, after = marked_transaction(struct.pack(">hh", 0, type_id), b"\x00" * 6)
     part = tmp_path / "t-0"
     part.mkdir()
     log = part / f"{SEG0}.log"
@@ -1133,16 +1108,12 @@ def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few
     marker.  A gzip member cut short is an ``EOFException`` (``IOException``: a ``KafkaException``), not
     caught: nothing is cut, as before."""
     from segstore_kafka import compression
-    from segstore_kafka.batch import _build, _encode_records_py
+    from segstore_kafka.batch import _encode_records_py
 
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
-    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
     name = "snappy" if stream.startswith("snappy") else "gzip"
-    marker = bytearray(_build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                              max_timestamp=2, compression=name, partition_leader_epoch=0, producer_id=5,
-                              producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
-                              log_append=False))
+    data, built, after = marked_transaction(b"\x00\x00\x00\x00", b"\x00" * 6, compression=name)
+    marker = bytearray(built)
+    records = _encode_records_py([(b"\x00\x00\x00\x00", b"\x00" * 6, 2)], None)[0]
     if stream == "snappy header only":
         marker = marker[:61 + 16]
     elif stream == "gzip member of part of the record":
@@ -1151,7 +1122,6 @@ def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few
         marker = marker[:-12]
     struct.pack_into(">i", marker, 8, len(marker) - 12)
     struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
     part = tmp_path / "t-0"
     part.mkdir()
     log = part / f"{SEG0}.log"
@@ -1176,17 +1146,8 @@ def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot
     ``NullPointerException``, which ``LogSegment.recover`` does not catch (only ``CorruptRecordException``
     and ``InvalidRecordException``), so the broker does not load the log and nothing is cut.  segstore cut
     the segment after the marker, as for a marker too short to parse."""
-    from segstore_kafka.batch import _build, _encode_records_py
-
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
     key, value = (None, b"\x00" * 6) if null == "key" else (struct.pack(">hh", 0, 0), None)
-    records = _encode_records_py([(key, value, 2)], None)[0]
-    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
-                    producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True,
-                    log_append=False)
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    data, marker, after = marked_transaction(key, value)
     part = tmp_path / "t-0"
     part.mkdir()
     log = part / f"{SEG0}.log"

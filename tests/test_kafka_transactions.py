@@ -395,18 +395,12 @@ def test_a_marker_not_flagged_transactional_ends_its_producers_transaction_as_ka
     transactional batches only): no ``.txnindex`` entry, and read_committed reads returned offset 0."""
     import struct
 
-    from segstore_kafka.batch import _build, _encode_records_py, encode_batch
+    from kafka_messages import marked_transaction
 
     import segstore
 
-    data = encode_batch([(b"k", b"v", 1)], base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
-    records = _encode_records_py([(struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0), 2)], None)[0]
-    marker = _build(records, record_count=1, base_offset=1, last_offset_delta=0, base_timestamp=2,
-                    max_timestamp=2, compression="none", partition_leader_epoch=0, producer_id=5,
-                    producer_epoch=0, base_sequence=-1, is_transactional=False, is_control=True,
-                    log_append=False)
-    after = encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+    data, marker, after = marked_transaction(struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0),
+                                             marker_transactional=False)
     part = tmp_path / "t-0"
     part.mkdir()
     (part / "00000000000000000000.log").write_bytes(data + marker + after)
