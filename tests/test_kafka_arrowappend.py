@@ -281,3 +281,29 @@ def test_every_compat_fixture_replays_through_append_arrow(tmp_path, name):
             sum(1 for _ in source.scan())
         assert _records(copy) == _records(source)
         assert len(copy.partition.segments) > 1      # segment.bytes rolled it as it would the source
+
+
+def test_a_null_partition_is_routed_as_append_batch_routes_a_none_one(tmp_path):
+    """Kafka 3.8 ``ProducerRecord``: a partition "non-negative or null"; ``KafkaProducer.partition`` routes a
+    null one (``BuiltInPartitioner.partitionForKey``: ``toPositive(murmur2(key)) % partitions`` for a key of
+    a topic of several, else 0 here), as ``append_batch`` of a message whose partition is None does.
+    Before: append_arrow refused the table, "expected a partition in every row, found 20 null"."""
+    seed = [{"topic": t, "partition": p, "value": b"seed"}
+            for t, p in (("a", 0), ("a", 1), ("a", 2), ("b.c", 0))]
+    rows = [{"topic": ["a", "b.c"][i % 3 == 0], "partition": [None, 1, None, 0][i % 4],
+              "key": None if i % 5 == 0 else b"key-%d" % i, "value": b"v%d" % i, "timestamp": NOW + i}
+             for i in range(40)]
+    rows = seed + rows
+    table = pa.table({"topic": [r["topic"] for r in rows], "value": [r["value"] for r in rows],
+                      "key": pa.array([r.get("key") for r in rows], pa.binary()),
+                      "partition": pa.array([r["partition"] for r in rows], pa.int32()),
+                      "timestamp": [r.get("timestamp", NOW) for r in rows]})
+    with _store(tmp_path / "dicts") as a:
+        a.append_batch(seed)
+        want = [(r.topic, r.partition) for r in a.append_batch(rows[len(seed):])]
+    with _store(tmp_path / "arrow") as b:
+        b.append_batch(seed)
+        b.append_arrow(table.slice(len(seed)))
+    assert _logs(tmp_path / "arrow") == _logs(tmp_path / "dicts")
+    routed = {(t, p) for (t, p), r in zip(want, rows[len(seed):], strict=True) if r["partition"] is None}
+    assert {("a", 0), ("a", 2), ("b.c", 0)} <= routed       # keys routed over a's three partitions

@@ -250,3 +250,41 @@ def test_a_body_of_max_message_size_is_stored_with_its_headers(tmp_path, monkeyp
         with pytest.raises(MessageTooLargeError, match="body of at most 1024 bytes"):
             store.append_arrow(bigger)
         assert store.commitlog.end == 0
+
+
+@pytest.mark.parametrize("pair", [("u", ""), ("", "v")])
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_property_with_an_empty_name_or_value_is_refused_as_append_refuses_it(tmp_path, monkeypatch, pair,
+                                                                                 columnar):
+    """RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties`` drops a pair without a name or value
+    (``kvSepIndex > index && kvSepIndex < newIndex - 1``) and ``Message.putUserProperty`` refuses a blank
+    one: append() refuses it.  Before: append_arrow wrote the pair, and the row scanned back without it
+    (``{"u": ""}`` as ``{}``).  A dump line refuses it as well, both of its paths; a converted store's
+    message still keeps it byte for byte (``append_stored``: a batch send stores the client's properties
+    as sent, ``CommitLog.MessageExtBatchEncoder``)."""
+    from segstore_rocketmq import jsonl
+    from segstore_rocketmq.message import Host, RocketMQMessage, decode_properties
+    from test_rocketmq_write_input_columns import line
+
+    if not columnar:
+        monkeypatch.setattr(appendarrow, "available", lambda: False)
+        monkeypatch.setattr(jsonl, "COLUMNAR", False)
+    source = fill(tmp_path / "a", messages(8)).slice(0, 3)
+    props = pa.array([[("a", "1")], [("a", "1"), pair], []], source.schema.field("properties").type)
+    said = "expected property names and values that are not empty"
+    with RocketMQStore(str(tmp_path / "b"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError, match=said) as err:
+            store.append({"topic": "A", "value": b"x", "properties": dict([pair])})
+        with pytest.raises(InvalidMessageError, match=f"{said}.* in row 1$") as err_arrow:
+            store.append_arrow(_with(source, "properties", props.to_pylist(), props.type))
+        assert str(err_arrow.value).startswith(str(err.value))
+        with pytest.raises(InvalidMessageError, match=said):
+            edited = {**line(2), "properties": {**line(2)["properties"], **dict([pair])}}
+            jsonl.write_lines(store, [line(1), edited])
+        assert store.commitlog.end == 0 and store.topics() == []
+        host = Host.parse("127.0.0.1:1")
+        store.append_stored([RocketMQMessage(topic="A", queue_id=0, body=b"x", born_host=host,
+                                             store_host=host, properties=dict([("a", "1"), pair]))])
+    stored = b"".join(data for name, data in store_files(tmp_path / "b").items() if "commitlog" in name)
+    assert f"a\x011\x02{pair[0]}\x01{pair[1]}".encode() in stored
+    assert decode_properties(f"a\x011\x02{pair[0]}\x01{pair[1]}".encode()) == {"a": "1"}

@@ -31,7 +31,10 @@
  */
 
 enum { STOP_END = 0, STOP_FULL = 1, STOP_DECLINE = 2 };
-enum { WANT_KEY = 1, WANT_VALUE = 2, WANT_HEADERS = 4 };
+/* WANT_BATCH_HEADERS: the batches only, as Kafka's producer state reads the log (ProducerAppendInfo,
+ * LogSegment.recover): a data batch's records are not decoded (no row), a control batch's are (its
+ * marker).  The reference (columnar._decode_reference) does the same. */
+enum { WANT_KEY = 1, WANT_VALUE = 2, WANT_HEADERS = 4, WANT_BATCH_HEADERS = 8 };
 enum {
     NEED_BATCHES = 1, NEED_ROWS = 2, NEED_KEY = 4, NEED_VALUE = 8, NEED_HEADERS = 16, NEED_HKEY = 32,
     NEED_HVALUE = 64,
@@ -398,8 +401,9 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
         *need |= NEED_BATCHES;
         return REC_FULL;
     }
-    if (b.record_count == 0) {
-        /* DefaultRecordBatch.iterator: no record, the region (compressed or not) unread */
+    if (b.record_count == 0 || ((c->want & WANT_BATCH_HEADERS) && !(b.attributes & 0x20))) {
+        /* DefaultRecordBatch.iterator: no record, the region (compressed or not) unread; or a data
+         * batch of a header walk (WANT_BATCH_HEADERS) */
         c->batch[c->n.batches++] = b;
         return REC_OK;
     }

@@ -5,14 +5,16 @@ columns (what ``scan_arrow`` yields; any format's common columns do)::
 
     topic       string, required, no nulls
     value       binary or string, required (null: a tombstone)
-    partition   integer, no nulls (absent: 0, or a keyed row's partition, below)
+    partition   integer (absent or null: 0, or a keyed row's partition, below)
     key         binary or string (absent: all null)
     timestamp   timestamp[ms] or integer ms (absent, null or -1: the append's time; below -1 refused)
     headers     list<struct<key: string, value: binary>> (absent: none)
     baseOffset  integer: where it changes, a new batch begins (a scan's batches stay whole)
     isControl   bool: a true row is refused (markers are not data to copy)
 
-Without a ``partition`` column, a row with a key (not null) of a topic of more than one
+A row naming no partition (no ``partition`` column, or a null in it: as ``append_batch`` routes a
+message whose partition is None, and Kafka's producer a ``ProducerRecord`` with a null partition), with a
+key (not null), of a topic of more than one
 partition (``widths``, ``KafkaStore.partition_widths``) goes where the Java producer puts its
 key (:mod:`.partitioner`: murmur2 of the key over the topic's partitions, one C pass over the
 key column), the others to partition 0.
@@ -178,6 +180,13 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
             for i, (code, part) in enumerate(zip(codes.tolist(), parts.tolist(), strict=True))]
 
 
+def _nulls(arr: pa.Array) -> np.ndarray | None:
+    """The rows where ``arr`` is null (bool), None where none is."""
+    if not arr.null_count:
+        return None
+    return ~arrays.natural(arr.is_valid()).astype(bool)
+
+
 def _key_partitions(topics: pa.Array, key: pa.Array, widths: dict[str, int]) -> np.ndarray | None:
     """Each row's partition as its key chooses it over its topic's ``widths`` (-1: no key, or a topic
     of one partition); None where no row's key chooses.  ``O(rows)``: the topics' widths looked up
@@ -203,7 +212,7 @@ def plan(batch: pa.RecordBatch, widths: dict[str, int] | None = None) -> Plan:
     one (rows naming no partition: their key's, above).
 
     :raises InvalidMessageError: a required column missing, a column of the wrong type, a null
-        topic or partition, a partition outside ``[0, 2**31)``, a null header key, a control row.
+        topic, a partition outside ``[0, 2**31)``, a null header key, a control row.
     """
     import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
     names = batch.schema.names
@@ -227,14 +236,21 @@ def plan(batch: pa.RecordBatch, widths: dict[str, int] | None = None) -> Plan:
                                   "scan with isolation='read_committed' to leave markers out)")
     n = batch.num_rows
     key = _binary(batch, "key")
-    partitions = _integers(batch, "partition", None)
+    partitions = _integers(batch, "partition", -1)     # a null: routed below, as a missing column
+    unnamed = None if partitions is None else _nulls(batch.column("partition"))
+    if partitions is not None:
+        named = partitions if unnamed is None else partitions[~unnamed]
+        if len(named) and not (0 <= named.min() and named.max() < 1 << 31):
+            raise InvalidMessageError(f"expected partitions in [0, 2**31), found {int(named.min())} .. "
+                                      f"{int(named.max())}")
     chosen = None
-    if partitions is None:
+    if partitions is None or unnamed is not None:
         chosen = _key_partitions(topics, key, widths or {})
-        partitions = np.zeros(n, np.int64) if chosen is None else np.maximum(chosen, 0)
-    elif n and not (0 <= partitions.min() and partitions.max() < 1 << 31):
-        raise InvalidMessageError(f"expected partitions in [0, 2**31), found {int(partitions.min())} .. "
-                                  f"{int(partitions.max())}")
+        if chosen is not None and unnamed is not None:
+            chosen = np.where(unnamed, chosen, -1)
+        routes = np.zeros(n, np.int64) if chosen is None else np.maximum(chosen, 0)
+        partitions = routes if partitions is None or unnamed is None \
+            else np.where(unnamed, routes, partitions)
     timestamps = _integers(batch, "timestamp", -1)
     if timestamps is None:
         timestamps = np.full(n, -1, np.int64)

@@ -103,6 +103,10 @@ STOP_END, STOP_FULL, STOP_DECLINE = 0, 1, 2
 #: such keys (the C loop declines their batches).
 HKEY_RAW = "hkey_raw"
 WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
+#: Batch rows only, as Kafka 3.8's producer state reads a log (``ProducerStateManager`` /
+#: ``ProducerAppendInfo.append``, ``LogSegment.recover``): a data batch is taken on its header and CRC,
+#: its records not decoded (no row); a control batch's records (its marker) are decoded.
+WANT_BATCH_HEADERS = 8
 _NEED = {"batches": 1, "rows": 2, "key": 4, "value": 8, "headers": 16, "hkey": 32, "hvalue": 64}
 _DATA = ("key", "value", "hkey", "hvalue")
 
@@ -275,7 +279,8 @@ def decode(view, *, path: str = "<memory>", start: int = 0, end: int | None = No
                 if not filled["batches"]:
                     cap = cap.grown(need)
                 continue
-        chunk, pos, error = _decode_reference(view, pos, end, path, cap.rows, single=c is not None)
+        chunk, pos, error = _decode_reference(view, pos, end, path, cap.rows, single=c is not None,
+                                              headers_only=bool(want & WANT_BATCH_HEADERS))
         if chunk is not None:
             yield chunk
         if error is not None:
@@ -287,13 +292,15 @@ def decode(view, *, path: str = "<memory>", start: int = 0, end: int | None = No
 
 
 def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows: int,
-                      single: bool) -> tuple[Chunk | None, int, SegstoreError | None]:
+                      single: bool, headers_only: bool = False
+                      ) -> tuple[Chunk | None, int, SegstoreError | None]:
     """Decode whole batches from ``pos`` through :mod:`.batch`: ``(chunk, next position, error)``.
 
     Stops at ``end``, after ``max_rows`` rows, at the first error (returned, with
     the rows before it), and with ``single`` (the C loop declined the batch at
     ``pos``) before the first v2 batch after the first batch: legacy entries,
-    which the C loop never takes, are decoded here in runs.
+    which the C loop never takes, are decoded here in runs.  ``headers_only``
+    (:data:`WANT_BATCH_HEADERS`): a data batch's records are not decoded (no row).
     """
     batches: list[tuple[Any, ...]] = []
     offsets: list[int] = []
@@ -305,7 +312,7 @@ def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows:
             batch = next(codec.iter_batches(view, path=path, start=pos))
             if single and batches and batch.magic >= codec.MAGIC_V2:
                 break
-            records = batch.records()
+            records = batch.records() if not headers_only or batch.is_control else []
             batches.append((batch.base_offset, batch.position, batch.base_timestamp, batch.max_timestamp,
                             batch.producer_id, batch.last_offset_delta, batch.size,
                             batch.partition_leader_epoch, batch.base_sequence, batch.record_count, batch.crc,

@@ -377,12 +377,14 @@ class LogSegment:
                                capacity=capacity)
 
     def header_chunks(self) -> Iterator[columnar.Chunk]:
-        """The batch headers of the log's whole batches, as column chunks (``want`` 0): a last batch
-        the log ends inside (a live writer's, not yet whole; or one a crash tore, which recovery
-        cuts) counts for none, as in :meth:`next_offset`.  Other damage raises as in
-        :meth:`column_chunks`."""
+        """The batch headers of the log's whole batches, as column chunks
+        (:data:`columnar.WANT_BATCH_HEADERS`: what Kafka 3.8's producer state reads, ``ProducerAppendInfo``
+        and ``LogSegment.recover``: each batch's header and CRC, a data batch's records not decoded, a
+        control batch's marker decoded; a data batch gives no row): a last batch the log ends inside
+        (a live writer's, not yet whole; or one a crash tore, which recovery cuts) counts for none, as
+        in :meth:`next_offset`.  Other damage raises as in :meth:`column_chunks`."""
         try:
-            yield from self.column_chunks(0)
+            yield from self.column_chunks(columnar.WANT_BATCH_HEADERS)
         except TruncatedDataError:
             return
 

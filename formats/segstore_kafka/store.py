@@ -1044,11 +1044,12 @@ class KafkaStore(Store):
 
         Every column, topic and partition of all the rows is checked before anything is written: a
         refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
-        Without a ``partition`` column, rows go to partition 0, or, keyed rows of a topic of more
-        than one partition, to their key's, as :meth:`append_batch` routes dicts naming none.
+        Rows naming no partition (no ``partition`` column, or a null in it) go to partition 0, or,
+        keyed rows of a topic of more than one partition, to their key's, as :meth:`append_batch`
+        routes dicts naming none (or a None partition).
 
         :raises InvalidMessageError: not a RecordBatch or Table, a column missing or of the wrong type,
-            a null topic or partition, a null header key, a control record.
+            a null topic, a null header key, a control record.
         :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
             partition directory's.
         :raises MessageTooLargeError: a record too large for a batch alone (nothing is written).

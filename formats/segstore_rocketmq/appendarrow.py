@@ -45,6 +45,7 @@ from .message import (
     PROPERTY_SEPARATOR,
     Host,
     RocketMQMessage,
+    empty_property,
 )
 
 #: The columns a row's message is made of (see the module docstring).
@@ -84,6 +85,7 @@ def batches(data: Any) -> list[pa.RecordBatch]:
         start = 0
         for b in out:
             _check_property_pairs(b, start)
+            _check_empty_properties(b, start)
             start += b.num_rows
     return out
 
@@ -145,6 +147,31 @@ def _millis(column: pa.Array, name: str) -> np.ndarray:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
         raise InvalidMessageError(f"expected times or integers in column {name}, "
                                   f"found {column.type}") from err
+
+
+def _check_empty_properties(batch: pa.RecordBatch, start: int) -> None:
+    """Refuse a row (``start`` the batch's first row in the input) whose properties map holds an empty
+    name or value, as an append of the message refuses it (:func:`.message.empty_property`: 4.9.7
+    ``MessageDecoder.string2messageProperties`` drops the pair, so the row would scan back without it;
+    a scan never yields one).  ``O(pairs)`` in Arrow.
+
+    :raises InvalidMessageError: naming the row and the property.
+    """
+    column = _map_column(batch)
+    offsets = arrays.int64s(column.offsets)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if hi == lo:
+        return
+    keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
+    values = column.items.slice(lo, hi - lo).cast(pa.binary())
+    empty = pc.or_(pc.equal(pc.binary_length(keys), 0), pc.equal(pc.binary_length(values), 0))
+    found = np.flatnonzero(arrays.natural(pc.fill_null(empty, False)).astype(bool))
+    if len(found):
+        pair = int(found[0])
+        row = int(np.searchsorted(offsets, lo + pair, side="right")) - 1
+        name, value = (keys[pair].as_py() or b"").decode("utf-8", "replace"), \
+            (values[pair].as_py() or b"").decode("utf-8", "replace")
+        raise empty_property(name, value, f" in row {start + row}")
 
 
 def _map_column(batch: pa.RecordBatch) -> pa.MapArray:

@@ -48,6 +48,7 @@ from .message import (
     Host,
     RocketMQMessage,
     body_crc,
+    empty_property,
     magic_for,
 )
 from .store import JSON_KEYS, RocketMQStore
@@ -107,6 +108,9 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
             except UnicodeEncodeError as err:
                 raise InvalidMessageError(f"expected properties of UTF-8 text, found {text!r:.60} "
                                           f"(a lone surrogate)") from err
+    for name, value in properties.items():     # a dump writes none (the broker's reader drops it)
+        if not name or not value:
+            raise empty_property(name, value)
     _agrees("tags", obj, properties.get(PROPERTY_TAGS))
     raw_keys = properties.get(PROPERTY_KEYS)
     _agrees("keys", obj, [k for k in raw_keys.split(KEY_SEPARATOR) if k] if raw_keys else [])
@@ -211,8 +215,8 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
         for obj in objs:
             body = base64.b64decode(obj["body"], validate=True)    # as the reference decodes it
             properties = obj["properties"]
-            if type(properties) is not dict:
-                return None
+            if type(properties) is not dict or not all(properties) or not all(properties.values()):
+                return None     # not a dict, or an empty name or value: the reference says what is wrong
             tags = properties.get(PROPERTY_TAGS)
             if "tags" in obj and obj["tags"] != tags:
                 return None

@@ -385,6 +385,19 @@ def encode_properties(properties: dict[str, str], trailing_separator: bool = Fal
     return data
 
 
+def empty_property(name: str, value: str, where: str = "") -> InvalidMessageError:
+    """A property with an empty name or value, refused by every append (``append``, ``append_arrow``,
+    a ``dump --json`` line): RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties`` drops such a pair
+    (``kvSepIndex > index && kvSepIndex < newIndex - 1``), so no consumer, scan or dump would see it,
+    and ``Message.putUserProperty`` refuses a blank name or value.  (``append_stored`` of a converted
+    store's messages keeps such a pair byte for byte: a batch send stores the client's properties as
+    sent, ``CommitLog.MessageExtBatchEncoder``.)  ``where``: the row, for an Arrow append."""
+    found = f"a property with an empty name (value {cut(value)})" if not name else \
+        f"the property {cut(name)} with an empty value"
+    return InvalidMessageError("expected property names and values that are not empty (the broker's "
+                               f"MessageDecoder drops such a pair), found {found}{where}")
+
+
 def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
                       java_text: bool = False) -> dict[str, str]:
     """The inverse of :func:`encode_properties` (stored order kept; either style), read as the

@@ -106,6 +106,7 @@ from .message import (
     SYSFLAG_TRANSACTION_MASK,
     Host,
     RocketMQMessage,
+    empty_property,
     encode,
     encode_topic,
     has_queue_entry,
@@ -221,16 +222,6 @@ def _scheduled_delay(text: str | None) -> None:
         raise InvalidMessageError(f"expected a {SCHEDULE_TOPIC} message's DELAY property as a Java int "
                                   f"(CommitLog.checkMessageAndReturnSize's Integer.parseInt, which would "
                                   f"end the broker's recovery there), found {cut(text)}")
-
-
-def _empty_property(name: str, value: str) -> InvalidMessageError:
-    """A property with an empty name or value: RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``
-    drops such a pair (``kvSepIndex > index && kvSepIndex < newIndex - 1``), so no consumer would see it,
-    and ``Message.putUserProperty`` refuses a blank name or value."""
-    found = f"a property with an empty name (value {cut(value)})" if not name else \
-        f"the property {cut(name)} with an empty value"
-    return InvalidMessageError("expected property names and values that are not empty (the broker's "
-                               f"MessageDecoder drops such a pair), found {found}")
 
 
 def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
@@ -1037,7 +1028,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     raise _said_twice(name)
                 value = value if type(value) is str else _text(value, "a property value")
                 if not name or not value:   # stored, a pair no consumer would see
-                    raise _empty_property(name, value)
+                    raise empty_property(name, value)
                 produced[name] = value
         # A lone surrogate ("\ud800" in a JSON line) is text no broker stores: Java's UTF-8 encoder
         # (MessageDecoder.messageProperties2String, then getBytes(UTF_8) in CommitLog's encoder)
