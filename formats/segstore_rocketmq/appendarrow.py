@@ -164,8 +164,11 @@ def _check_empty_properties(batch: pa.RecordBatch, start: int) -> None:
         return
     keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
     values = column.items.slice(lo, hi - lo).cast(pa.binary())
-    empty = pc.or_(pc.equal(pc.binary_length(keys), 0), pc.equal(pc.binary_length(values), 0))
-    found = np.flatnonzero(arrays.natural(pc.fill_null(empty, False)).astype(bool))
+    # lengths from the offsets (pc.equal(..., 0) makes a scalar of the 0, which imports pandas); a null
+    # value is not an empty one
+    empty = (np.diff(binary_buffers(keys)[0]) == 0) | (
+        (np.diff(binary_buffers(values)[0]) == 0) & arrays.to_numpy(pc.is_valid(values), bool))
+    found = np.flatnonzero(empty)
     if len(found):
         pair = int(found[0])
         row = int(np.searchsorted(offsets, lo + pair, side="right")) - 1
