@@ -334,6 +334,27 @@ def test_subscribe_pattern_and_assign_choose_partitions():
         _ranges(assign='{"B": [7]}')
 
 
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"subscribe": ""}, "subscribe must name at least one topic"),
+    ({"subscribe": " , "}, "subscribe must name at least one topic"),
+    ({"topics": ""}, "topics must name at least one topic"),
+    ({"subscribePattern": "  "}, "subscribePattern must be a regular expression"),
+    ({"assign": ""}, "assign must be JSON"),
+    ({"subscribe": "", "assign": '{"A": [0]}'}, "only one of subscribe"),
+])
+def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragment):
+    """Spark 4 KafkaSourceProvider.validateGeneralOptions takes the strategy option's presence as the
+    choice and refuses an empty ``subscribe`` ("No topics to subscribe to"), ``subscribePattern`` ("Pattern
+    to subscribe is empty") or ``assign``; an empty value taken as absent read every topic of the store."""
+    with pytest.raises(ConfigError, match=fragment):
+        _ranges(**options)
+
+
+def test_subscribe_pattern_is_trimmed_as_the_connector():
+    """Spark 4 KafkaSourceProvider.strategy: SubscribePatternStrategy(value.trim())."""
+    assert set(_ranges(subscribePattern=" B ")) == {("B", 0), ("B", 3)}
+
+
 def test_offsets_by_timestamp_as_the_connector():
     # FakeStore: timestamp = 1000 * offset
     every = '{"A": {"0": 20000, "1": 0}, "B": {"0": 0, "3": 999000}}'
