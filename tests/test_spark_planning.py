@@ -282,6 +282,29 @@ def test_a_batch_read_cannot_start_at_latest_or_end_at_earliest(options, message
         planning.resolve_ranges(_store(), _opts(**options))
 
 
+@pytest.mark.parametrize("options", [
+    {"startingOffsets": '{"A": {"0": 150}}', "endingOffsets": '{"A": {"0": 100}}'},
+    {"startingOffsetsByTimestamp": '{"A": {"0": 9000, "1": 0}, "B": {"0": 0, "3": 0}}',
+     "endingOffsetsByTimestamp": '{"A": {"0": 8000, "1": 5000}, "B": {"0": 60000, "3": 0}}'},
+])
+def test_a_start_given_after_its_end_is_refused(options):
+    """Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity (KafkaScan.toBatch) refuses a partition whose
+    specific start offset (or start timestamp) is after its end offset (end timestamp); it read nothing."""
+    with pytest.raises(ConfigError, match=r"for A-0 \((150|9000)\) is after its ending"):
+        planning.resolve_ranges(_store(), _opts(**options))
+
+
+def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positions():
+    """The connector compares only like with like: a timestamp option takes precedence over the offsets
+    (getKafkaOffsetRangeLimit), and -2/-1 are positions, not offsets to compare."""
+    assert ("A", 0) not in _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 150}}')
+    got = _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 100}}',
+                  endingTimestamp="200000")
+    assert got[("A", 0)] == (150, 200)
+    got = _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": -1}}')
+    assert got[("A", 0)] == (20, 250)
+
+
 @pytest.mark.parametrize(("options", "named"), [
     ({"startingOffsets": '{"A_TYPO": {"0": 3}}'}, "startingOffsets names A_TYPO-0"),
     ({"startingOffsets": '{"A": {"0": 3, "7": 3}}'}, "startingOffsets names A-7"),

@@ -88,6 +88,15 @@ def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, op
         source(spark, reader).option(option, value).load(kafka_logs).count()
 
 
+def test_a_start_given_after_its_end_is_refused_by_both_readers(spark, reader, kafka_logs):  # noqa: F811
+    """Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity refuses startingOffsets after endingOffsets
+    for a partition; both readers read nothing instead."""
+    frame = source(spark, reader).option("startingOffsets", '{"t": {"0": 4}}')
+    with pytest.raises(Exception, match=r"ConfigError.*startingOffsets for t-0 \(4\) is after its ending"):
+        frame.option("endingOffsets", '{"t": {"0": 2}}').load(kafka_logs).count()
+    assert frame.option("endingOffsets", '{"t": {"0": 5}}').load(kafka_logs).count() == 1
+
+
 def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):
     """Streams keep what the connector allows them (a start at latest); specific offsets must still
     name partitions read (Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts it)."""

@@ -425,7 +425,8 @@ def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, end
 def check_batch_bounds(options: ReadOptions) -> None:
     """Refuse offsets a batch read cannot start or end at, as Spark's Kafka connector does
     (Spark 4 KafkaSourceProvider.validateBatchOptions): a start at ``latest`` (-1) or an end at
-    ``earliest`` (-2), named or per partition, which would read nothing.  Streams may start at latest.
+    ``earliest`` (-2), named or per partition, which would read nothing, and a start given after its end
+    (:func:`_check_start_not_after_end`).  Streams may start at latest.
 
     :raises ConfigError: naming the option and the partition.
     """
@@ -439,6 +440,37 @@ def check_batch_bounds(options: ReadOptions) -> None:
                 raise ConfigError(f"option {name} for {t}-{p} cannot be {word} ({refused}) for a batch query "
                                   f"(it would read nothing; Spark's Kafka connector refuses it too)",
                                   options.path)
+    _check_start_not_after_end(options)
+
+
+def _check_start_not_after_end(options: ReadOptions) -> None:
+    """Refuse a partition whose start, as given, is after its end, where both ends are given alike, as
+    Spark's Kafka connector does before it reads (Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity,
+    called from KafkaScan.toBatch): ``startingOffsets`` against ``endingOffsets`` (where no timestamp option
+    takes precedence over either), ``startingOffsetsByTimestamp`` against ``endingOffsetsByTimestamp``
+    (where neither ``startingTimestamp`` nor ``endingTimestamp`` is given).  Negative offsets (-2 earliest,
+    -1 latest) are not compared.  Such a read read nothing, quietly.
+
+    :raises ConfigError: naming the partition and both values.
+    """
+    if options.starting_timestamp is not None or options.ending_timestamp is not None:
+        return
+    pairs: tuple[tuple[str, str, tuple[tuple[str, int, int], ...], tuple[tuple[str, int, int], ...]], ...]
+    if options.starting_timestamps is not None and options.ending_timestamps is not None:
+        pairs = (("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", options.starting_timestamps,
+                  options.ending_timestamps),)
+    elif options.starting_timestamps is None and options.ending_timestamps is None:
+        pairs = (("startingOffsets", "endingOffsets", options.starting.offsets, options.ending.offsets),)
+    else:
+        return
+    for start_name, end_name, starts, ends in pairs:
+        end_of = {(t, p): value for t, p, value in ends}
+        for t, p, start in starts:
+            end = end_of.get((t, p))
+            if end is not None and start >= 0 and end >= 0 and start > end:
+                raise ConfigError(f"option {start_name} for {t}-{p} ({start}) is after its {end_name} "
+                                  f"({end}): the start must not be after the end (Spark's Kafka connector "
+                                  "refuses it too)", options.path)
 
 
 def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
