@@ -502,8 +502,21 @@ def test_limit_offsets_shares_in_proportion():
     assert planning.limit_offsets(start, latest, 1000) == latest
     limited = planning.limit_offsets(start, latest, 30)
     assert limited == {"A": {"0": 20, "1": 10}, "B": {"0": 15}}
-    one = planning.limit_offsets(start, latest, 1)
-    assert sum(one[t][p] - start[t][p] for t in one for p in one[t]) == 1
+    # below one offset each, each partition waiting still gets one (Math.ceil), as the connector's
+    assert planning.limit_offsets(start, latest, 1) == {"A": {"0": 1, "1": 10}, "B": {"0": 6}}
+
+
+def test_limit_offsets_never_starves_a_small_partition():
+    """Spark 4 KafkaMicroBatchStream.rateLimit: shares below one round up ("Don't completely starve small
+    topicpartitions"), the others down.  Shares by largest remainders gave the busy partition every offset
+    of each micro-batch while it had more waiting, so a quiet partition's record waited for it to drain."""
+    start = {"busy": {"0": 0}, "quiet": {"0": 0}}
+    latest = {"busy": {"0": 1000}, "quiet": {"0": 1}}
+    assert planning.limit_offsets(start, latest, 10) == {"busy": {"0": 9}, "quiet": {"0": 1}}
+    # three partitions of 10 waiting: 10 * (10 / 30) = 3.33 each, rounded down
+    even = {"a": {"0": 10, "1": 10, "2": 10}}
+    assert planning.limit_offsets({"a": {"0": 0, "1": 0, "2": 0}}, even, 10) == \
+        {"a": {"0": 3, "1": 3, "2": 3}}
 
 
 def test_input_partitions_carry_paths_and_offsets_only():

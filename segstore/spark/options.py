@@ -27,7 +27,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
                                        inflated where its producer compressed it; ``false`` as stored
 ``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
 ``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
-``maxOffsetsPerTrigger``               streaming: at most this many offsets per micro-batch (all partitions)
+``maxOffsetsPerTrigger``               streaming: about this many offsets per micro-batch (all partitions),
+                                       shared as the connector's rateLimit (planning.limit_offsets)
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)

@@ -713,22 +713,27 @@ Offsets = dict[str, dict[str, int]]
 
 
 def limit_offsets(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
-    """Move at most ``max_offsets`` offsets past ``start`` towards ``latest``, shared out in
-    proportion to what each partition has waiting (largest remainders first), as Spark's
-    Kafka source shares ``maxOffsetsPerTrigger``.  Every partition of ``latest`` must be
-    in ``start``.  O(P log P) for P partitions.
+    """Move about ``max_offsets`` offsets past ``start`` towards ``latest``, shared out as Spark's Kafka
+    source shares ``maxOffsetsPerTrigger`` (Spark 4 KafkaMicroBatchStream.rateLimit): each partition with
+    offsets waiting gets ``max_offsets * waiting / total waiting`` (in doubles), rounded down, or up to
+    one where that is below one, so that no partition is starved by busier ones; the batch may hold up to
+    one offset more than ``max_offsets`` per such partition, or fewer than it.  A partition with nothing
+    waiting stays at its latest offset.  Every partition of ``latest`` must be in ``start``.  O(P) for P
+    partitions.
     """
-    keys = [(t, p) for t in sorted(latest) for p in sorted(latest[t], key=int)]
-    waiting = {k: max(0, latest[k[0]][k[1]] - start[k[0]][k[1]]) for k in keys}
-    total = sum(waiting.values())
-    if total <= max_offsets:
+    sizes = {(t, p): end - start[t][p] for t, ps in latest.items() for p, end in ps.items()
+             if end - start[t][p] > 0}
+    total = float(sum(sizes.values()))
+    if total < 1:
         return {t: dict(ps) for t, ps in latest.items()}
-    shares = {k: waiting[k] * max_offsets // total for k in keys}
-    leftover = max_offsets - sum(shares.values())
-    by_remainder = sorted(keys, key=lambda k: (-(waiting[k] * max_offsets % total), k))
-    for k in by_remainder[:leftover]:
-        shares[k] += 1
     result: Offsets = {}
-    for t, p in keys:
-        result.setdefault(t, {})[p] = start[t][p] + shares[(t, p)]
+    for t, ps in latest.items():
+        for p, end in ps.items():
+            size = sizes.get((t, p))
+            if size is None:
+                result.setdefault(t, {})[p] = end
+                continue
+            prorate = max_offsets * (size / total)
+            share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+            result.setdefault(t, {})[p] = min(end, start[t][p] + share)
     return result
