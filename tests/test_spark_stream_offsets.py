@@ -241,3 +241,36 @@ def test_a_starting_offset_past_the_end_is_data_loss(tmp_path):
     assert start == {"live": {"0": 1000}}
     with pytest.raises(OffsetOutOfRangeError, match="offset was changed from 1000 to 5"):
         micro_batch(stream(tmp_path / "store"), start)
+
+
+def test_partitions_gone_or_added_past_offset_zero_are_data_loss(tmp_path):
+    """Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets reports, through reportDataLoss,
+    partitions of the start offsets missing from the end ("... are gone. Some data may have been missed")
+    and a partition added since whose earliest offset is not 0 ("Added partition X starts from N instead of
+    0").  A topic deleted under a running stream lost its unread records silently."""
+    path = tmp_path / "store"
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0"), Message("b", b"b0"), Message("b", b"b1")])
+    strict = stream(path, startingOffsets="earliest")
+    lenient = stream(path, startingOffsets="earliest", failOnDataLoss="false")
+    start = strict.initialOffset()
+    assert start == {"a": {"0": 0}, "b": {"0": 0}}
+    shutil.rmtree(path / "b-0")
+    with pytest.raises(OffsetOutOfRangeError, match="b-0 is gone from the store"):
+        micro_batch(strict, start)
+    with pytest.warns(UserWarning, match="b-0 is gone from the store"):
+        end, values = micro_batch(lenient, start)
+    assert (end, values) == ({"a": {"0": 1}}, [b"a0"])
+    # a partition new since the last micro-batch, whose offsets before 3 retention already removed
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("c", b"c%d" % i) for i in range(5)])
+        store.delete_records(3, topic="c", partition=0)
+    with pytest.raises(OffsetOutOfRangeError, match="added partition c-0 starts from offset 3 instead of 0"):
+        micro_batch(strict, end)
+    with pytest.warns(UserWarning, match="added partition c-0 starts from offset 3 instead of 0"):
+        assert micro_batch(lenient, end) == ({"a": {"0": 1}, "c": {"0": 5}}, [b"c3", b"c4"])
+    # one added at offset 0 is no loss
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("d", b"d0")])
+    assert micro_batch(strict, {"a": {"0": 1}, "c": {"0": 5}}) == \
+        ({"a": {"0": 1}, "c": {"0": 5}, "d": {"0": 1}}, [b"d0"])

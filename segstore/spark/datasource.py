@@ -407,6 +407,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         with open_store(self.options.path, self.format, self.options.config) as store:
             ranges = []
+            gone = sorted((t, int(k)) for t, ps in start.items() for k in ps if k not in end.get(t, {}))
+            added = []
             for topic in sorted(end):
                 for key in sorted(end[topic], key=int):
                     lo = start.get(topic, {}).get(key)
@@ -415,6 +417,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     low = store.offset_range(topic, partition)[0]
                     if lo is None:
                         lo = low
+                        if low != 0:
+                            added.append((topic, partition, low))
                     if lo > hi:
                         planning.check_gone_back(self.options, topic, partition, lo, hi)
                         continue
@@ -426,6 +430,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     infos = store.segment_infos(topic, partition)
                     segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
+            planning.check_partitions_changed(self.options, gone, added)
         result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
                                min_partitions=_min_partitions(self.options))
         return planning.input_partitions(result, self.options, self.format)

@@ -328,6 +328,34 @@ def check_gone_back(options: ReadOptions, topic: str, partition: int, start: int
                   stacklevel=2)
 
 
+def check_partitions_changed(options: ReadOptions, gone: Sequence[tuple[str, int]],
+                             added: Sequence[tuple[str, int, int]]) -> None:
+    """Report a micro-batch's partitions that are gone from the store since its start (``gone``: the topic
+    deleted, or no longer chosen by the options), and partitions new since then whose first offset is not 0
+    (``added``: ``(topic, partition, first offset)``: retention removed offsets before the stream saw them),
+    as Spark's Kafka connector reports both (Spark 4
+    KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: "... are gone", "Added partition X starts
+    from N instead of 0", through reportDataLoss): an error, or
+    with ``failOnDataLoss=false`` a warning, the stream going on without the gone partitions and from the
+    added ones' first offsets.
+
+    :raises OffsetOutOfRangeError: ``failOnDataLoss`` is true (the default).
+    """
+    messages = []
+    if gone:
+        messages.append(f"{_partition_names(gone)} {'is' if len(gone) == 1 else 'are'} gone from the store "
+                        "(the topic deleted, or the options no longer choose it)")
+    messages += [f"added partition {t}-{p} starts from offset {first} instead of 0" for t, p, first in added]
+    if not messages:
+        return
+    message = "; ".join(messages) + ": some data may have been missed"
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(f"{message}; set option failOnDataLoss=false to go on without it",
+                                    options.path)
+    warnings.warn(f"segstore: {options.path}: {message}; going on without it (failOnDataLoss=false)",
+                  stacklevel=2)
+
+
 def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partition: int, name: str) -> int:
     for t, p, value in entries:
         if t == topic and p == partition:
