@@ -274,3 +274,18 @@ def test_partitions_gone_or_added_past_offset_zero_are_data_loss(tmp_path):
         store.append_batch([Message("d", b"d0")])
     assert micro_batch(strict, {"a": {"0": 1}, "c": {"0": 5}}) == \
         ({"a": {"0": 1}, "c": {"0": 5}, "d": {"0": 1}}, [b"d0"])
+
+
+@pytest.mark.parametrize(("value", "named"), [('{"a": {"0": 1500}, "a_typo": {"0": 1}}', "a_typo-0"),
+                                              ('{"a": {"0": 1500, "7": 1}}', "a-7")])
+def test_a_stream_refuses_start_times_for_partitions_it_does_not_read(tmp_path, value, named):
+    """Spark 4 KafkaOffsetReaderAdmin.fetchSpecificTimestampBasedOffsets asserts startingOffsetsByTimestamp
+    names exactly the partitions assigned, for a stream's initial offsets as for a batch (which refused
+    them here already); a stream ignored a typo'd topic or a partition the store lacks."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0", timestamp=1000), Message("a", b"a1", timestamp=2000)])
+    message = f"startingOffsetsByTimestamp must name exactly the partitions read; the store has no {named}"
+    with pytest.raises(ConfigError, match=message):
+        stream(tmp_path, startingOffsetsByTimestamp=value).initialOffset()
+    exact = stream(tmp_path, startingOffsetsByTimestamp='{"a": {"0": 1500}}')
+    assert exact.initialOffset() == {"a": {"0": 1}}

@@ -353,7 +353,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with open_store(self.options.path, self.format, self.options.config) as store:
             offsets: planning.Offsets = {}
             pairs = planning.selected(store, self.options)
-            planning.check_named_offsets(self.options, set(pairs), ending=False)
+            planning.check_named(self.options, set(pairs), ending=False)
             for topic, partition in pairs:
                 low, high = store.offset_range(topic, partition)
                 latest = max(low, self._stable_end(store, topic, partition, high))

@@ -501,16 +501,23 @@ def _check_start_not_after_end(options: ReadOptions) -> None:
                                   "refuses it too)", options.path)
 
 
-def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
-    """The connector refuses per-partition timestamps naming partitions it does not read, and specific
-    offsets that do not name the partitions read (:func:`check_named_offsets`)."""
-    for name, entries in (("startingOffsetsByTimestamp", options.starting_timestamps),
-                          ("endingOffsetsByTimestamp", options.ending_timestamps)):
+def check_named(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
+    """The connector refuses per-partition timestamps naming partitions it does not read (Spark 4
+    KafkaOffsetReaderAdmin.fetchSpecificTimestampBasedOffsets, in batch and in streams alike), and
+    specific offsets that do not name the partitions read (:func:`check_named_offsets`).  ``ending``:
+    check the ending options too (a stream has no end).
+
+    :raises ConfigError: naming the option and the partitions.
+    """
+    named = [("startingOffsetsByTimestamp", options.starting_timestamps)]
+    if ending:
+        named.append(("endingOffsetsByTimestamp", options.ending_timestamps))
+    for name, entries in named:
         extra = _not_read(entries or (), read)
         if extra:
             raise ConfigError(f"option {name} must name exactly the partitions read; the store has no "
                               f"{_partition_names(extra)} among them", options.path)
-    check_named_offsets(options, read)
+    check_named_offsets(options, read, ending=ending)
 
 
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
@@ -535,7 +542,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     Costs one ``offset_range`` per partition, plus one time lookup per partition and time bound.
 
     :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
-        :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named_offsets`.
+        :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named`.
     """
     check_batch_bounds(options)
     pruning = pruning or Pruning()
@@ -543,7 +550,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     # checks the filter on every row read either way)
     timestamp_min = pruning.timestamp_min if time_lookup_is_exact(store) else None
     pairs = selected(store, options)
-    _check_named(options, set(pairs))
+    check_named(options, set(pairs))
     ranges = []
     for topic, partition in pairs:
         if pruning.topics is not None and topic not in pruning.topics:
