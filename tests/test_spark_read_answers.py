@@ -97,6 +97,17 @@ def test_a_start_given_after_its_end_is_refused_by_both_readers(spark, reader, k
     assert frame.option("endingOffsets", '{"t": {"0": 5}}').load(kafka_logs).count() == 1
 
 
+def test_a_record_without_headers_has_null_headers(spark, reader, tmp_path):  # noqa: F811
+    """Spark's KafkaRecordToRowConverter.toInternalRowWithHeaders gives null headers to a record that has
+    none (``headers IS NULL`` finds them); both readers gave an empty array."""
+    path = str(tmp_path / "kafka-logs")
+    with segstore.open(path, "kafka", "a") as store:
+        store.append({"topic": "t", "partition": 0, "value": b"bare"})
+        store.append({"topic": "t", "partition": 0, "value": b"dressed", "headers": [("h", b"x")]})
+    rows = source(spark, reader).option("includeHeaders", "true").load(path).orderBy("offset").collect()
+    assert [(r.value, r.headers) for r in rows] == [(b"bare", None), (b"dressed", [("h", b"x")])]
+
+
 def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):
     """Streams keep what the connector allows them (a start at latest); specific offsets must still
     name partitions read (Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts it)."""

@@ -126,14 +126,27 @@ def _offset_index(offsets: pa.Array, bound: int) -> int:
 
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """A columnar batch as the batch Spark requires: ``target``'s columns, in its order and
-    types (millisecond timestamps cast to microseconds; list and map fields renamed)."""
+    types (millisecond timestamps cast to microseconds; list and map fields renamed).  A row
+    with no headers has null ``headers``, not an empty array, as Spark's Kafka connector gives
+    a record without headers (KafkaRecordToRowConverter.toInternalRowWithHeaders)."""
     if not len(target):
         return batch.select([])      # no column asked (a count): the rows stay, as a batch of none
     arrays = []
     for field in target:
         column = batch.column(field.name)
-        arrays.append(column if column.type == field.type else column.cast(field.type))
+        column = column if column.type == field.type else column.cast(field.type)
+        if field.name == "headers":
+            column = _null_if_empty(column)
+        arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _null_if_empty(column: pa.Array) -> pa.Array:
+    """The list column with its empty lists made null.  ``O(rows)`` in Arrow."""
+    empty = pc.equal(pc.list_value_length(column), 0)
+    if not pc.any(empty).as_py():
+        return column
+    return pc.if_else(empty, pa.scalar(None, type=column.type), column)
 
 
 def read_slices(partition: InputPartition, schema: StructType,
