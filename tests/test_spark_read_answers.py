@@ -108,6 +108,23 @@ def test_a_record_without_headers_has_null_headers(spark, reader, tmp_path):  # 
     assert [(r.value, r.headers) for r in rows] == [(b"bare", None), (b"dressed", [("h", b"x")])]
 
 
+def test_a_read_ends_at_the_high_watermark(spark, reader, tmp_path):  # noqa: F811
+    """Spark's Kafka connector reads to the latest offsets ListOffsets gives, the high watermark for a
+    read_uncommitted consumer (Kafka 3.8.0 Partition.fetchOffsetForTimestamp), and its consumers fetch no
+    further (UnifiedLog.read, FetchIsolation.HIGH_WATERMARK); both readers read the records the followers
+    had not copied yet, up to the log end."""
+    logs = tmp_path / "kafka-logs"
+    with segstore.open(str(logs), "kafka", "a") as store:
+        for i in range(5):
+            store.append({"topic": "t", "partition": 0, "value": b"v%d" % i})
+    checkpoint = logs / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    frame = source(spark, reader).load(str(logs))
+    assert sorted(r.value for r in frame.collect()) == [b"v0", b"v1", b"v2"]
+    assert frame.where("offset >= 1").count() == 2
+    assert source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}').load(str(logs)).count() == 3
+
+
 def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):
     """Streams keep what the connector allows them (a start at latest); specific offsets must still
     name partitions read (Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts it)."""

@@ -289,3 +289,19 @@ def test_a_stream_refuses_start_times_for_partitions_it_does_not_read(tmp_path, 
         stream(tmp_path, startingOffsetsByTimestamp=value).initialOffset()
     exact = stream(tmp_path, startingOffsetsByTimestamp='{"a": {"0": 1500}}')
     assert exact.initialOffset() == {"a": {"0": 1}}
+
+
+def test_a_stream_ends_its_batches_at_the_high_watermark(tmp_path):
+    """The connector's latest offsets are ListOffsets' (Kafka 3.8.0 Partition.fetchOffsetForTimestamp:
+    the high watermark for READ_UNCOMMITTED); micro-batches read the records past it, which the followers
+    had not copied yet, as soon as they were in the log."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i) for i in range(5)])
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    reader = stream(tmp_path, startingOffsets="earliest")
+    end, values = micro_batch(reader, reader.initialOffset())
+    assert (end, values) == ({"t": {"0": 3}}, [b"v0", b"v1", b"v2"])
+    assert stream(tmp_path).initialOffset() == {"t": {"0": 3}}       # latest
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 3\n", "t 0 5\n"))
+    assert micro_batch(reader, end) == ({"t": {"0": 5}}, [b"v3", b"v4"])

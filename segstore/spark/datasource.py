@@ -351,14 +351,16 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._start_positions()
 
     def _stable_end(self, store: Store, topic: str, partition: int, high: int) -> int:
-        """Where a micro-batch may end in a partition whose log ends at ``high``: there, or under
-        ``read_committed`` at the last stable offset (the first offset of a transaction still open), as the
+        """Where a micro-batch may end in a partition whose log ends at ``high``: at its high watermark
+        (:func:`.planning.high_watermark`), or under ``read_committed`` at the last stable offset (the first
+        offset of a transaction still open, at most the high watermark), as the
         connector lists latest offsets with the consumer's isolation level (Kafka 3.8.0
         Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with ``lastStableOffset`` for
         READ_COMMITTED).  A read_committed read stops there: a batch ending at the log end would move the
         checkpoint past records delivered only once their transaction commits."""
         if self.options.isolation != READ_COMMITTED:
-            return high
+            # a read_uncommitted consumer's: the high watermark (planning.high_watermark)
+            return planning.high_watermark(store, topic, partition, high)
         stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
         return high if stable is None else min(high, stable(topic, partition))
 

@@ -270,6 +270,18 @@ def position(bound: int, low: int, high: int) -> int:
 EXACT_TIME_LOOKUP_FORMATS = frozenset({KAFKA})
 
 
+def high_watermark(store: PlanningStore, topic: str, partition: int, log_end: int) -> int:
+    """Where a consumer's reads of ``topic``/``partition`` (whose log ends at ``log_end``) end: the store's
+    high watermark where its format has one (Kafka: ``replication-offset-checkpoint``), else the log end.
+    Spark's Kafka connector lists its latest offsets with ListOffsets (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with the high watermark for
+    READ_UNCOMMITTED, the last stable offset, below it, for READ_COMMITTED) and its consumers fetch no
+    further (UnifiedLog.read, FetchIsolation.HIGH_WATERMARK): the records past it, which the followers had
+    not copied, are not given to consumers yet."""
+    found = getattr(store, "high_watermark", None)
+    return log_end if found is None else min(log_end, found(topic, partition))
+
+
 def time_lookup_is_exact(store: PlanningStore) -> bool:
     """Whether ``store.offset_for_time`` answers a filter's time lower bound exactly: the first offset
     whose time is at or after it, so that every row before it fails the filter.
@@ -557,7 +569,8 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             continue
         if not pruning.allows_partition(partition):
             continue
-        low, high = store.offset_range(topic, partition)
+        low, log_end = store.offset_range(topic, partition)
+        high = high_watermark(store, topic, partition, log_end)
         start = start_offset(store, options, topic, partition, low, high)
         end = end_offset(store, options, topic, partition, low, high)
         if timestamp_min is not None:
@@ -566,7 +579,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             start = max(start, pruning.offset_min)
         if pruning.offset_max is not None:
             end = min(end, pruning.offset_max)
-        if end >= high:
+        if end >= log_end:
             # reading to the end: a torn tail is what a read of every message raises (scan_arrow,
             # dump), not messages to leave out quietly
             error = store.tail_error(topic, partition)
