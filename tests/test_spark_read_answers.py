@@ -78,12 +78,15 @@ def test_store_time_filters_keep_rows_stored_after_the_clock_stepped_back(spark,
     ("startingOffsets", '{"t": {"0": -1}}', "startingOffsets for t-0 cannot be latest"),
     ("endingOffsets", "earliest", "endingOffsets cannot be earliest for a batch query"),
     ("endingOffsets", '{"t": {"0": -2}}', "endingOffsets for t-0 cannot be earliest"),
+    ("subscribe", "", "subscribe must name at least one topic"),
+    ("subscribePattern", " ", "subscribePattern must be a regular expression"),
 ])
 def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, option, value,  # noqa: F811
                                                     message):
     """Spark 4 KafkaSourceProvider.validateBatchOptions refuses a batch start at latest and an end at
-    earliest; KafkaOffsetReaderAdmin.fetchPartitionOffsets refuses offsets of partitions not read.
-    Both readers used to read everything, or nothing, instead."""
+    earliest, and (validateGeneralOptions) an empty subscribe or subscribePattern;
+    KafkaOffsetReaderAdmin.fetchPartitionOffsets refuses offsets of partitions not read.  Both readers used
+    to read everything, or nothing, instead."""
     with pytest.raises(Exception, match=f"ConfigError.*{message}"):
         source(spark, reader).option(option, value).load(kafka_logs).count()
 
