@@ -112,7 +112,8 @@ def _row(format_name: str, common: segstore.Message, dumped: dict[str, Any]) -> 
         "offset": common.offset,
         "timestamp": utc(common.timestamp),
         "timestampType": TIMESTAMP_TYPES[common.timestamp_type],
-        "headers": [{"key": k, "value": v} for k, v in common.headers],
+        # null for no headers, as Spark's Kafka connector (KafkaRecordToRowConverter)
+        "headers": [{"key": k, "value": v} for k, v in common.headers] or None,
     }
     if format_name != "rocketmq":
         row["key"] = _b64(dumped["key"])
@@ -143,7 +144,8 @@ def spark_rows(df) -> list[dict[str, Any]]:
     out = []
     for row in df.orderBy("topic", "partition", "offset").collect():
         d = row.asDict(recursive=True)
-        d["headers"] = [{"key": h["key"], "value": h["value"]} for h in d["headers"]]
+        if d["headers"] is not None:
+            d["headers"] = [{"key": h["key"], "value": h["value"]} for h in d["headers"]]
         out.append(d)
     return out
 

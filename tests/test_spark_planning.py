@@ -282,6 +282,29 @@ def test_a_batch_read_cannot_start_at_latest_or_end_at_earliest(options, message
         planning.resolve_ranges(_store(), _opts(**options))
 
 
+@pytest.mark.parametrize("options", [
+    {"startingOffsets": '{"A": {"0": 150}}', "endingOffsets": '{"A": {"0": 100}}'},
+    {"startingOffsetsByTimestamp": '{"A": {"0": 9000, "1": 0}, "B": {"0": 0, "3": 0}}',
+     "endingOffsetsByTimestamp": '{"A": {"0": 8000, "1": 5000}, "B": {"0": 60000, "3": 0}}'},
+])
+def test_a_start_given_after_its_end_is_refused(options):
+    """Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity (KafkaScan.toBatch) refuses a partition whose
+    specific start offset (or start timestamp) is after its end offset (end timestamp); it read nothing."""
+    with pytest.raises(ConfigError, match=r"for A-0 \((150|9000)\) is after its ending"):
+        planning.resolve_ranges(_store(), _opts(**options))
+
+
+def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positions():
+    """The connector compares only like with like: a timestamp option takes precedence over the offsets
+    (getKafkaOffsetRangeLimit), and -2/-1 are positions, not offsets to compare."""
+    assert ("A", 0) not in _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 150}}')
+    got = _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 100}}',
+                  endingTimestamp="200000")
+    assert got[("A", 0)] == (150, 200)
+    got = _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": -1}}')
+    assert got[("A", 0)] == (20, 250)
+
+
 @pytest.mark.parametrize(("options", "named"), [
     ({"startingOffsets": '{"A_TYPO": {"0": 3}}'}, "startingOffsets names A_TYPO-0"),
     ({"startingOffsets": '{"A": {"0": 3, "7": 3}}'}, "startingOffsets names A-7"),
@@ -332,6 +355,27 @@ def test_subscribe_pattern_and_assign_choose_partitions():
                                                       ("B", 3): everything[("B", 3)]}
     with pytest.raises(NotFoundError, match="B-7"):
         _ranges(assign='{"B": [7]}')
+
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"subscribe": ""}, "subscribe must name at least one topic"),
+    ({"subscribe": " , "}, "subscribe must name at least one topic"),
+    ({"topics": ""}, "topics must name at least one topic"),
+    ({"subscribePattern": "  "}, "subscribePattern must be a regular expression"),
+    ({"assign": ""}, "assign must be JSON"),
+    ({"subscribe": "", "assign": '{"A": [0]}'}, "only one of subscribe"),
+])
+def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragment):
+    """Spark 4 KafkaSourceProvider.validateGeneralOptions takes the strategy option's presence as the
+    choice and refuses an empty ``subscribe`` ("No topics to subscribe to"), ``subscribePattern`` ("Pattern
+    to subscribe is empty") or ``assign``; an empty value taken as absent read every topic of the store."""
+    with pytest.raises(ConfigError, match=fragment):
+        _ranges(**options)
+
+
+def test_subscribe_pattern_is_trimmed_as_the_connector():
+    """Spark 4 KafkaSourceProvider.strategy: SubscribePatternStrategy(value.trim())."""
+    assert set(_ranges(subscribePattern=" B ")) == {("B", 0), ("B", 3)}
 
 
 def test_offsets_by_timestamp_as_the_connector():
@@ -458,8 +502,21 @@ def test_limit_offsets_shares_in_proportion():
     assert planning.limit_offsets(start, latest, 1000) == latest
     limited = planning.limit_offsets(start, latest, 30)
     assert limited == {"A": {"0": 20, "1": 10}, "B": {"0": 15}}
-    one = planning.limit_offsets(start, latest, 1)
-    assert sum(one[t][p] - start[t][p] for t in one for p in one[t]) == 1
+    # below one offset each, each partition waiting still gets one (Math.ceil), as the connector's
+    assert planning.limit_offsets(start, latest, 1) == {"A": {"0": 1, "1": 10}, "B": {"0": 6}}
+
+
+def test_limit_offsets_never_starves_a_small_partition():
+    """Spark 4 KafkaMicroBatchStream.rateLimit: shares below one round up ("Don't completely starve small
+    topicpartitions"), the others down.  Shares by largest remainders gave the busy partition every offset
+    of each micro-batch while it had more waiting, so a quiet partition's record waited for it to drain."""
+    start = {"busy": {"0": 0}, "quiet": {"0": 0}}
+    latest = {"busy": {"0": 1000}, "quiet": {"0": 1}}
+    assert planning.limit_offsets(start, latest, 10) == {"busy": {"0": 9}, "quiet": {"0": 1}}
+    # three partitions of 10 waiting: 10 * (10 / 30) = 3.33 each, rounded down
+    even = {"a": {"0": 10, "1": 10, "2": 10}}
+    assert planning.limit_offsets({"a": {"0": 0, "1": 0, "2": 0}}, even, 10) == \
+        {"a": {"0": 3, "1": 3, "2": 3}}
 
 
 def test_input_partitions_carry_paths_and_offsets_only():

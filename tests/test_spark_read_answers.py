@@ -78,14 +78,54 @@ def test_store_time_filters_keep_rows_stored_after_the_clock_stepped_back(spark,
     ("startingOffsets", '{"t": {"0": -1}}', "startingOffsets for t-0 cannot be latest"),
     ("endingOffsets", "earliest", "endingOffsets cannot be earliest for a batch query"),
     ("endingOffsets", '{"t": {"0": -2}}', "endingOffsets for t-0 cannot be earliest"),
+    ("subscribe", "", "subscribe must name at least one topic"),
+    ("subscribePattern", " ", "subscribePattern must be a regular expression"),
 ])
 def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, option, value,  # noqa: F811
                                                     message):
     """Spark 4 KafkaSourceProvider.validateBatchOptions refuses a batch start at latest and an end at
-    earliest; KafkaOffsetReaderAdmin.fetchPartitionOffsets refuses offsets of partitions not read.
-    Both readers used to read everything, or nothing, instead."""
+    earliest, and (validateGeneralOptions) an empty subscribe or subscribePattern;
+    KafkaOffsetReaderAdmin.fetchPartitionOffsets refuses offsets of partitions not read.  Both readers used
+    to read everything, or nothing, instead."""
     with pytest.raises(Exception, match=f"ConfigError.*{message}"):
         source(spark, reader).option(option, value).load(kafka_logs).count()
+
+
+def test_a_start_given_after_its_end_is_refused_by_both_readers(spark, reader, kafka_logs):  # noqa: F811
+    """Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity refuses startingOffsets after endingOffsets
+    for a partition; both readers read nothing instead."""
+    frame = source(spark, reader).option("startingOffsets", '{"t": {"0": 4}}')
+    with pytest.raises(Exception, match=r"ConfigError.*startingOffsets for t-0 \(4\) is after its ending"):
+        frame.option("endingOffsets", '{"t": {"0": 2}}').load(kafka_logs).count()
+    assert frame.option("endingOffsets", '{"t": {"0": 5}}').load(kafka_logs).count() == 1
+
+
+def test_a_record_without_headers_has_null_headers(spark, reader, tmp_path):  # noqa: F811
+    """Spark's KafkaRecordToRowConverter.toInternalRowWithHeaders gives null headers to a record that has
+    none (``headers IS NULL`` finds them); both readers gave an empty array."""
+    path = str(tmp_path / "kafka-logs")
+    with segstore.open(path, "kafka", "a") as store:
+        store.append({"topic": "t", "partition": 0, "value": b"bare"})
+        store.append({"topic": "t", "partition": 0, "value": b"dressed", "headers": [("h", b"x")]})
+    rows = source(spark, reader).option("includeHeaders", "true").load(path).orderBy("offset").collect()
+    assert [(r.value, r.headers) for r in rows] == [(b"bare", None), (b"dressed", [("h", b"x")])]
+
+
+def test_a_read_ends_at_the_high_watermark(spark, reader, tmp_path):  # noqa: F811
+    """Spark's Kafka connector reads to the latest offsets ListOffsets gives, the high watermark for a
+    read_uncommitted consumer (Kafka 3.8.0 Partition.fetchOffsetForTimestamp), and its consumers fetch no
+    further (UnifiedLog.read, FetchIsolation.HIGH_WATERMARK); both readers read the records the followers
+    had not copied yet, up to the log end."""
+    logs = tmp_path / "kafka-logs"
+    with segstore.open(str(logs), "kafka", "a") as store:
+        for i in range(5):
+            store.append({"topic": "t", "partition": 0, "value": b"v%d" % i})
+    checkpoint = logs / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    frame = source(spark, reader).load(str(logs))
+    assert sorted(r.value for r in frame.collect()) == [b"v0", b"v1", b"v2"]
+    assert frame.where("offset >= 1").count() == 2
+    assert source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}').load(str(logs)).count() == 3
 
 
 def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):

@@ -241,3 +241,67 @@ def test_a_starting_offset_past_the_end_is_data_loss(tmp_path):
     assert start == {"live": {"0": 1000}}
     with pytest.raises(OffsetOutOfRangeError, match="offset was changed from 1000 to 5"):
         micro_batch(stream(tmp_path / "store"), start)
+
+
+def test_partitions_gone_or_added_past_offset_zero_are_data_loss(tmp_path):
+    """Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets reports, through reportDataLoss,
+    partitions of the start offsets missing from the end ("... are gone. Some data may have been missed")
+    and a partition added since whose earliest offset is not 0 ("Added partition X starts from N instead of
+    0").  A topic deleted under a running stream lost its unread records silently."""
+    path = tmp_path / "store"
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0"), Message("b", b"b0"), Message("b", b"b1")])
+    strict = stream(path, startingOffsets="earliest")
+    lenient = stream(path, startingOffsets="earliest", failOnDataLoss="false")
+    start = strict.initialOffset()
+    assert start == {"a": {"0": 0}, "b": {"0": 0}}
+    shutil.rmtree(path / "b-0")
+    with pytest.raises(OffsetOutOfRangeError, match="b-0 is gone from the store"):
+        micro_batch(strict, start)
+    with pytest.warns(UserWarning, match="b-0 is gone from the store"):
+        end, values = micro_batch(lenient, start)
+    assert (end, values) == ({"a": {"0": 1}}, [b"a0"])
+    # a partition new since the last micro-batch, whose offsets before 3 retention already removed
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("c", b"c%d" % i) for i in range(5)])
+        store.delete_records(3, topic="c", partition=0)
+    with pytest.raises(OffsetOutOfRangeError, match="added partition c-0 starts from offset 3 instead of 0"):
+        micro_batch(strict, end)
+    with pytest.warns(UserWarning, match="added partition c-0 starts from offset 3 instead of 0"):
+        assert micro_batch(lenient, end) == ({"a": {"0": 1}, "c": {"0": 5}}, [b"c3", b"c4"])
+    # one added at offset 0 is no loss
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message("d", b"d0")])
+    assert micro_batch(strict, {"a": {"0": 1}, "c": {"0": 5}}) == \
+        ({"a": {"0": 1}, "c": {"0": 5}, "d": {"0": 1}}, [b"d0"])
+
+
+@pytest.mark.parametrize(("value", "named"), [('{"a": {"0": 1500}, "a_typo": {"0": 1}}', "a_typo-0"),
+                                              ('{"a": {"0": 1500, "7": 1}}', "a-7")])
+def test_a_stream_refuses_start_times_for_partitions_it_does_not_read(tmp_path, value, named):
+    """Spark 4 KafkaOffsetReaderAdmin.fetchSpecificTimestampBasedOffsets asserts startingOffsetsByTimestamp
+    names exactly the partitions assigned, for a stream's initial offsets as for a batch (which refused
+    them here already); a stream ignored a typo'd topic or a partition the store lacks."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0", timestamp=1000), Message("a", b"a1", timestamp=2000)])
+    message = f"startingOffsetsByTimestamp must name exactly the partitions read; the store has no {named}"
+    with pytest.raises(ConfigError, match=message):
+        stream(tmp_path, startingOffsetsByTimestamp=value).initialOffset()
+    exact = stream(tmp_path, startingOffsetsByTimestamp='{"a": {"0": 1500}}')
+    assert exact.initialOffset() == {"a": {"0": 1}}
+
+
+def test_a_stream_ends_its_batches_at_the_high_watermark(tmp_path):
+    """The connector's latest offsets are ListOffsets' (Kafka 3.8.0 Partition.fetchOffsetForTimestamp:
+    the high watermark for READ_UNCOMMITTED); micro-batches read the records past it, which the followers
+    had not copied yet, as soon as they were in the log."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i) for i in range(5)])
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    reader = stream(tmp_path, startingOffsets="earliest")
+    end, values = micro_batch(reader, reader.initialOffset())
+    assert (end, values) == ({"t": {"0": 3}}, [b"v0", b"v1", b"v2"])
+    assert stream(tmp_path).initialOffset() == {"t": {"0": 3}}       # latest
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 3\n", "t 0 5\n"))
+    assert micro_batch(reader, end) == ({"t": {"0": 5}}, [b"v3", b"v4"])

@@ -418,7 +418,9 @@ def test_a_forked_child_sends_flat_batches_where_they_lie_in_its_arena(fork_serv
     expected = _library(store, columns or ["offset"])
     assert sum(b.num_rows for b in got) == expected.num_rows > 0
     if columns:
-        assert sorted(map(repr, _rows(got))) == sorted(map(repr, expected.to_pylist()))
+        # no headers are null headers in Spark, as its Kafka connector gives them
+        rows = [{**r, "headers": r["headers"] or None} if "headers" in r else r for r in expected.to_pylist()]
+        assert sorted(map(repr, _rows(got))) == sorted(map(repr, rows))
     if "A" in ways:
         assert client.arena is not None and not Path(client.arena[0]).exists()
 

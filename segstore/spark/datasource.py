@@ -126,14 +126,27 @@ def _offset_index(offsets: pa.Array, bound: int) -> int:
 
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """A columnar batch as the batch Spark requires: ``target``'s columns, in its order and
-    types (millisecond timestamps cast to microseconds; list and map fields renamed)."""
+    types (millisecond timestamps cast to microseconds; list and map fields renamed).  A row
+    with no headers has null ``headers``, not an empty array, as Spark's Kafka connector gives
+    a record without headers (KafkaRecordToRowConverter.toInternalRowWithHeaders)."""
     if not len(target):
         return batch.select([])      # no column asked (a count): the rows stay, as a batch of none
     arrays = []
     for field in target:
         column = batch.column(field.name)
-        arrays.append(column if column.type == field.type else column.cast(field.type))
+        column = column if column.type == field.type else column.cast(field.type)
+        if field.name == "headers":
+            column = _null_if_empty(column)
+        arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _null_if_empty(column: pa.Array) -> pa.Array:
+    """The list column with its empty lists made null.  ``O(rows)`` in Arrow."""
+    empty = pc.equal(pc.list_value_length(column), 0)
+    if not pc.any(empty).as_py():
+        return column
+    return pc.if_else(empty, pa.scalar(None, type=column.type), column)
 
 
 def read_slices(partition: InputPartition, schema: StructType,
@@ -338,14 +351,16 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._start_positions()
 
     def _stable_end(self, store: Store, topic: str, partition: int, high: int) -> int:
-        """Where a micro-batch may end in a partition whose log ends at ``high``: there, or under
-        ``read_committed`` at the last stable offset (the first offset of a transaction still open), as the
+        """Where a micro-batch may end in a partition whose log ends at ``high``: at its high watermark
+        (:func:`.planning.high_watermark`), or under ``read_committed`` at the last stable offset (the first
+        offset of a transaction still open, at most the high watermark), as the
         connector lists latest offsets with the consumer's isolation level (Kafka 3.8.0
         Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with ``lastStableOffset`` for
         READ_COMMITTED).  A read_committed read stops there: a batch ending at the log end would move the
         checkpoint past records delivered only once their transaction commits."""
         if self.options.isolation != READ_COMMITTED:
-            return high
+            # a read_uncommitted consumer's: the high watermark (planning.high_watermark)
+            return planning.high_watermark(store, topic, partition, high)
         stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
         return high if stable is None else min(high, stable(topic, partition))
 
@@ -353,7 +368,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with open_store(self.options.path, self.format, self.options.config) as store:
             offsets: planning.Offsets = {}
             pairs = planning.selected(store, self.options)
-            planning.check_named_offsets(self.options, set(pairs), ending=False)
+            planning.check_named(self.options, set(pairs), ending=False)
             for topic, partition in pairs:
                 low, high = store.offset_range(topic, partition)
                 latest = max(low, self._stable_end(store, topic, partition, high))
@@ -407,6 +422,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         with open_store(self.options.path, self.format, self.options.config) as store:
             ranges = []
+            gone = sorted((t, int(k)) for t, ps in start.items() for k in ps if k not in end.get(t, {}))
+            added = []
             for topic in sorted(end):
                 for key in sorted(end[topic], key=int):
                     lo = start.get(topic, {}).get(key)
@@ -415,6 +432,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     low = store.offset_range(topic, partition)[0]
                     if lo is None:
                         lo = low
+                        if low != 0:
+                            added.append((topic, partition, low))
                     if lo > hi:
                         planning.check_gone_back(self.options, topic, partition, lo, hi)
                         continue
@@ -426,6 +445,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     infos = store.segment_infos(topic, partition)
                     segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
+            planning.check_partitions_changed(self.options, gone, added)
         result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
                                min_partitions=_min_partitions(self.options))
         return planning.input_partitions(result, self.options, self.format)

@@ -27,7 +27,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
                                        inflated where its producer compressed it; ``false`` as stored
 ``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
 ``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
-``maxOffsetsPerTrigger``               streaming: at most this many offsets per micro-batch (all partitions)
+``maxOffsetsPerTrigger``               streaming: about this many offsets per micro-batch (all partitions),
+                                       shared as the connector's rateLimit (planning.limit_offsets)
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
@@ -359,21 +360,32 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: spark.read.format("segstore").load(PATH)')
-    chosen = [n for n in ("subscribe", "topics", "subscribePattern", "assign") if opts.get(n.lower())]
+    # Given is chosen, empty or not: Spark's Kafka connector takes the option's presence as the strategy
+    # and refuses an empty one (Spark 4 KafkaSourceProvider.validateGeneralOptions), where an empty
+    # value taken as absent would read every topic of the store.
+    chosen = [n for n in ("subscribe", "topics", "subscribePattern", "assign") if n.lower() in opts]
     if len(chosen) > 1:
         raise ConfigError(f"options {' and '.join(chosen)} both choose topics; give only one of subscribe, "
                           "subscribePattern or assign")
     topics = pattern = assign = None
-    if opts.get("subscribe") or opts.get("topics"):
-        topics = _topic_list(opts.get("subscribe") or opts["topics"])
-    elif opts.get("subscribepattern"):
-        pattern = opts["subscribepattern"]
+    if "subscribe" in opts or "topics" in opts:
+        name = chosen[0]
+        topics = _topic_list(opts[name.lower()])
+        if not topics:
+            raise ConfigError(f"option {name} must name at least one topic (comma-separated), found "
+                              f"{opts[name.lower()]!r}")
+    elif "subscribepattern" in opts:
+        # trimmed, as the connector's SubscribePatternStrategy(value.trim())
+        pattern = opts["subscribepattern"].strip()
+        if not pattern:
+            raise ConfigError(f"option subscribePattern must be a regular expression, found "
+                              f"{opts['subscribepattern']!r}")
         try:
             re.compile(pattern)
         except re.error as err:
             raise ConfigError(f"option subscribePattern must be a regular expression, found {pattern!r}: "
                               f"{err}") from err
-    elif opts.get("assign"):
+    elif "assign" in opts:
         assign = parse_assign(opts["assign"])
     if streaming:
         # a stream has no end: Spark's Kafka connector refuses these in streaming queries (Spark 4

@@ -270,6 +270,18 @@ def position(bound: int, low: int, high: int) -> int:
 EXACT_TIME_LOOKUP_FORMATS = frozenset({KAFKA})
 
 
+def high_watermark(store: PlanningStore, topic: str, partition: int, log_end: int) -> int:
+    """Where a consumer's reads of ``topic``/``partition`` (whose log ends at ``log_end``) end: the store's
+    high watermark where its format has one (Kafka: ``replication-offset-checkpoint``), else the log end.
+    Spark's Kafka connector lists its latest offsets with ListOffsets (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with the high watermark for
+    READ_UNCOMMITTED, the last stable offset, below it, for READ_COMMITTED) and its consumers fetch no
+    further (UnifiedLog.read, FetchIsolation.HIGH_WATERMARK): the records past it, which the followers had
+    not copied, are not given to consumers yet."""
+    found = getattr(store, "high_watermark", None)
+    return log_end if found is None else min(log_end, found(topic, partition))
+
+
 def time_lookup_is_exact(store: PlanningStore) -> bool:
     """Whether ``store.offset_for_time`` answers a filter's time lower bound exactly: the first offset
     whose time is at or after it, so that every row before it fails the filter.
@@ -325,6 +337,34 @@ def check_gone_back(options: ReadOptions, topic: str, partition: int, start: int
         raise OffsetOutOfRangeError(f"{message}; set option failOnDataLoss=false to go on from {end}",
                                     options.path)
     warnings.warn(f"segstore: {options.path}: {message}; going on from {end} (failOnDataLoss=false)",
+                  stacklevel=2)
+
+
+def check_partitions_changed(options: ReadOptions, gone: Sequence[tuple[str, int]],
+                             added: Sequence[tuple[str, int, int]]) -> None:
+    """Report a micro-batch's partitions that are gone from the store since its start (``gone``: the topic
+    deleted, or no longer chosen by the options), and partitions new since then whose first offset is not 0
+    (``added``: ``(topic, partition, first offset)``: retention removed offsets before the stream saw them),
+    as Spark's Kafka connector reports both (Spark 4
+    KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: "... are gone", "Added partition X starts
+    from N instead of 0", through reportDataLoss): an error, or
+    with ``failOnDataLoss=false`` a warning, the stream going on without the gone partitions and from the
+    added ones' first offsets.
+
+    :raises OffsetOutOfRangeError: ``failOnDataLoss`` is true (the default).
+    """
+    messages = []
+    if gone:
+        messages.append(f"{_partition_names(gone)} {'is' if len(gone) == 1 else 'are'} gone from the store "
+                        "(the topic deleted, or the options no longer choose it)")
+    messages += [f"added partition {t}-{p} starts from offset {first} instead of 0" for t, p, first in added]
+    if not messages:
+        return
+    message = "; ".join(messages) + ": some data may have been missed"
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(f"{message}; set option failOnDataLoss=false to go on without it",
+                                    options.path)
+    warnings.warn(f"segstore: {options.path}: {message}; going on without it (failOnDataLoss=false)",
                   stacklevel=2)
 
 
@@ -425,7 +465,8 @@ def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, end
 def check_batch_bounds(options: ReadOptions) -> None:
     """Refuse offsets a batch read cannot start or end at, as Spark's Kafka connector does
     (Spark 4 KafkaSourceProvider.validateBatchOptions): a start at ``latest`` (-1) or an end at
-    ``earliest`` (-2), named or per partition, which would read nothing.  Streams may start at latest.
+    ``earliest`` (-2), named or per partition, which would read nothing, and a start given after its end
+    (:func:`_check_start_not_after_end`).  Streams may start at latest.
 
     :raises ConfigError: naming the option and the partition.
     """
@@ -439,18 +480,56 @@ def check_batch_bounds(options: ReadOptions) -> None:
                 raise ConfigError(f"option {name} for {t}-{p} cannot be {word} ({refused}) for a batch query "
                                   f"(it would read nothing; Spark's Kafka connector refuses it too)",
                                   options.path)
+    _check_start_not_after_end(options)
 
 
-def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
-    """The connector refuses per-partition timestamps naming partitions it does not read, and specific
-    offsets that do not name the partitions read (:func:`check_named_offsets`)."""
-    for name, entries in (("startingOffsetsByTimestamp", options.starting_timestamps),
-                          ("endingOffsetsByTimestamp", options.ending_timestamps)):
+def _check_start_not_after_end(options: ReadOptions) -> None:
+    """Refuse a partition whose start, as given, is after its end, where both ends are given alike, as
+    Spark's Kafka connector does before it reads (Spark 4.1 KafkaSourceProvider.checkOffsetLimitValidity,
+    called from KafkaScan.toBatch): ``startingOffsets`` against ``endingOffsets`` (where no timestamp option
+    takes precedence over either), ``startingOffsetsByTimestamp`` against ``endingOffsetsByTimestamp``
+    (where neither ``startingTimestamp`` nor ``endingTimestamp`` is given).  Negative offsets (-2 earliest,
+    -1 latest) are not compared.  Such a read read nothing, quietly.
+
+    :raises ConfigError: naming the partition and both values.
+    """
+    if options.starting_timestamp is not None or options.ending_timestamp is not None:
+        return
+    pairs: tuple[tuple[str, str, tuple[tuple[str, int, int], ...], tuple[tuple[str, int, int], ...]], ...]
+    if options.starting_timestamps is not None and options.ending_timestamps is not None:
+        pairs = (("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", options.starting_timestamps,
+                  options.ending_timestamps),)
+    elif options.starting_timestamps is None and options.ending_timestamps is None:
+        pairs = (("startingOffsets", "endingOffsets", options.starting.offsets, options.ending.offsets),)
+    else:
+        return
+    for start_name, end_name, starts, ends in pairs:
+        end_of = {(t, p): value for t, p, value in ends}
+        for t, p, start in starts:
+            end = end_of.get((t, p))
+            if end is not None and start >= 0 and end >= 0 and start > end:
+                raise ConfigError(f"option {start_name} for {t}-{p} ({start}) is after its {end_name} "
+                                  f"({end}): the start must not be after the end (Spark's Kafka connector "
+                                  "refuses it too)", options.path)
+
+
+def check_named(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
+    """The connector refuses per-partition timestamps naming partitions it does not read (Spark 4
+    KafkaOffsetReaderAdmin.fetchSpecificTimestampBasedOffsets, in batch and in streams alike), and
+    specific offsets that do not name the partitions read (:func:`check_named_offsets`).  ``ending``:
+    check the ending options too (a stream has no end).
+
+    :raises ConfigError: naming the option and the partitions.
+    """
+    named = [("startingOffsetsByTimestamp", options.starting_timestamps)]
+    if ending:
+        named.append(("endingOffsetsByTimestamp", options.ending_timestamps))
+    for name, entries in named:
         extra = _not_read(entries or (), read)
         if extra:
             raise ConfigError(f"option {name} must name exactly the partitions read; the store has no "
                               f"{_partition_names(extra)} among them", options.path)
-    check_named_offsets(options, read)
+    check_named_offsets(options, read, ending=ending)
 
 
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
@@ -475,7 +554,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     Costs one ``offset_range`` per partition, plus one time lookup per partition and time bound.
 
     :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
-        :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named_offsets`.
+        :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named`.
     """
     check_batch_bounds(options)
     pruning = pruning or Pruning()
@@ -483,14 +562,15 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     # checks the filter on every row read either way)
     timestamp_min = pruning.timestamp_min if time_lookup_is_exact(store) else None
     pairs = selected(store, options)
-    _check_named(options, set(pairs))
+    check_named(options, set(pairs))
     ranges = []
     for topic, partition in pairs:
         if pruning.topics is not None and topic not in pruning.topics:
             continue
         if not pruning.allows_partition(partition):
             continue
-        low, high = store.offset_range(topic, partition)
+        low, log_end = store.offset_range(topic, partition)
+        high = high_watermark(store, topic, partition, log_end)
         start = start_offset(store, options, topic, partition, low, high)
         end = end_offset(store, options, topic, partition, low, high)
         if timestamp_min is not None:
@@ -499,7 +579,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             start = max(start, pruning.offset_min)
         if pruning.offset_max is not None:
             end = min(end, pruning.offset_max)
-        if end >= high:
+        if end >= log_end:
             # reading to the end: a torn tail is what a read of every message raises (scan_arrow,
             # dump), not messages to leave out quietly
             error = store.tail_error(topic, partition)
@@ -681,22 +761,27 @@ Offsets = dict[str, dict[str, int]]
 
 
 def limit_offsets(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
-    """Move at most ``max_offsets`` offsets past ``start`` towards ``latest``, shared out in
-    proportion to what each partition has waiting (largest remainders first), as Spark's
-    Kafka source shares ``maxOffsetsPerTrigger``.  Every partition of ``latest`` must be
-    in ``start``.  O(P log P) for P partitions.
+    """Move about ``max_offsets`` offsets past ``start`` towards ``latest``, shared out as Spark's Kafka
+    source shares ``maxOffsetsPerTrigger`` (Spark 4 KafkaMicroBatchStream.rateLimit): each partition with
+    offsets waiting gets ``max_offsets * waiting / total waiting`` (in doubles), rounded down, or up to
+    one where that is below one, so that no partition is starved by busier ones; the batch may hold up to
+    one offset more than ``max_offsets`` per such partition, or fewer than it.  A partition with nothing
+    waiting stays at its latest offset.  Every partition of ``latest`` must be in ``start``.  O(P) for P
+    partitions.
     """
-    keys = [(t, p) for t in sorted(latest) for p in sorted(latest[t], key=int)]
-    waiting = {k: max(0, latest[k[0]][k[1]] - start[k[0]][k[1]]) for k in keys}
-    total = sum(waiting.values())
-    if total <= max_offsets:
+    sizes = {(t, p): end - start[t][p] for t, ps in latest.items() for p, end in ps.items()
+             if end - start[t][p] > 0}
+    total = float(sum(sizes.values()))
+    if total < 1:
         return {t: dict(ps) for t, ps in latest.items()}
-    shares = {k: waiting[k] * max_offsets // total for k in keys}
-    leftover = max_offsets - sum(shares.values())
-    by_remainder = sorted(keys, key=lambda k: (-(waiting[k] * max_offsets % total), k))
-    for k in by_remainder[:leftover]:
-        shares[k] += 1
     result: Offsets = {}
-    for t, p in keys:
-        result.setdefault(t, {})[p] = start[t][p] + shares[(t, p)]
+    for t, ps in latest.items():
+        for p, end in ps.items():
+            size = sizes.get((t, p))
+            if size is None:
+                result.setdefault(t, {})[p] = end
+                continue
+            prorate = max_offsets * (size / total)
+            share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+            result.setdefault(t, {})[p] = min(end, start[t][p] + share)
     return result
