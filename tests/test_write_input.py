@@ -365,3 +365,29 @@ def test_a_copy_after_delete_records_starts_where_the_dump_does(tmp_path, capsys
         [{k: v for k, v in o["batch"].items() if k not in differ} for o in before]
     assert after[0]["batch"]["size"] < before[0]["batch"]["size"]      # the records below it are not there
     assert min(p.name for p in target.glob("*.log")) == f"{first['base_offset']:020d}.log"
+
+
+def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys):
+    """docs/cli.md, "JSON-lines input": the copy is written into an empty store, which starts at
+    commitlog and queue offset 0 (RocketMQ 4.9.7 ``DefaultMessageStore`` on an empty store dir), so a
+    source whose oldest files ``deleteExpiredFiles`` removed comes back with the same messages, moved down."""
+    source = tmp_path / "src"
+    fixture = FIXTURES / "rocketmq" / "basic" / "store"
+    for p in fixture.rglob("*"):
+        if p.is_file():
+            (source / p.relative_to(fixture)).parent.mkdir(parents=True, exist_ok=True)
+            (source / p.relative_to(fixture)).write_bytes(p.read_bytes())
+    config = _config_args(fixture.parent / "spec.json")
+    assert run(capsys, "retention", source, *config, "--config", "fileReservedTime=1",
+               "--now-ms", "2030-01-01T00:00:00Z")[0] == 0
+    before = _dump(source)
+    assert before[0]["physical_offset"] > 0
+    target = tmp_path / "dst"
+    done = pipe(source, target, *config)
+    assert done.returncode == 0, done.stderr
+    after = _dump(target)
+    moved = {"physical_offset", "queue_offset", "msg_id"}
+    assert [{k: v for k, v in o.items() if k not in moved} for o in after] == \
+        [{k: v for k, v in o.items() if k not in moved} for o in before]
+    assert after[0]["physical_offset"] == 0
+    assert sorted(p.name for p in (target / "commitlog").iterdir())[0] == f"{0:020d}"
