@@ -339,3 +339,55 @@ def test_a_dump_without_its_markers_names_the_transactions_it_leaves_open(tmp_pa
     (tmp_path / "all.jsonl").write_text(full)
     code, out, err = run(capsys, "write", tmp_path / "whole", "--input", tmp_path / "all.jsonl")
     assert (code, err) == (0, "")                           # the markers came with it
+
+
+def test_a_copy_after_delete_records_starts_where_the_dump_does(tmp_path, capsys):
+    """docs/cli.md, "JSON-lines input": a dump starts at the log start offset, as a consumer reads
+    (Kafka 3.8 ``UnifiedLog.deleteOldSegments``/``maybeIncrementLogStartOffset`` leave the batch holding
+    it in place, ``LocalLog.read`` serves from it), so a DeleteRecords inside a batch comes back as that
+    batch's records from the log start only: the same dump, other ``.log`` bytes, the copy's own log start."""
+    source = tmp_path / "src" / "topic-0"
+    source.mkdir(parents=True)
+    for p in (FIXTURES / "kafka" / "uncompressed" / "topic-0").iterdir():
+        (source / p.name).write_bytes(p.read_bytes())
+    first = next(o["batch"] for o in _dump(source) if o["batch"]["last_offset"] > o["batch"]["base_offset"])
+    inside = first["base_offset"] + 1
+    assert run(capsys, "delete-records", source, "--before", str(inside))[0] == 0
+    before = _dump(source)
+    assert before[0]["offset"] == inside
+    target = tmp_path / "dst" / "topic-0"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    after = _dump(target)
+    differ = {"crc", "size", "position"}
+    assert [{**o, "batch": None} for o in after] == [{**o, "batch": None} for o in before]
+    assert [{k: v for k, v in o["batch"].items() if k not in differ} for o in after] == \
+        [{k: v for k, v in o["batch"].items() if k not in differ} for o in before]
+    assert after[0]["batch"]["size"] < before[0]["batch"]["size"]      # the records below it are not there
+    assert min(p.name for p in target.glob("*.log")) == f"{first['base_offset']:020d}.log"
+
+
+def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys):
+    """docs/cli.md, "JSON-lines input": the copy is written into an empty store, which starts at
+    commitlog and queue offset 0 (RocketMQ 4.9.7 ``DefaultMessageStore`` on an empty store dir), so a
+    source whose oldest files ``deleteExpiredFiles`` removed comes back with the same messages, moved down."""
+    source = tmp_path / "src"
+    fixture = FIXTURES / "rocketmq" / "basic" / "store"
+    for p in fixture.rglob("*"):
+        if p.is_file():
+            (source / p.relative_to(fixture)).parent.mkdir(parents=True, exist_ok=True)
+            (source / p.relative_to(fixture)).write_bytes(p.read_bytes())
+    config = _config_args(fixture.parent / "spec.json")
+    assert run(capsys, "retention", source, *config, "--config", "fileReservedTime=1",
+               "--now-ms", "2030-01-01T00:00:00Z")[0] == 0
+    before = _dump(source)
+    assert before[0]["physical_offset"] > 0
+    target = tmp_path / "dst"
+    done = pipe(source, target, *config)
+    assert done.returncode == 0, done.stderr
+    after = _dump(target)
+    moved = {"physical_offset", "queue_offset", "msg_id"}
+    assert [{k: v for k, v in o.items() if k not in moved} for o in after] == \
+        [{k: v for k, v in o.items() if k not in moved} for o in before]
+    assert after[0]["physical_offset"] == 0
+    assert sorted(p.name for p in (target / "commitlog").iterdir())[0] == f"{0:020d}"

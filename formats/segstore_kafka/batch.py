@@ -857,7 +857,8 @@ def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, produ
 
 
 def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
-                          delete_horizon_ms: int = NO_TIMESTAMP, stored_keys: bool = False) -> bytes:
+                          delete_horizon_ms: int = NO_TIMESTAMP, stored_keys: bool = False,
+                          stored_times: tuple[int, int] | None = None) -> bytes:
     """The batch the log cleaner writes for the ``records`` it keeps of ``batch``.
 
     As ``MemoryRecords.buildRetainedRecordsInto``: the batch's base offset, producer
@@ -865,19 +866,24 @@ def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
     offset and timestamp; the last offset delta stays the original batch's
     (``overrideLastOffset``); with ``delete_horizon_ms`` set the base timestamp is
     the horizon and the delete-horizon attribute is set.  ``stored_keys``: header keys that are not
-    UTF-8 written as stored (:func:`_encode_records_py`; the cleaner writes their text).  O(total bytes).
+    UTF-8 written as stored (:func:`_encode_records_py`; the cleaner writes their text).
+    ``stored_times``: the ``(base, max)`` timestamps the batch was stored with (a dump line written back,
+    whose records below a DeleteRecords' log start the dump does not show): the records' deltas are
+    from that base, and the max stays where it is at least the records' own.  O(total bytes).
     """
     deltas = [r.offset - batch.base_offset for r in records]
     rows = [(r.key, r.value, r.timestamp, r.headers) for r in records]
     log_append = batch.timestamp_type == LOG_APPEND_TIME
     has_horizon = delete_horizon_ms != NO_TIMESTAMP
+    base = delete_horizon_ms if has_horizon else None if stored_times is None else stored_times[0]
     try:
-        region, base_timestamp, max_timestamp = _encode_records_py(
-            rows, deltas, delete_horizon_ms if has_horizon else None, stored_keys)
+        region, base_timestamp, max_timestamp = _encode_records_py(rows, deltas, base, stored_keys)
     except (ValueError, TypeError, OverflowError) as err:
         raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
     if log_append:
         max_timestamp = batch.max_timestamp
+    elif stored_times is not None and stored_times[1] > max_timestamp:
+        max_timestamp = stored_times[1]
     return _build(region, record_count=len(rows), base_offset=batch.base_offset,
                   last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=base_timestamp,
                   max_timestamp=max_timestamp, compression=batch.compression,

@@ -28,7 +28,12 @@ What a dump cannot carry: a LogAppendTime batch's records show the batch's appen
 (what a consumer reads), not the create times stored in the batch, so they come back with
 the batch's base timestamp (one-record batches exactly; the other batches' CRCs differ);
 a batch the cleaner emptied (no record to dump) is not restored; and a batch of the old
-message formats (magic 0 or 1) is refused, as segstore writes RecordBatch v2 only.
+message formats (magic 0 or 1) is refused, as segstore writes RecordBatch v2 only.  A dump starts
+at the log start offset: a batch holding it comes back with its records from there only (its
+stored base and max timestamps kept, so the same dump), a
+segment is named after its first dumped batch (not the older base offset a cleaned segment keeps),
+and the log start offset, the indexes, producer snapshots and a leader epoch no batch carries are
+the copy's own (docs/cli.md, "JSON-lines input").
 """
 
 from __future__ import annotations
@@ -168,9 +173,13 @@ def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
                            [(_header_key(h), _b64(h["value"], "a header value")) for h in line["headers"]])
                    for line in lines]
         _check_records(header, records)
+        # the stored base and max timestamps: a batch a DeleteRecords cut shows only its records from
+        # the log start, which keep their deltas from the stored base (``LocalLog.read`` serves it whole)
+        stored = None if batch["base_timestamp"] is None else (int(batch["base_timestamp"]),
+                                                                 header.max_timestamp)
         return codec.encode_retained_batch(header, records,  # type: ignore[arg-type]  # duck-typed batch
                                            delete_horizon_ms=int(batch["delete_horizon_ms"]),
-                                           stored_keys=True)
+                                           stored_keys=True, stored_times=stored)
     except InvalidMessageError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as err:

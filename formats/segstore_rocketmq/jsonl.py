@@ -15,7 +15,9 @@ transaction offset.  Where it lands is the store's: ``queue_offset``,
 ``physical_offset`` and ``msg_id`` (and ``size`` and ``tags_code``) follow from the
 place and the content, so a dump written into an empty store of the same commitlog
 file size comes back byte for byte (the properties' trailing 0x02, which a dump does
-not show, is the store's style: ``rocketmqVersion``).  ``tags``, ``keys`` and
+not show, is the store's style: ``rocketmqVersion``); from a source whose commitlog and
+queues start at 0: an empty store starts there, so a dump of one retention trimmed lands
+lower.  ``tags``, ``keys`` and
 ``body_crc`` repeat what the properties and body say; a line where they disagree
 (an edited dump) is refused rather than half applied.  ``ext`` (a consume-queue
 extension unit) is derived at dispatch and not written.
