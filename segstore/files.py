@@ -189,7 +189,7 @@ def _raise_descriptor_limit() -> bool:
     process that never needs more keeps the limit it was given."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft >= target:
+    if soft == resource.RLIM_INFINITY or soft >= target:     # (no limit: nothing to raise)
         return False
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
