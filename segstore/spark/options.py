@@ -206,10 +206,11 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
 
 
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
-    text = options.get(name.lower(), "true" if default else "false").strip().lower()
-    if text not in ("true", "false"):
+    # any case, untrimmed, as the connector's ``toBoolean`` and CaseInsensitiveStringMap.getBoolean take it
+    text = options.get(name.lower(), "true" if default else "false")
+    if text.lower() not in ("true", "false"):
         raise ConfigError(f"option {name} must be true or false, found {text!r}")
-    return text == "true"
+    return text.lower() == "true"
 
 
 def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -219,6 +220,17 @@ def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
         return ()
     parsed = _json_object(text, "config", "store config names")
     return tuple(sorted((str(k), str(v)) for k, v in parsed.items()))
+
+
+def _json_long(value: Any) -> int:
+    """A JSON offset or timestamp as the connector reads it into a ``Long`` (Spark 4 JsonUtils, Jackson):
+    an integer, never a boolean (Python's ``int(True)`` is 1; Jackson refuses a boolean for a long).
+
+    :raises TypeError, ValueError: not such a value.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"expected an integer, found {value!r}")
+    return int(value)
 
 
 def parse_bound(text: str | None, name: str, default: int) -> Bound:
@@ -237,7 +249,7 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
                               f"found {partitions!r}")
         for partition, offset in partitions.items():
             try:
-                entries.append((str(topic), int(partition), int(offset)))
+                entries.append((str(topic), int(partition), _json_long(offset)))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
@@ -331,7 +343,7 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
     for topic, partitions in spec.items():
         for partition, ms in partitions.items():
             try:
-                entry = (str(topic), int(partition), int(ms))
+                entry = (str(topic), int(partition), _json_long(ms))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
@@ -343,10 +355,13 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
 
 
 def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    text = opts.get(name.lower(), default).strip().lower()
-    if text not in choices:
+    # any case, untrimmed, as the connector takes its choices (StrategyOnNoMatchStartingOffset.withName and
+    # IsolationLevel.valueOf of the upper-cased value) and the JVM reader ``reader`` / ``writer``
+    # (SegstoreTable: equalsIgnoreCase)
+    text = opts.get(name.lower(), default)
+    if text.lower() not in choices:
         raise ConfigError(f"option {name} must be {' or '.join(choices)}, found {text!r}")
-    return text
+    return text.lower()
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
