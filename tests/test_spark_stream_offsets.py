@@ -361,3 +361,31 @@ def test_a_read_committed_start_time_past_the_last_stable_offset_follows_the_str
             assert latest.initialOffset() == {"t": {"0": 1}}
         assert _batch_ranges(tmp_path, **COMMITTED, startingTimestamp=str(T0)) == {("t", 0): (0, 3)}
         txn.abort()
+
+
+@pytest.mark.parametrize("option", ["startingTimestamp", "startingOffsetsByTimestamp"])
+def test_time_options_take_the_list_offsets_codes_as_the_connector(tmp_path, option):
+    """Spark 4's connector hands its times to ListOffsets as they are (KafkaOffsetReaderAdmin:
+    OffsetSpec.forTimestamp; KafkaSourceProvider parses any long), and the broker reads -1 as the latest
+    offset, -2 and -4 (earliest local, no tiered storage) as the log start (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp, UnifiedLog.fetchOffsetByTimestamp).  Every negative was refused.
+    -3 (max timestamp) and other negatives stay refused: their meaning depends on the broker."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0 + 1000 * i) for i in range(5)])
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    ending = option.replace("starting", "ending")
+
+    def at(name: str, ms: int) -> dict:
+        return {name: str(ms) if "ByTimestamp" not in name else f'{{"t": {{"0": {ms}}}}}'}
+
+    assert _batch_ranges(tmp_path, **at(option, -2)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(option, -4)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(option, -1)) == {}
+    assert stream(tmp_path, **at(option, -1)).initialOffset() == {"t": {"0": 3}}
+    assert stream(tmp_path, **at(option, -2)).initialOffset() == {"t": {"0": 0}}
+    assert _batch_ranges(tmp_path, **at(ending, -1)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(ending, -2)) == {}
+    for ms in (-3, -5):
+        with pytest.raises(ConfigError, match=rf"{option}: expected ms since the epoch.*found {ms}"):
+            _batch_ranges(tmp_path, **at(option, ms))

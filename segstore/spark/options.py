@@ -71,6 +71,16 @@ READ_COMMITTED = "read_committed"
 #: ``writer``: which stages a batch write's rows (the commit is this package's either way).
 READER_JVM = "jvm"
 READER_PYTHON = "python"
+#: The ListOffsets codes (Kafka 3.8.0 ListOffsetsRequest) a time option may give in place of a time: the
+#: connector hands its times to ListOffsets as they are (Spark 4 KafkaOffsetReaderAdmin:
+#: ``OffsetSpec.forTimestamp``), and the broker answers -1 with the latest offset, -2 and -4 (earliest
+#: local: no tiered storage here) with the log start (3.8.0 Partition.fetchOffsetForTimestamp,
+#: UnifiedLog.fetchOffsetByTimestamp).  -3 (max timestamp) and other negatives are refused
+#: (:func:`_check_time_code`).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
+TIME_CODES = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
 #: ``startingOffsetsByTimestampStrategy``: what a start time past a partition's last record gives.
 STRATEGY_ERROR = "error"
 STRATEGY_LATEST = "latest"
@@ -347,11 +357,31 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
-            if entry[2] < 0:
-                raise ConfigError(f"option {name}: timestamps are ms since the epoch (>= 0), found {ms} for "
-                                  f"{topic}/{partition}")
+            _check_time_code(name, entry[2], f" for {topic}/{partition}")
             entries.append(entry)
     return tuple(sorted(entries))
+
+
+def _check_time_code(name: str, ms: int, where: str = "") -> None:
+    """Refuse a negative time that is not one of :data:`TIME_CODES`.  The connector would hand it to
+    ListOffsets too, but what it means there depends on the broker: Kafka 3.8.0 reads -3 as the offset of
+    the largest timestamp (which this source does not look up) and any other negative as a time before
+    every record (the first record), while later brokers read -5 and below as codes of their own
+    (3.9's latest tiered offset); given one, a user meant a code, or a time before 1970, not a start at
+    the first record.
+
+    :raises ConfigError: naming the option and the value.
+    """
+    if ms < 0 and ms not in TIME_CODES:
+        raise ConfigError(f"option {name}: expected ms since the epoch (>= 0) or a ListOffsets code -1 "
+                          f"(latest), -2 (earliest) or -4 (earliest local), found {ms}{where}")
+
+
+def _time(opts: dict[str, str], name: str) -> int | None:
+    value = _int(opts, name)
+    if value is not None:
+        _check_time_code(name, value)
+    return value
 
 
 def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
@@ -419,8 +449,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         assign=assign,
         starting=parse_bound(opts.get("startingoffsets"), "startingOffsets", starting_default),
         ending=parse_bound(opts.get("endingoffsets"), "endingOffsets", LATEST),
-        starting_timestamp=_int(opts, "startingTimestamp", minimum=0),
-        ending_timestamp=_int(opts, "endingTimestamp", minimum=0),
+        starting_timestamp=_time(opts, "startingTimestamp"),
+        ending_timestamp=_time(opts, "endingTimestamp"),
         starting_timestamps=parse_timestamps(opts.get("startingoffsetsbytimestamp"),
                                              "startingOffsetsByTimestamp"),
         ending_timestamps=parse_timestamps(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),

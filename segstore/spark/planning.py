@@ -45,7 +45,16 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError, SegstoreError
-from .options import EARLIEST, LATEST, READ_COMMITTED, STRATEGY_ERROR, ReadOptions
+from .options import (
+    EARLIEST,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST,
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    STRATEGY_ERROR,
+    ReadOptions,
+)
 from .schema import KAFKA
 
 _MICROS_PER_MILLI = 1000
@@ -315,6 +324,18 @@ def time_lookup_is_exact(store: PlanningStore) -> bool:
     return getattr(store, "format", None) in EXACT_TIME_LOOKUP_FORMATS
 
 
+def _code_offset(ms: int, low: int, latest: int) -> int | None:
+    """Where a time option's ListOffsets code (:data:`.options.TIME_CODES`) points, as a Kafka 3.8.0
+    broker answers it (Partition.fetchOffsetForTimestamp: LATEST_TIMESTAMP the last fetchable offset,
+    ``latest``; EARLIEST_TIMESTAMP and EARLIEST_LOCAL_TIMESTAMP the log start, ``low``, no tiered storage
+    being read); None for a time."""
+    if ms == LATEST_TIMESTAMP:
+        return latest
+    if ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return low
+    return None
+
+
 def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high: int) -> int:
     found = store.offset_for_time(topic, partition, ts)
     return high if found is None else found
@@ -405,7 +426,8 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
     a time lookup only with an offset below the last fetchable one (Kafka 3.8.0
     Partition.fetchOffsetForTimestamp filters ``offset < lastFetchableOffset``: the high watermark, or the
     last stable offset under read_committed), and the connector takes no offset as the strategy says
-    (Spark 4 KafkaOffsetReaderAdmin.readTimestampOffsets: an error, or the latest offset).
+    (Spark 4 KafkaOffsetReaderAdmin.readTimestampOffsets: an error, or the latest offset).  The
+    ListOffsets codes -1, -2 and -4 start at ``latest`` and at ``low`` (:func:`_code_offset`).
 
     :raises OffsetOutOfRangeError: no record at or after the start time before ``latest`` (strategy
         ``error``), or offsets asked that retention removed (``failOnDataLoss``).
@@ -423,6 +445,9 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
         if asked == LATEST:
             return latest
         return asked if past_end and asked > high else position(asked, low, high)
+    code = _code_offset(ms, low, latest)
+    if code is not None:
+        return code
     found = store.offset_for_time(topic, partition, ms)
     if found is not None and found < latest:
         return min(max(found, low), high)
@@ -438,14 +463,18 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
                low: int, high: int) -> int:
     """Where a read of ``topic``/``partition`` ends (exclusive): ``endingTimestamp``, then
     ``endingOffsetsByTimestamp``, then ``endingOffsets``; an end time after every record
-    is the partition's end, as in the connector.
+    is the partition's end, as in the connector; the ListOffsets codes -1, -2 and -4 its latest offset and
+    its log start (:func:`_code_offset`).
 
     :raises OffsetOutOfRangeError: an ending offset that retention removed (``failOnDataLoss``).
     """
-    if options.ending_timestamp is not None:
-        return min(max(_time_offset(store, topic, partition, options.ending_timestamp, high), low), high)
-    if options.ending_timestamps is not None:
+    ms = options.ending_timestamp
+    if ms is None and options.ending_timestamps is not None:
         ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
+    if ms is not None:
+        code = _code_offset(ms, low, high)
+        if code is not None:
+            return code
         return min(max(_time_offset(store, topic, partition, ms, high), low), high)
     asked = options.ending.for_partition(topic, partition)
     return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
