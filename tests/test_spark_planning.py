@@ -157,6 +157,12 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingOffsets": '{"A": {"0": true}}'}, r"startingOffsets: A/0.*found True"),
     ({"path": "/s", "endingOffsets": '{"A": {"0": false}}'}, r"endingOffsets: A/0.*found False"),
     ({"path": "/s", "startingOffsetsByTimestamp": '{"A": {"0": true}}'}, r"startingOffsetsByTimestamp: A/0"),
+    # integers as Java's Long.parseLong (the connector's toLong, the JVM reader's getDefaultReadLimit) reads
+    # them: Python's int took "1_000" and " 5", which the JVM reader refused
+    ({"path": "/s", "maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
+    ({"path": "/s", "maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
+    ({"path": "/s", "minPartitions": "2 "}, r"minPartitions must be an integer, found '2 '"),
+    ({"path": "/s", "startingTimestamp": "1_000"}, r"startingTimestamp must be an integer, found '1_000'"),
 ])
 def test_read_options_refused(options, fragment):
     with pytest.raises(ConfigError, match=fragment):
@@ -170,6 +176,12 @@ def test_read_option_values_take_any_case():
                                "startingOffsetsByTimestampStrategy": "Latest"})
     assert (opts.fail_on_data_loss, opts.reader, opts.isolation, opts.starting_timestamp_strategy) == (
         False, "python", "read_committed", "latest")
+
+
+def test_times_are_trimmed_as_the_connector_trims_them():
+    """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
+    assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000
+    assert _opts(startingTimestamp=" 1000 ").starting_timestamp == 1000
 
 
 def test_write_options_keep_config_case():

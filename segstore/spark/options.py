@@ -200,14 +200,22 @@ JAVA_LONG_MAX = (1 << 63) - 1
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
-         maximum: int | None = None) -> int | None:
+         maximum: int | None = None, trim: bool = False) -> int | None:
+    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong`` / ``toInt``, the JVM
+    reader's SegstoreStream.getDefaultReadLimit) reads it: no whitespace around it, no ``_`` between
+    digits, which Python's ``int`` allows.  ``trim``: trimmed first, as the connector trims its times
+    (Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
     text = options.get(name.lower())
     if text is None:
         return None
+    candidate = text.strip() if trim else text
+    refused = ConfigError(f"option {name} must be an integer, found {text!r}")
+    if candidate != candidate.strip() or "_" in candidate:
+        raise refused
     try:
-        value = int(text)
+        value = int(candidate)
     except ValueError as err:
-        raise ConfigError(f"option {name} must be an integer, found {text!r}") from err
+        raise refused from err
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
     if maximum is not None and value > maximum:
@@ -378,7 +386,7 @@ def _check_time_code(name: str, ms: int, where: str = "") -> None:
 
 
 def _time(opts: dict[str, str], name: str) -> int | None:
-    value = _int(opts, name)
+    value = _int(opts, name, trim=True)
     if value is not None:
         _check_time_code(name, value)
     return value
