@@ -145,10 +145,43 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
     ({"path": "/s", "maxRecordsPerPartition": "3"}, "maxBytesPerPartition"),
     ({"path": "/s", "config": "[1]"}, "JSON object"),
+    # untrimmed and JSON booleans refused as the connector refuses them: Scala's toBoolean, Jackson reading
+    # Map[String, Map[Int, Long]] (Spark 4 JsonUtils.partitionOffsets), withName / valueOf of the choices,
+    # and the JVM reader's equalsIgnoreCase (SegstoreTable.newScanBuilder); they were trimmed, or true read
+    # as offset 1
+    ({"path": "/s", "failOnDataLoss": " true"}, r"failOnDataLoss must be true or false, found ' true'"),
+    ({"path": "/s", "includeHeaders": "false "}, r"includeHeaders.*found 'false '"),
+    ({"path": "/s", "reader": " python "}, r"option reader must be jvm or python, found ' python '"),
+    ({"path": "/s", "kafka.isolation.level": "read_committed "}, r"found 'read_committed '"),
+    ({"path": "/s", "startingOffsetsByTimestampStrategy": " latest"}, r"error or latest, found ' latest'"),
+    ({"path": "/s", "startingOffsets": '{"A": {"0": true}}'}, r"startingOffsets: A/0.*found True"),
+    ({"path": "/s", "endingOffsets": '{"A": {"0": false}}'}, r"endingOffsets: A/0.*found False"),
+    ({"path": "/s", "startingOffsetsByTimestamp": '{"A": {"0": true}}'}, r"startingOffsetsByTimestamp: A/0"),
+    # integers as Java's Long.parseLong (the connector's toLong, the JVM reader's getDefaultReadLimit) reads
+    # them: Python's int took "1_000" and " 5", which the JVM reader refused
+    ({"path": "/s", "maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
+    ({"path": "/s", "maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
+    ({"path": "/s", "minPartitions": "2 "}, r"minPartitions must be an integer, found '2 '"),
+    ({"path": "/s", "startingTimestamp": "1_000"}, r"startingTimestamp must be an integer, found '1_000'"),
 ])
 def test_read_options_refused(options, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_read_options(options)
+
+
+def test_read_option_values_take_any_case():
+    """As the connector (Scala's toBoolean, upper-cased withName / valueOf) and the JVM reader."""
+    opts = parse_read_options({"path": "/s", "failOnDataLoss": "FALSE", "reader": "Python",
+                               "kafka.isolation.level": "READ_COMMITTED",
+                               "startingOffsetsByTimestampStrategy": "Latest"})
+    assert (opts.fail_on_data_loss, opts.reader, opts.isolation, opts.starting_timestamp_strategy) == (
+        False, "python", "read_committed", "latest")
+
+
+def test_times_are_trimmed_as_the_connector_trims_them():
+    """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
+    assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000
+    assert _opts(startingTimestamp=" 1000 ").starting_timestamp == 1000
 
 
 def test_write_options_keep_config_case():

@@ -305,3 +305,87 @@ def test_a_stream_ends_its_batches_at_the_high_watermark(tmp_path):
     assert stream(tmp_path).initialOffset() == {"t": {"0": 3}}       # latest
     checkpoint.write_text(checkpoint.read_text().replace("t 0 3\n", "t 0 5\n"))
     assert micro_batch(reader, end) == ({"t": {"0": 5}}, [b"v3", b"v4"])
+
+
+def _batch_ranges(path, **options) -> dict:
+    from segstore.spark import planning
+
+    parsed = parse_read_options({"path": str(path), **options})
+    with segstore.open(str(path)) as store:
+        return {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, parsed)}
+
+
+@pytest.mark.parametrize("option", ["startingTimestamp", "startingOffsetsByTimestamp"])
+def test_a_start_time_at_or_past_the_high_watermark_follows_the_strategy(tmp_path, option):
+    """ListOffsets answers a time lookup only with an offset below the last fetchable one (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp: ``offset < lastFetchableOffset``, the high watermark, the last stable
+    offset under READ_COMMITTED), and the connector takes no offset as its strategy says (Spark 4
+    KafkaOffsetReaderAdmin.readTimestampOffsets: an error, or the latest offset).  A time whose first record
+    lay past the high watermark gave a batch that read nothing and a stream waiting at that record."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0 + 1000 * i) for i in range(5)])
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+
+    def start(ms: int) -> dict:
+        return {option: str(ms) if option == "startingTimestamp" else f'{{"t": {{"0": {ms}}}}}'}
+
+    assert _batch_ranges(tmp_path, **start(T0 + 2000)) == {("t", 0): (2, 3)}
+    assert stream(tmp_path, **start(T0 + 2000)).initialOffset() == {"t": {"0": 2}}
+    for ms in (T0 + 3000, T0 + 4000):
+        with pytest.raises(OffsetOutOfRangeError, match=r"t-0 below its latest offset 3"):
+            _batch_ranges(tmp_path, **start(ms))
+        with pytest.raises(OffsetOutOfRangeError, match=r"t-0 below its latest offset 3"):
+            stream(tmp_path, **start(ms)).initialOffset()
+        assert _batch_ranges(tmp_path, **start(ms), startingOffsetsByTimestampStrategy="latest") == {}
+        latest = stream(tmp_path, **start(ms), startingOffsetsByTimestampStrategy="latest")
+        assert latest.initialOffset() == {"t": {"0": 3}}
+
+
+def test_a_read_committed_start_time_past_the_last_stable_offset_follows_the_strategy(tmp_path):
+    """Under READ_COMMITTED the bound is the last stable offset (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp), in batch as in a stream."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"plain0", timestamp=T0)])
+        txn = store.transaction(3000)
+        txn.append_batch([Message("t", b"txn1", timestamp=T0 + 1000)])
+        store.append_batch([Message("t", b"plain2", timestamp=T0 + 2000)])
+        store.flush()
+        for ms in (T0 + 1000, T0 + 2000):
+            with pytest.raises(OffsetOutOfRangeError, match=r"t-0 below its latest offset 1"):
+                _batch_ranges(tmp_path, **COMMITTED, startingTimestamp=str(ms))
+            with pytest.raises(OffsetOutOfRangeError, match=r"t-0 below its latest offset 1"):
+                stream(tmp_path, **COMMITTED, startingTimestamp=str(ms)).initialOffset()
+            latest = stream(tmp_path, **COMMITTED, startingTimestamp=str(ms),
+                            startingOffsetsByTimestampStrategy="latest")
+            assert latest.initialOffset() == {"t": {"0": 1}}
+        assert _batch_ranges(tmp_path, **COMMITTED, startingTimestamp=str(T0)) == {("t", 0): (0, 3)}
+        txn.abort()
+
+
+@pytest.mark.parametrize("option", ["startingTimestamp", "startingOffsetsByTimestamp"])
+def test_time_options_take_the_list_offsets_codes_as_the_connector(tmp_path, option):
+    """Spark 4's connector hands its times to ListOffsets as they are (KafkaOffsetReaderAdmin:
+    OffsetSpec.forTimestamp; KafkaSourceProvider parses any long), and the broker reads -1 as the latest
+    offset, -2 and -4 (earliest local, no tiered storage) as the log start (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp, UnifiedLog.fetchOffsetByTimestamp).  Every negative was refused.
+    -3 (max timestamp) and other negatives stay refused: their meaning depends on the broker."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0 + 1000 * i) for i in range(5)])
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    ending = option.replace("starting", "ending")
+
+    def at(name: str, ms: int) -> dict:
+        return {name: str(ms) if "ByTimestamp" not in name else f'{{"t": {{"0": {ms}}}}}'}
+
+    assert _batch_ranges(tmp_path, **at(option, -2)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(option, -4)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(option, -1)) == {}
+    assert stream(tmp_path, **at(option, -1)).initialOffset() == {"t": {"0": 3}}
+    assert stream(tmp_path, **at(option, -2)).initialOffset() == {"t": {"0": 0}}
+    assert _batch_ranges(tmp_path, **at(ending, -1)) == {("t", 0): (0, 3)}
+    assert _batch_ranges(tmp_path, **at(ending, -2)) == {}
+    for ms in (-3, -5):
+        with pytest.raises(ConfigError, match=rf"{option}: expected ms since the epoch.*found {ms}"):
+            _batch_ranges(tmp_path, **at(option, ms))

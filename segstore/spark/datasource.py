@@ -66,7 +66,6 @@ from ..search import Bound, search
 from ..store import Store
 from . import planning
 from .options import (
-    READ_COMMITTED,
     READ_UNCOMMITTED,
     READER_JVM,
     ReadOptions,
@@ -351,18 +350,11 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._start_positions()
 
     def _stable_end(self, store: Store, topic: str, partition: int, high: int) -> int:
-        """Where a micro-batch may end in a partition whose log ends at ``high``: at its high watermark
-        (:func:`.planning.high_watermark`), or under ``read_committed`` at the last stable offset (the first
-        offset of a transaction still open, at most the high watermark), as the
-        connector lists latest offsets with the consumer's isolation level (Kafka 3.8.0
-        Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with ``lastStableOffset`` for
-        READ_COMMITTED).  A read_committed read stops there: a batch ending at the log end would move the
+        """Where a micro-batch may end in a partition whose log ends at ``high``
+        (:func:`.planning.last_fetchable`: the high watermark, or under ``read_committed`` the last stable
+        offset).  A read_committed read stops there: a batch ending at the log end would move the
         checkpoint past records delivered only once their transaction commits."""
-        if self.options.isolation != READ_COMMITTED:
-            # a read_uncommitted consumer's: the high watermark (planning.high_watermark)
-            return planning.high_watermark(store, topic, partition, high)
-        stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
-        return high if stable is None else min(high, stable(topic, partition))
+        return planning.last_fetchable(store, self.options, topic, partition, high)
 
     def _start_positions(self) -> planning.Offsets:
         with open_store(self.options.path, self.format, self.options.config) as store:

@@ -71,6 +71,16 @@ READ_COMMITTED = "read_committed"
 #: ``writer``: which stages a batch write's rows (the commit is this package's either way).
 READER_JVM = "jvm"
 READER_PYTHON = "python"
+#: The ListOffsets codes (Kafka 3.8.0 ListOffsetsRequest) a time option may give in place of a time: the
+#: connector hands its times to ListOffsets as they are (Spark 4 KafkaOffsetReaderAdmin:
+#: ``OffsetSpec.forTimestamp``), and the broker answers -1 with the latest offset, -2 and -4 (earliest
+#: local: no tiered storage here) with the log start (3.8.0 Partition.fetchOffsetForTimestamp,
+#: UnifiedLog.fetchOffsetByTimestamp).  -3 (max timestamp) and other negatives are refused
+#: (:func:`_check_time_code`).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
+TIME_CODES = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
 #: ``startingOffsetsByTimestampStrategy``: what a start time past a partition's last record gives.
 STRATEGY_ERROR = "error"
 STRATEGY_LATEST = "latest"
@@ -190,14 +200,22 @@ JAVA_LONG_MAX = (1 << 63) - 1
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
-         maximum: int | None = None) -> int | None:
+         maximum: int | None = None, trim: bool = False) -> int | None:
+    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong`` / ``toInt``, the JVM
+    reader's SegstoreStream.getDefaultReadLimit) reads it: no whitespace around it, no ``_`` between
+    digits, which Python's ``int`` allows.  ``trim``: trimmed first, as the connector trims its times
+    (Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
     text = options.get(name.lower())
     if text is None:
         return None
+    candidate = text.strip() if trim else text
+    refused = ConfigError(f"option {name} must be an integer, found {text!r}")
+    if candidate != candidate.strip() or "_" in candidate:
+        raise refused
     try:
-        value = int(text)
+        value = int(candidate)
     except ValueError as err:
-        raise ConfigError(f"option {name} must be an integer, found {text!r}") from err
+        raise refused from err
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
     if maximum is not None and value > maximum:
@@ -206,10 +224,11 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
 
 
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
-    text = options.get(name.lower(), "true" if default else "false").strip().lower()
-    if text not in ("true", "false"):
+    # any case, untrimmed, as the connector's ``toBoolean`` and CaseInsensitiveStringMap.getBoolean take it
+    text = options.get(name.lower(), "true" if default else "false")
+    if text.lower() not in ("true", "false"):
         raise ConfigError(f"option {name} must be true or false, found {text!r}")
-    return text == "true"
+    return text.lower() == "true"
 
 
 def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -219,6 +238,17 @@ def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
         return ()
     parsed = _json_object(text, "config", "store config names")
     return tuple(sorted((str(k), str(v)) for k, v in parsed.items()))
+
+
+def _json_long(value: Any) -> int:
+    """A JSON offset or timestamp as the connector reads it into a ``Long`` (Spark 4 JsonUtils, Jackson):
+    an integer, never a boolean (Python's ``int(True)`` is 1; Jackson refuses a boolean for a long).
+
+    :raises TypeError, ValueError: not such a value.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"expected an integer, found {value!r}")
+    return int(value)
 
 
 def parse_bound(text: str | None, name: str, default: int) -> Bound:
@@ -237,7 +267,7 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
                               f"found {partitions!r}")
         for partition, offset in partitions.items():
             try:
-                entries.append((str(topic), int(partition), int(offset)))
+                entries.append((str(topic), int(partition), _json_long(offset)))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
@@ -331,22 +361,45 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
     for topic, partitions in spec.items():
         for partition, ms in partitions.items():
             try:
-                entry = (str(topic), int(partition), int(ms))
+                entry = (str(topic), int(partition), _json_long(ms))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
-            if entry[2] < 0:
-                raise ConfigError(f"option {name}: timestamps are ms since the epoch (>= 0), found {ms} for "
-                                  f"{topic}/{partition}")
+            _check_time_code(name, entry[2], f" for {topic}/{partition}")
             entries.append(entry)
     return tuple(sorted(entries))
 
 
+def _check_time_code(name: str, ms: int, where: str = "") -> None:
+    """Refuse a negative time that is not one of :data:`TIME_CODES`.  The connector would hand it to
+    ListOffsets too, but what it means there depends on the broker: Kafka 3.8.0 reads -3 as the offset of
+    the largest timestamp (which this source does not look up) and any other negative as a time before
+    every record (the first record), while later brokers read -5 and below as codes of their own
+    (3.9's latest tiered offset); given one, a user meant a code, or a time before 1970, not a start at
+    the first record.
+
+    :raises ConfigError: naming the option and the value.
+    """
+    if ms < 0 and ms not in TIME_CODES:
+        raise ConfigError(f"option {name}: expected ms since the epoch (>= 0) or a ListOffsets code -1 "
+                          f"(latest), -2 (earliest) or -4 (earliest local), found {ms}{where}")
+
+
+def _time(opts: dict[str, str], name: str) -> int | None:
+    value = _int(opts, name, trim=True)
+    if value is not None:
+        _check_time_code(name, value)
+    return value
+
+
 def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    text = opts.get(name.lower(), default).strip().lower()
-    if text not in choices:
+    # any case, untrimmed, as the connector takes its choices (StrategyOnNoMatchStartingOffset.withName and
+    # IsolationLevel.valueOf of the upper-cased value) and the JVM reader ``reader`` / ``writer``
+    # (SegstoreTable: equalsIgnoreCase)
+    text = opts.get(name.lower(), default)
+    if text.lower() not in choices:
         raise ConfigError(f"option {name} must be {' or '.join(choices)}, found {text!r}")
-    return text
+    return text.lower()
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -404,8 +457,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         assign=assign,
         starting=parse_bound(opts.get("startingoffsets"), "startingOffsets", starting_default),
         ending=parse_bound(opts.get("endingoffsets"), "endingOffsets", LATEST),
-        starting_timestamp=_int(opts, "startingTimestamp", minimum=0),
-        ending_timestamp=_int(opts, "endingTimestamp", minimum=0),
+        starting_timestamp=_time(opts, "startingTimestamp"),
+        ending_timestamp=_time(opts, "endingTimestamp"),
         starting_timestamps=parse_timestamps(opts.get("startingoffsetsbytimestamp"),
                                              "startingOffsetsByTimestamp"),
         ending_timestamps=parse_timestamps(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),

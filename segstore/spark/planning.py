@@ -45,7 +45,16 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError, SegstoreError
-from .options import EARLIEST, LATEST, STRATEGY_ERROR, ReadOptions
+from .options import (
+    EARLIEST,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST,
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    STRATEGY_ERROR,
+    ReadOptions,
+)
 from .schema import KAFKA
 
 _MICROS_PER_MILLI = 1000
@@ -282,6 +291,21 @@ def high_watermark(store: PlanningStore, topic: str, partition: int, log_end: in
     return log_end if found is None else min(log_end, found(topic, partition))
 
 
+def last_fetchable(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
+                   log_end: int) -> int:
+    """Where the options' consumer of ``topic``/``partition`` (whose log ends at ``log_end``) reads up to: the
+    high watermark (:func:`high_watermark`), or under ``read_committed`` the last stable offset (the first
+    offset of a transaction still open, at most the high watermark), as the connector lists latest offsets
+    with the consumer's isolation level (Kafka 3.8.0 Partition.fetchOffsetForTimestamp: lastFetchableOffset
+    is ``lastStableOffset`` for READ_COMMITTED, ``highWatermark`` for READ_UNCOMMITTED).  Also the bound of
+    a start time's lookup: ListOffsets answers a time whose first record is at or past it with no offset
+    (:func:`start_offset`)."""
+    if options.isolation != READ_COMMITTED:
+        return high_watermark(store, topic, partition, log_end)
+    stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
+    return log_end if stable is None else min(log_end, stable(topic, partition))
+
+
 def time_lookup_is_exact(store: PlanningStore) -> bool:
     """Whether ``store.offset_for_time`` answers a filter's time lower bound exactly: the first offset
     whose time is at or after it, so that every row before it fails the filter.
@@ -298,6 +322,18 @@ def time_lookup_is_exact(store: PlanningStore) -> bool:
     if indexes is not None and isinstance(getattr(indexes, "layouts", {}).get("time"), TimeLayout):
         return True
     return getattr(store, "format", None) in EXACT_TIME_LOOKUP_FORMATS
+
+
+def _code_offset(ms: int, low: int, latest: int) -> int | None:
+    """Where a time option's ListOffsets code (:data:`.options.TIME_CODES`) points, as a Kafka 3.8.0
+    broker answers it (Partition.fetchOffsetForTimestamp: LATEST_TIMESTAMP the last fetchable offset,
+    ``latest``; EARLIEST_TIMESTAMP and EARLIEST_LOCAL_TIMESTAMP the log start, ``low``, no tiered storage
+    being read); None for a time."""
+    if ms == LATEST_TIMESTAMP:
+        return latest
+    if ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return low
+    return None
 
 
 def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high: int) -> int:
@@ -385,11 +421,16 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
     reports it at its first micro-batch, :func:`check_gone_back`) instead of starting at ``high``.
 
     As Spark's Kafka connector: ``startingTimestamp`` first, then
-    ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time after
-    every record follows ``startingOffsetsByTimestampStrategy``.
+    ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time with no record at or after
+    it before ``latest`` follows ``startingOffsetsByTimestampStrategy``: the broker's ListOffsets answers
+    a time lookup only with an offset below the last fetchable one (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp filters ``offset < lastFetchableOffset``: the high watermark, or the
+    last stable offset under read_committed), and the connector takes no offset as the strategy says
+    (Spark 4 KafkaOffsetReaderAdmin.readTimestampOffsets: an error, or the latest offset).  The
+    ListOffsets codes -1, -2 and -4 start at ``latest`` and at ``low`` (:func:`_code_offset`).
 
-    :raises OffsetOutOfRangeError: no record at or after the start time (strategy ``error``),
-        or offsets asked that retention removed (``failOnDataLoss``).
+    :raises OffsetOutOfRangeError: no record at or after the start time before ``latest`` (strategy
+        ``error``), or offsets asked that retention removed (``failOnDataLoss``).
     """
     if latest is None:
         latest = high
@@ -404,13 +445,17 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
         if asked == LATEST:
             return latest
         return asked if past_end and asked > high else position(asked, low, high)
+    code = _code_offset(ms, low, latest)
+    if code is not None:
+        return code
     found = store.offset_for_time(topic, partition, ms)
-    if found is not None:
+    if found is not None and found < latest:
         return min(max(found, low), high)
     if options.starting_timestamp_strategy == STRATEGY_ERROR:
-        raise OffsetOutOfRangeError(f"option {name}: no record of {topic}-{partition} has a timestamp at or "
-                                    f"after {ms}; set option startingOffsetsByTimestampStrategy=latest to "
-                                    "start at the partition's end", options.path)
+        raise OffsetOutOfRangeError(f"option {name}: no record of {topic}-{partition} below its latest "
+                                    f"offset {latest} has a timestamp at or after {ms}; set option "
+                                    "startingOffsetsByTimestampStrategy=latest to start at the partition's "
+                                    "latest offset", options.path)
     return latest
 
 
@@ -418,14 +463,18 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
                low: int, high: int) -> int:
     """Where a read of ``topic``/``partition`` ends (exclusive): ``endingTimestamp``, then
     ``endingOffsetsByTimestamp``, then ``endingOffsets``; an end time after every record
-    is the partition's end, as in the connector.
+    is the partition's end, as in the connector; the ListOffsets codes -1, -2 and -4 its latest offset and
+    its log start (:func:`_code_offset`).
 
     :raises OffsetOutOfRangeError: an ending offset that retention removed (``failOnDataLoss``).
     """
-    if options.ending_timestamp is not None:
-        return min(max(_time_offset(store, topic, partition, options.ending_timestamp, high), low), high)
-    if options.ending_timestamps is not None:
+    ms = options.ending_timestamp
+    if ms is None and options.ending_timestamps is not None:
         ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
+    if ms is not None:
+        code = _code_offset(ms, low, high)
+        if code is not None:
+            return code
         return min(max(_time_offset(store, topic, partition, ms, high), low), high)
     asked = options.ending.for_partition(topic, partition)
     return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
@@ -571,7 +620,8 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
-        start = start_offset(store, options, topic, partition, low, high)
+        latest = max(low, last_fetchable(store, options, topic, partition, log_end))
+        start = start_offset(store, options, topic, partition, low, high, latest=latest)
         end = end_offset(store, options, topic, partition, low, high)
         if timestamp_min is not None:
             start = max(start, _time_offset(store, topic, partition, timestamp_min, high))

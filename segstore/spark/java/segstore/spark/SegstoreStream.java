@@ -69,8 +69,8 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
             return ReadLimit.allAvailable();
         }
         // the Python option parser's messages (segstore/spark/options.py _int): Spark may ask this
-        // before any request has had the worker parse the options
-        String text = max.trim();
+        // before any request has had the worker parse the options; untrimmed, as the connector's toLong
+        String text = max;
         long rows;
         try {
             rows = Long.parseLong(text);
