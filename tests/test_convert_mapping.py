@@ -35,6 +35,18 @@ from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Message
 STORE_HOST = Host.parse("10.0.0.1:10911")
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 4096}
 
+
+def _kafka_copy(tmp_path: Path, messages: list[dict]) -> list:
+    """The records of the Kafka copy (``tmp_path / "k"``) of a RocketMQ store (``tmp_path / "r"``) of
+    ``messages``, in log order."""
+    src = tmp_path / "r"
+    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch(messages)
+    convert(str(src), str(tmp_path / "k"), to="kafka")
+    with segstore.open(tmp_path / "k", "kafka") as store:
+        return list(store.scan())
+
+
 rocketmq_names = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=40)
 kafka_names = st.text(alphabet=".abcXYZ019_-", min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
 # not empty: a RocketMQ property cannot carry an empty value (4.9.7 MessageDecoder.string2messageProperties
@@ -384,13 +396,8 @@ def test_a_hand_edited_rmq_header_is_a_conversion_error_naming_record_and_header
     from segstore.convert import pipeline
 
     monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
-    src = tmp_path / "r"
-    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
-        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"}, {"topic": "q", "queue_id": 0,
-                                                                          "body": b"y", "flag": 3}])
-    convert(str(src), str(tmp_path / "k"), to="kafka")
-    with segstore.open(tmp_path / "k", "kafka") as store:
-        records = list(store.scan())
+    records = _kafka_copy(tmp_path, [{"topic": "q", "queue_id": 0, "body": b"x"},
+                                     {"topic": "q", "queue_id": 0, "body": b"y", "flag": 3}])
     edited = tmp_path / "edited"
     with segstore.open(edited, format="kafka", mode="a") as store:
         for record in records:
@@ -454,13 +461,8 @@ def test_a_hand_edited_rmq_queue_id_is_a_conversion_error_naming_record_and_head
     from segstore.convert import pipeline
 
     monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
-    src = tmp_path / "r"
-    with segstore.open(src, format="rocketmq", mode="a", **ROCKETMQ_CONFIG) as store:
-        store.append_batch([{"topic": "q", "queue_id": 0, "body": b"x"},
-                            {"topic": "q", "queue_id": 1, "body": b"p", "sys_flag": 4}])
-    convert(str(src), str(tmp_path / "k"), to="kafka")
-    with segstore.open(tmp_path / "k", "kafka") as store:
-        records = list(store.scan())
+    records = _kafka_copy(tmp_path, [{"topic": "q", "queue_id": 0, "body": b"x"},
+                                     {"topic": "q", "queue_id": 1, "body": b"p", "sys_flag": 4}])
     edited = tmp_path / "edited"
     with segstore.open(edited, format="kafka", mode="a") as store:
         for record in records:

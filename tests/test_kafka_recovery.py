@@ -41,6 +41,16 @@ def _flip(path: Path, pos: int, mask: int = 0x01) -> None:
     path.write_bytes(bytes(data))
 
 
+def _one_segment(tmp_path: Path, data: bytes, name: str = "t-0") -> tuple[Path, Path]:
+    """A partition directory ``name`` under ``tmp_path`` of one segment holding ``data``: the directory
+    and its ``.log``."""
+    part = tmp_path / name
+    part.mkdir()
+    log = part / f"{SEG0}.log"
+    log.write_bytes(data)
+    return part, log
+
+
 def _positions(path: Path) -> list[int]:
     return [b.position for b in iter_batches(path.read_bytes(), path=str(path))]
 
@@ -818,10 +828,7 @@ def test_recover_keeps_a_legacy_wrapper_whose_inner_set_does_not_read_and_what_f
     first = message(0, 0, b"first", 5)
     wrapper = message(3, 1, compression.compress("gzip", bytes(inner)), 0)
     data = first + wrapper + message(4, 0, b"after", 5)
-    part = tmp_path / "old-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data)
+    part, log = _one_segment(tmp_path, data, "old-0")
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError):
             store.recover()
@@ -883,10 +890,7 @@ def test_an_empty_control_batch_is_read_verified_and_recovered_as_kafka_does(tmp
     marker = next(iter_batches(encode_control_batch("ABORT", base_offset=1, producer_id=5, producer_epoch=0,
                                                     coordinator_epoch=0, timestamp=2)))
     data = codec_batch + encode_empty_batch(marker) + encode_batch([(b"k2", b"v2", 3)], base_offset=2)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data)
+    part, log = _one_segment(tmp_path, data)
     with segstore.open(part) as store:
         assert store.verify() == []
         assert [r.offset for r in store.scan()] == [0, 2]
@@ -913,10 +917,7 @@ def test_a_batch_whose_last_offset_passes_long_max_is_named_not_a_crash(tmp_path
     struct.pack_into(">I", bad, CRC_OFFSET, crc32c.crc32c(bytes(bad[ATTRIBUTES_OFFSET:])))
     first = encode_batch([(b"a", b"x", 1000)], base_offset=0)
     data = first + bytes(bad) + encode_batch([(b"z", b"y", 3000)], base_offset=4)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data)
+    part, log = _one_segment(tmp_path, data)
     with segstore.open(part) as store:
         problems = store.verify()
     assert (problems[0].path, problems[0].pos) == (str(log), len(first))
@@ -938,10 +939,7 @@ def test_recover_cuts_after_a_marker_that_does_not_parse_as_kafka_does(tmp_path:
     indexes (left preallocated, 10 MiB each), cut nothing, and without an open transaction did not read
     the marker at all; now it cuts where Kafka does, keeping the cut bytes."""
     data, marker, after = marked_transaction(b"\x00", b"\x00" * 6, open_txn=open_txn)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + marker + after)
+    part, log = _one_segment(tmp_path, data + marker + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError):      # the marker stays (Kafka keeps it), named
             store.recover()
@@ -964,10 +962,7 @@ def test_recover_keeps_an_entry_of_a_negative_magic_whose_size_and_crc_32_hold(t
         return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
 
     first, odd, after = message(0, 1, b"a"), message(1, -1, b"b"), message(2, 1, b"c")
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(first + odd + after)
+    part, log = _one_segment(tmp_path, first + odd + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError) as info:
             store.recover()
@@ -994,10 +989,7 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
     marker = bytearray(built)
     marker[61] ^= 0xFF                                              # the gzip magic
     struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + bytes(marker) + after)
+    part, log = _one_segment(tmp_path, data + bytes(marker) + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError) as info:
             store.recover()
@@ -1053,10 +1045,7 @@ def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_ca
     transaction as a COMMIT would); now verify names it and recover keeps it, exiting 1, as for the other
     batches the broker cannot load."""
     data, marker, after = marked_transaction(struct.pack(">hh", 0, type_id), b"\x00" * 6)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + marker + after)
+    part, log = _one_segment(tmp_path, data + marker + after)
     with segstore.open(part) as store:
         problems = store.verify()
     assert [(p.path, p.pos) for p in problems] == [(str(log), len(data))]
@@ -1082,10 +1071,7 @@ def test_recover_reads_a_marker_of_magic_3_as_v2_as_the_brokers_producer_state_d
                                             coordinator_epoch=0, timestamp=2, partition_leader_epoch=2))
     marker[MAGIC_OFFSET] = 3
     after = encode_batch([(b"k2", b"v2", 3)], base_offset=2, partition_leader_epoch=2)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + bytes(marker) + after)
+    part, log = _one_segment(tmp_path, data + bytes(marker) + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError, match="magic"):      # the magic stays named, as before
             store.recover()
@@ -1122,10 +1108,7 @@ def test_recover_cuts_after_a_compressed_marker_whose_whole_stream_holds_too_few
         marker = marker[:-12]
     struct.pack_into(">i", marker, 8, len(marker) - 12)
     struct.pack_into(">I", marker, CRC_OFFSET, crc32c.crc32c(bytes(marker[21:])))
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + bytes(marker) + after)
+    part, log = _one_segment(tmp_path, data + bytes(marker) + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError) as info:       # the marker stays (Kafka keeps it), named
             store.recover()
@@ -1148,10 +1131,7 @@ def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot
     the segment after the marker, as for a marker too short to parse."""
     key, value = (None, b"\x00" * 6) if null == "key" else (struct.pack(">hh", 0, 0), None)
     data, marker, after = marked_transaction(key, value)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log = part / f"{SEG0}.log"
-    log.write_bytes(data + marker + after)
+    part, log = _one_segment(tmp_path, data + marker + after)
     with segstore.open(part, format="kafka", mode="a") as store:
         with pytest.raises(UnrepairedDataError) as info:
             store.recover()
