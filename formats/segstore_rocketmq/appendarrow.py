@@ -84,8 +84,7 @@ def batches(data: Any) -> list[pa.RecordBatch]:
     if pa.types.is_map(kind):
         start = 0
         for b in out:
-            _check_property_pairs(b, start)
-            _check_empty_properties(b, start)
+            _check_properties(b, start)
             start += b.num_rows
     return out
 
@@ -95,11 +94,10 @@ def _shown(raw: bytes) -> str:
     return cut(raw.decode("utf-8", "replace"))
 
 
-def _check_property_pairs(batch: pa.RecordBatch, start: int) -> None:
+def _check_properties(batch: pa.RecordBatch, start: int) -> None:
     """Refuse a row (``start`` the batch's first row in the input) whose properties map holds a name
-    twice, as an append of the message refuses it: the broker's properties are a ``HashMap`` (4.9.7
-    ``Message.putProperty``), one value a name, and the two paths of this append disagreed (the
-    columnar one wrote both pairs, the reference, a ``dict``, the last).  A scan never yields one.
+    twice (:func:`_check_names_once`), then one holding an empty name or value
+    (:func:`_check_not_empty`), as an append of the message refuses either.  A scan never yields one.
     ``O(pairs)`` in Arrow.
 
     :raises InvalidMessageError: naming the row and the property.
@@ -107,10 +105,24 @@ def _check_property_pairs(batch: pa.RecordBatch, start: int) -> None:
     column = _map_column(batch)
     offsets = arrays.int64s(column.offsets)
     lo, hi = int(offsets[0]), int(offsets[-1])
-    if hi - lo < 2:
+    if hi == lo:
         return
     keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
-    rows = np.repeat(np.arange(batch.num_rows), np.diff(offsets))
+    rows = np.repeat(np.arange(batch.num_rows), np.diff(offsets))   # each pair's row
+    _check_names_once(keys, rows, start)
+    _check_not_empty(keys, column.items.slice(lo, hi - lo).cast(pa.binary()), rows, start)
+
+
+def _check_names_once(keys: pa.Array, rows: np.ndarray, start: int) -> None:
+    """Refuse a row whose properties (``keys``, each pair's row in ``rows``) name a property twice: the
+    broker's properties are a ``HashMap`` (4.9.7 ``Message.putProperty``), one value a name, and the
+    two paths of this append disagreed (the columnar one wrote both pairs, the reference, a ``dict``,
+    the last).
+
+    :raises InvalidMessageError: naming the row and the property.
+    """
+    if len(keys) < 2:
+        return
     # pairs sorted by row then name: a name twice in a row is two neighbours (pa.table, Table.group_by
     # and the numpy bridges import pandas, 0.25 s of a first small append: segstore.arrays' do not)
     pairs = pa.RecordBatch.from_arrays([arrays.from_numpy(rows), keys], names=["row", "name"])
@@ -149,21 +161,13 @@ def _millis(column: pa.Array, name: str) -> np.ndarray:
                                   f"found {column.type}") from err
 
 
-def _check_empty_properties(batch: pa.RecordBatch, start: int) -> None:
-    """Refuse a row (``start`` the batch's first row in the input) whose properties map holds an empty
+def _check_not_empty(keys: pa.Array, values: pa.Array, rows: np.ndarray, start: int) -> None:
+    """Refuse a row whose properties (``keys`` and ``values``, each pair's row in ``rows``) hold an empty
     name or value, as an append of the message refuses it (:func:`.message.empty_property`: 4.9.7
-    ``MessageDecoder.string2messageProperties`` drops the pair, so the row would scan back without it;
-    a scan never yields one).  ``O(pairs)`` in Arrow.
+    ``MessageDecoder.string2messageProperties`` drops the pair, so the row would scan back without it).
 
     :raises InvalidMessageError: naming the row and the property.
     """
-    column = _map_column(batch)
-    offsets = arrays.int64s(column.offsets)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    if hi == lo:
-        return
-    keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
-    values = column.items.slice(lo, hi - lo).cast(pa.binary())
     # lengths from the offsets (pc.equal(..., 0) makes a scalar of the 0, which imports pandas); a null
     # value is not an empty one
     empty = (np.diff(binary_buffers(keys)[0]) == 0) | (
@@ -171,7 +175,7 @@ def _check_empty_properties(batch: pa.RecordBatch, start: int) -> None:
     found = np.flatnonzero(empty)
     if len(found):
         pair = int(found[0])
-        row = int(np.searchsorted(offsets, lo + pair, side="right")) - 1
+        row = int(rows[pair])
         name, value = (keys[pair].as_py() or b"").decode("utf-8", "replace"), \
             (values[pair].as_py() or b"").decode("utf-8", "replace")
         raise empty_property(name, value, f" in row {start + row}")
