@@ -292,16 +292,16 @@ def high_watermark(store: PlanningStore, topic: str, partition: int, log_end: in
 
 
 def last_fetchable(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
-                   log_end: int) -> int:
+                   log_end: int, high: int | None = None) -> int:
     """Where the options' consumer of ``topic``/``partition`` (whose log ends at ``log_end``) reads up to: the
     high watermark (:func:`high_watermark`), or under ``read_committed`` the last stable offset (the first
     offset of a transaction still open, at most the high watermark), as the connector lists latest offsets
     with the consumer's isolation level (Kafka 3.8.0 Partition.fetchOffsetForTimestamp: lastFetchableOffset
     is ``lastStableOffset`` for READ_COMMITTED, ``highWatermark`` for READ_UNCOMMITTED).  Also the bound of
     a start time's lookup: ListOffsets answers a time whose first record is at or past it with no offset
-    (:func:`start_offset`)."""
+    (:func:`start_offset`).  ``high``: the high watermark, where the caller has it already."""
     if options.isolation != READ_COMMITTED:
-        return high_watermark(store, topic, partition, log_end)
+        return high_watermark(store, topic, partition, log_end) if high is None else high
     stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
     return log_end if stable is None else min(log_end, stable(topic, partition))
 
@@ -620,7 +620,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
-        latest = max(low, last_fetchable(store, options, topic, partition, log_end))
+        latest = max(low, last_fetchable(store, options, topic, partition, log_end, high))
         start = start_offset(store, options, topic, partition, low, high, latest=latest)
         end = end_offset(store, options, topic, partition, low, high)
         if timestamp_min is not None:
