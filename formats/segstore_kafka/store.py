@@ -697,9 +697,12 @@ class KafkaStore(Store):
     format = "kafka"
 
     def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
-                 explicit: Collection[str] = (), clock: Callable[[], int] = now_ms) -> None:
+                 explicit: Collection[str] = (), clock: Callable[[], int] = now_ms,
+                 static: Mapping[str, str] | None = None) -> None:
         """:param explicit: the config names the caller gave (they override each topic's own config in
-        the metadata log, :mod:`.topicconfig`)."""
+        the metadata log, :mod:`.topicconfig`).
+        :param static: the broker's ``server.properties`` names (:mod:`.brokerconfig`), under the metadata
+        log's dynamic broker configs (``config`` holds the topic configs they give already)."""
         super().__init__(path, mode)
         self.config = config or KafkaConfig()
         writable = mode == "a"
@@ -713,7 +716,8 @@ class KafkaStore(Store):
         self.metadata = self._load(kraft.load_image, "the metadata log")
         self.identity = self._load(kraft.node_identity, "meta.properties")
         self.topic_configs = TopicConfigs(self.config, explicit, self.metadata,
-                                          self.identity.node_id if self.identity is not None else None)
+                                          self.identity.node_id if self.identity is not None else None,
+                                          static)
         # Writers lock directories, never files: each partition locks its own directory (so
         # two writers on one partition collide whichever directory they opened) and a log
         # directory store also locks the log directory (its checkpoints, new partitions).
