@@ -207,3 +207,18 @@ def test_cli_convert_takes_the_destination_brokers_server_properties(tmp_path):
     assert len(sizes) > 1 and max(sizes) <= 100000
     with segstore.open(dst) as store:
         assert {r.timestamp_type for r in store.read("TopicB", 1)} == {"LogAppendTime"}
+
+
+# -- the log directory's own meta.properties -------------------------------------------------------------
+
+def test_meta_properties_is_read_as_kafka_reads_it(tmp_path):
+    """3.8 PropertiesUtils.readPropertiesFile: Properties.load of an InputStream, ISO-8859-1.  A comment an
+    operator wrote in Latin-1 (not UTF-8) is read past by the broker; it made segstore drop the whole file
+    (node id unknown, a verify problem).  Escapes are the file's too (Properties.store writes them)."""
+    log_dir = copy_writable(KRAFT_DIR, tmp_path / "logs")
+    (log_dir / "meta.properties").write_bytes(b"#\n# g\xe9r\xe9 par ops\nnode.id=\\\n  1\nversion=1\n"
+                                              b"cluster.id=EpwKlK0lR6qKZW0cGwZz8\\u0077\n")
+    with segstore.open(log_dir) as store:
+        assert (store.identity.node_id, store.identity.cluster_id) == (1, "EpwKlK0lR6qKZW0cGwZz8w")
+    code, _, err = cli_run("verify", log_dir)
+    assert code == 0 and "meta.properties" not in err, err
