@@ -222,3 +222,21 @@ def test_meta_properties_is_read_as_kafka_reads_it(tmp_path):
         assert (store.identity.node_id, store.identity.cluster_id) == (1, "EpwKlK0lR6qKZW0cGwZz8w")
     code, _, err = cli_run("verify", log_dir)
     assert code == 0 and "meta.properties" not in err, err
+
+
+def test_server_properties_offsets_retention_minutes_expires_group_offsets(tmp_path):
+    """The group coordinator expires an Empty group's offsets after offsets.retention.minutes (3.8
+    KafkaConfig: GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG, INT, atLeast(1)); the file's value
+    is the default of consumers' --offsets-retention-minutes, which wins over it."""
+    conf = _conf(tmp_path, "offsets.retention.minutes=1\n", "server.properties")
+    argv = ("consumers", KRAFT_DIR, "--all-groups", "--now-ms", "2025-01-24")
+    code, out, err = cli_run(*argv)
+    assert code == 0 and "order-group" in out, err
+    code, out, err = cli_run(*argv, "--config-file", conf)
+    assert "order-group" not in out and "offsets.retention.minutes=1" in err
+    code, out, err = cli_run(*argv, "--config-file", conf, "--offsets-retention-minutes", "100000")
+    assert code == 0 and "order-group" in out, err
+    bad = _conf(tmp_path, "offsets.retention.minutes=0\n", "bad.properties")
+    with pytest.raises(ConfigError, match=r"offsets\.retention\.minutes") as err_info:
+        segstore.config_file(bad, "kafka")
+    assert err_info.value.pos == 0

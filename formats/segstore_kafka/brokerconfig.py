@@ -7,7 +7,8 @@ minutes made ms; ``KafkaConfig.extractLogConfigMap``).  The dynamic broker confi
 override the file name by name before the synonyms are resolved (``DynamicBrokerConfig.updateCurrentConfig``:
 static, then the cluster default, then this broker's), and a topic's own configs override the result.
 
-The file's names are those of :data:`BROKER_SYNONYMS`; the broker's other names (``node.id``,
+The file's names are those of :data:`BROKER_SYNONYMS` and :data:`OFFSETS_RETENTION_MINUTES` (the group
+coordinator's, which the consumer-group calls take); the broker's other names (``node.id``,
 ``log.dirs``, ``listeners``...) do not make the files segstore reads or writes and are left out, as an
 unknown name is by the broker (it logs it, ``AbstractConfig.logUnused``).
 
@@ -18,6 +19,7 @@ given to ``open`` is the topic's, which wins over everything).  Pure: names in, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +28,7 @@ from segstore.errors import ConfigError
 #: The key of a store's config mapping holding the broker's static config: broker name -> text.
 SERVER_PROPERTIES = "server.properties"
 _HOURS, _MINUTES = 3_600_000, 60_000
+_INT_MAX = 2**31 - 1
 #: Topic config -> the broker configs that give its default, first set wins, with the factor to ms
 #: (server-common ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, for the names segstore uses).
 BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -51,6 +54,10 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "compression.lz4.level": (("compression.lz4.level", 1),),
     "compression.zstd.level": (("compression.zstd.level", 1),),
 }
+#: ``GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG`` (``INT``, ``atLeast(1)``): how long the
+#: group coordinator keeps an empty group's offsets; the consumer-group calls' default
+#: ``offsets_retention_ms``.
+OFFSETS_RETENTION_MINUTES = "offsets.retention.minutes"
 #: Broker name -> (the topic config it is a synonym of, the factor to ms).
 TOPIC_OF: dict[str, tuple[str, int]] = {broker: (topic, factor) for topic, synonyms in BROKER_SYNONYMS.items()
                                         for broker, factor in synonyms}
@@ -87,6 +94,16 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return out
 
 
+def offsets_retention_ms(static: Mapping[str, str]) -> int | None:
+    """The file's ``offsets.retention.minutes`` in ms; None where it gives none or one the broker refuses
+    (``ConfigDef`` trims the text, ``Integer.parseInt`` reads it, at least 1)."""
+    text = static.get(OFFSETS_RETENTION_MINUTES)
+    if text is None or re.fullmatch(r"[+-]?[0-9]+", text.strip()) is None:
+        return None
+    minutes = int(text.strip())
+    return minutes * _MINUTES if 1 <= minutes <= _INT_MAX else None
+
+
 def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
                     overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The config a Kafka ``server.properties`` gives, under ``overrides`` (topic config names, which win
@@ -100,9 +117,14 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
 
     static: dict[str, tuple[str, int]] = {}
     for name, value, pos in entries:
-        if name in TOPIC_OF:
+        if name in TOPIC_OF or name == OFFSETS_RETENTION_MINUTES:
             static[name] = (value, pos)
     for name, (value, pos) in static.items():
+        if name == OFFSETS_RETENTION_MINUTES:
+            if offsets_retention_ms({name: value}) is None:
+                raise ConfigError(f"expected {name} as the broker takes it (a whole number of minutes from 1 "
+                                  f"to {_INT_MAX}), found {value!r}", path, pos)
+            continue
         topic, _ = TOPIC_OF[name]
         try:
             KafkaConfig.from_mapping({topic: resolve([{name: value}])[topic]})
