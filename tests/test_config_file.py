@@ -240,3 +240,12 @@ def test_server_properties_offsets_retention_minutes_expires_group_offsets(tmp_p
     with pytest.raises(ConfigError, match=r"offsets\.retention\.minutes") as err_info:
         segstore.config_file(bad, "kafka")
     assert err_info.value.pos == 0
+
+
+def test_a_broker_name_given_to_config_says_where_it_goes(tmp_path):
+    """--config takes topic config names; log.retention.hours is the broker's synonym of retention.ms
+    (ServerTopicConfigSynonyms): the refusal says so, and names --config-file for the broker's file."""
+    code, out, err = cli_run("info", FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                             "--config", "log.retention.hours=24")
+    assert (code, out) == (2, "")
+    assert "the broker's synonym of retention.ms" in err and "--config-file" in err

@@ -47,7 +47,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, resolve
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, resolve
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -281,8 +281,12 @@ class KafkaConfig:
                 continue
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
+                synonym = TOPIC_OF.get(str(raw_name).replace("_", "."))
+                hint = (f" (a broker config: the broker's synonym of {synonym[0]}, which --config takes; "
+                        f"the broker's own server.properties goes with --config-file)" if synonym else
+                        did_you_mean(str(raw_name), (n.replace('_', '.') for n in known)))
                 raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}"
-                                  f"{did_you_mean(str(raw_name), (n.replace('_', '.') for n in known))}")
+                                  f"{hint}")
             if isinstance(known[name].default, int):
                 values[name] = _config_int(raw_name, raw)
             elif name == "cleanup_policy":
