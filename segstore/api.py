@@ -91,11 +91,18 @@ def config_file(path: str | os.PathLike[str], format: str, **overrides: Any) -> 
     :raises NotFoundError: no file at ``path``.
     :raises UnsupportedOperationError: ``format`` reads no broker config file.
     """
-    from .properties import read_properties
+    from .properties import line_number, parse_entries
 
     shown = os.fspath(path)
-    entries = [(entry.key, entry.value, entry.pos) for entry in read_properties(shown)]
-    return registry.get(format).config_from_file(entries, shown, overrides)
+    data = files.read_bytes(shown)
+    try:
+        entries = [(entry.key, entry.value, entry.pos) for entry in parse_entries(data, shown)]
+        return registry.get(format).config_from_file(entries, shown, overrides)
+    except ConfigError as err:
+        if err.path != shown or err.pos is None:
+            raise
+        # the line too, as an editor shows it (the position is its first byte)
+        raise ConfigError(f"line {line_number(data, err.pos)}: {err.message}", shown, err.pos) from err
 
 
 #: the keywords of :func:`open` itself (the rest are the format's config names)

@@ -173,6 +173,13 @@ def parse_properties(data: bytes, path: str = "<memory>") -> dict[str, str]:
     return {entry.key: entry.value for entry in parse_entries(data, path)}
 
 
+def line_number(data: bytes, pos: int) -> int:
+    """The natural line (from 1) that byte ``pos`` of ``data`` is on: lines end at \\n, \\r or \\r\\n,
+    as ``LineReader`` ends them."""
+    head = data[:pos].replace(b"\r\n", b"\n")
+    return head.count(b"\n") + head.count(b"\r") + 1
+
+
 def read_properties(path: str | os.PathLike[str]) -> list[Entry]:
     """The entries of the properties file at ``path`` (:func:`parse_entries`).
 

@@ -82,6 +82,14 @@ def test_a_value_the_broker_reads_otherwise_is_refused_not_trimmed(tmp_path, lin
     assert (err.value.path, err.value.pos) == (str(path), len("brokerName=a\n"))
 
 
+def test_an_error_names_the_line_as_an_editor_counts_it(tmp_path):
+    """Lines end at \\n, \\r or \\r\\n (Properties.LineReader); a continued line is named by its first."""
+    path = _conf(tmp_path, "# c\r\nbrokerName=a\rlistenPort=\\\n  10911\nfileReservedTime=x\n")
+    with pytest.raises(ConfigError, match=r"^.*:\d+: line 5: expected fileReservedTime") as err:
+        segstore.config_file(path, "rocketmq")
+    assert path.read_bytes()[err.value.pos:].startswith(b"fileReservedTime=x")
+
+
 def test_values_the_broker_reads_as_they_are_are_taken(tmp_path):
     path = _conf(tmp_path, "messageIndexEnable=TRUE\nmappedFileSizeCommitLog=+262144\n"
                            "messageDelayLevel=1s 5s \nbrokerRole=SLAVE\n")
@@ -135,7 +143,7 @@ def test_cli_config_file_errors_exit_2(tmp_path):
     assert "expected a broker config file (--config-file), found no such file" in err
     bad = _conf(tmp_path, "mappedFileSizeCommitLog=262144 \n")
     code, out, err = cli_run("info", store, "--config-file", bad)
-    assert (code, out) == (2, "") and f"{bad}:0: expected mappedFileSizeCommitLog" in err
+    assert (code, out) == (2, "") and f"{bad}:0: line 1: expected mappedFileSizeCommitLog" in err
     code, out, err = cli_run("info", store, "--config-file", bad,
                              "--config", "mappedFileSizeCommitLog=262144")
     assert code == 0, err
