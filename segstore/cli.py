@@ -109,6 +109,14 @@ def store_config(args: argparse.Namespace, fmt: str) -> dict[str, Any]:
         return config
     from .api import config_file
 
+    if files.not_regular(path) == "a FIFO":         # --config-file <(cmd): a pipe, read once
+        with files.spooled_file(path) as copy:
+            try:
+                return config_file(copy, fmt, **config)
+            except ConfigError as err:
+                if err.path != copy:
+                    raise
+                raise ConfigError(err.message, path, err.pos) from err
     _require_input_file(path, "a broker config file (--config-file)")
     return config_file(path, fmt, **config)
 

@@ -257,3 +257,24 @@ def test_a_broker_name_given_to_config_says_where_it_goes(tmp_path):
                              "--config", "log.retention.hours=24")
     assert (code, out) == (2, "")
     assert "the broker's synonym of retention.ms" in err and "--config-file" in err
+
+
+def test_cli_config_file_from_a_pipe(tmp_path):
+    """--config-file <(cmd) (a FIFO, read once), as write --input <(cmd) is taken; errors name the FIFO."""
+    import threading
+
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    fifo = tmp_path / "conf.fifo"
+    for text, expected_code in (("brokerName=a\nmappedFileSizeCommitLog=262144\n", 0),
+                                ("brokerName=a\nmappedFileSizeCommitLog=262144 \n", 2)):
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=fifo.write_text, args=(text,))
+        writer.start()
+        code, out, err = cli_run("info", store, "--config-file", fifo, "--json")
+        writer.join()
+        fifo.unlink()
+        assert code == expected_code, err
+        if code:
+            assert f"{fifo}:13: line 2: expected mappedFileSizeCommitLog" in err
+        else:
+            assert '"mappedFileSizeCommitLog": 262144' in out
