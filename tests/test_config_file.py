@@ -278,3 +278,18 @@ def test_cli_config_file_from_a_pipe(tmp_path):
             assert f"{fifo}:13: line 2: expected mappedFileSizeCommitLog" in err
         else:
             assert '"mappedFileSizeCommitLog": 262144' in out
+
+
+def test_server_properties_values_are_trimmed_as_configdef_trims_them(tmp_path):
+    """3.8 ConfigDef.parseType trims every value (String.trim) before parsing it, strings too: a blank
+    after LogAppendTime or gzip is no other value to the broker, and was refused here."""
+    conf = _conf(tmp_path, "log.message.timestamp.type=LogAppendTime \ncompression.type=gzip\t\n"
+                           "log.segment.bytes = 2048\\u0000\n", "server.properties")
+    config = segstore.config_file(conf, "kafka")
+    assert config["server.properties"] == {"log.message.timestamp.type": "LogAppendTime",
+                                           "compression.type": "gzip", "log.segment.bytes": "2048"}
+    from segstore_kafka.partition import KafkaConfig
+
+    parsed = KafkaConfig.from_mapping(config)
+    assert (parsed.message_timestamp_type, parsed.compression_type, parsed.segment_bytes) == \
+        ("LogAppendTime", "gzip", 2048)

@@ -94,13 +94,19 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return out
 
 
+def java_trim(text: str) -> str:
+    """``String.trim``: the characters up to U+0020 (blanks, tabs, line ends, other controls) cut from
+    both ends, as 3.8 ``ConfigDef.parseType`` cuts them from every value before parsing it."""
+    return text.strip("".join(map(chr, range(0x21))))
+
+
 def offsets_retention_ms(static: Mapping[str, str]) -> int | None:
     """The file's ``offsets.retention.minutes`` in ms; None where it gives none or one the broker refuses
     (``ConfigDef`` trims the text, ``Integer.parseInt`` reads it, at least 1)."""
     text = static.get(OFFSETS_RETENTION_MINUTES)
-    if text is None or re.fullmatch(r"[+-]?[0-9]+", text.strip()) is None:
+    if text is None or re.fullmatch(r"[+-]?[0-9]+", java_trim(text)) is None:
         return None
-    minutes = int(text.strip())
+    minutes = int(java_trim(text))
     return minutes * _MINUTES if 1 <= minutes <= _INT_MAX else None
 
 
@@ -118,7 +124,7 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
     static: dict[str, tuple[str, int]] = {}
     for name, value, pos in entries:
         if name in TOPIC_OF or name == OFFSETS_RETENTION_MINUTES:
-            static[name] = (value, pos)
+            static[name] = (java_trim(value), pos)      # ConfigDef.parseType trims every value first
     for name, (value, pos) in static.items():
         if name == OFFSETS_RETENTION_MINUTES:
             if offsets_retention_ms({name: value}) is None:
