@@ -293,3 +293,25 @@ def test_server_properties_values_are_trimmed_as_configdef_trims_them(tmp_path):
     parsed = KafkaConfig.from_mapping(config)
     assert (parsed.message_timestamp_type, parsed.compression_type, parsed.segment_bytes) == \
         ("LogAppendTime", "gzip", 2048)
+
+
+def test_a_topics_own_string_config_is_trimmed_as_logconfig_parses_it(tmp_path):
+    """The controller stores a topic config's text as given (ConfigRecord) and the broker parses it with
+    ConfigDef.parseType, which trims it (3.8): 'LogAppendTime ' in the metadata log is LogAppendTime.
+    It was 'not applied', and the topic written as CreateTime, uncompressed."""
+    from kafka_messages import config, partition, topic
+    from test_kafka_metadata import write_metadata_log
+
+    logs = tmp_path / "logs"
+    topic_id = "AAAAAAAAAAAAAAAAAAAAEQ"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append({"topic": "t", "value": b"v", "timestamp": 1})
+    write_metadata_log(logs, [topic("t", topic_id), partition(topic_id, 0, [1]),
+                              config("t", "message.timestamp.type", "LogAppendTime "),
+                              config("t", "compression.type", "gzip\t")])
+    (logs / "t-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    with segstore.open(logs) as store:
+        found = store.topic_configs.for_topic("t")
+    assert (found.config.message_timestamp_type, found.config.compression_type, found.notes) == \
+        ("LogAppendTime", "gzip", ())

@@ -47,7 +47,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, resolve
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, resolve
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -294,7 +294,9 @@ class KafkaConfig:
                 # around them (COMMA_WITH_WHITESPACE), so "compact, delete" is both policies
                 values[name] = ",".join(re.split(r"\s*,\s*", str(raw).strip()))
             else:
-                values[name] = str(raw)
+                # a STRING: ConfigDef.parseType trims it (String.trim) before the validator sees it, for a
+                # topic's own config in the metadata log as for the broker's
+                values[name] = java_trim(str(raw))
         parsed = cls(**values)
         parsed._validate()
         return parsed
