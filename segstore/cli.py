@@ -826,6 +826,9 @@ class _Follower:
         #: the format's change marker of the store when the last look that succeeded started
         #: (``FormatPlugin.change_marker``; None: the next look reads)
         self.marker: Hashable | None = None
+        #: the config each format's looks open the store with, read once (``--config-file <(cmd)`` is a
+        #: pipe, which a second look would wait on forever)
+        self.configs: dict[str, dict[str, Any]] = {}
 
     def look_again(self, out: TextIO) -> None:
         """One look; none where the store's change marker is the one the last look started from (it
@@ -890,7 +893,9 @@ class _Follower:
         committed = args.isolation == READ_COMMITTED
         partition = _partition(args)
         fmt = resolve_store(args.path, self.format)
-        with open_store(args.path, format=fmt, mode="r", **store_config(args, fmt)) as store:
+        if fmt not in self.configs:
+            self.configs[fmt] = store_config(args, fmt)
+        with open_store(args.path, format=fmt, mode="r", **self.configs[fmt]) as store:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()

@@ -315,3 +315,41 @@ def test_a_topics_own_string_config_is_trimmed_as_logconfig_parses_it(tmp_path):
         found = store.topic_configs.for_topic("t")
     assert (found.config.message_timestamp_type, found.config.compression_type, found.notes) == \
         ("LogAppendTime", "gzip", ())
+
+
+def test_dump_follow_reads_a_piped_config_file_once(tmp_path):
+    """dump --follow opens the store at each look; a --config-file <(cmd) is a pipe that gives its text
+    once, and a second read of it waited forever for a writer: the follow printed nothing more."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    store = tmp_path / "store"
+    with segstore.open(store, "rocketmq", "a", mappedFileSizeCommitLog=4096) as writer:
+        writer.append({"topic": "T", "body": b"first"})
+    fifo = tmp_path / "broker.conf"
+    os.mkfifo(fifo)
+    threading.Thread(target=fifo.write_text, args=("brokerName=a\nmappedFileSizeCommitLog=4096\n",),
+                     daemon=True).start()
+    root = FIXTURES.parent
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'formats'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(store), "--json", "--follow",
+                             "--interval", "0.05", "--config-file", str(fifo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with segstore.open(store, "rocketmq", "a", mappedFileSizeCommitLog=4096) as writer:
+            writer.append({"topic": "T", "body": b"second"})
+        deadline = time.monotonic() + 20
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(lines) == 2, proc.stderr.read1() if proc.poll() is not None else lines
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
