@@ -353,3 +353,15 @@ def test_dump_follow_reads_a_piped_config_file_once(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=60)
+
+
+def test_server_properties_given_as_a_path_is_a_config_error():
+    """open(..., **{"server.properties": "/etc/kafka/server.properties"}) (the file's path where the
+    mapping config_file gives belongs) was an AttributeError from deep inside; a ConfigError now, saying
+    what goes there."""
+    with pytest.raises(ConfigError, match=r"segstore\.config_file"):
+        segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                      **{"server.properties": "/etc/kafka/server.properties"})
+    with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                       **{"server.properties": {"log.segment.bytes": 2048}}) as store:
+        assert store.config.segment_bytes == 2048

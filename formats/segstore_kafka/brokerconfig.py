@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, cut
 
 #: The key of a store's config mapping holding the broker's static config: broker name -> text.
 SERVER_PROPERTIES = "server.properties"
@@ -61,6 +61,22 @@ OFFSETS_RETENTION_MINUTES = "offsets.retention.minutes"
 #: Broker name -> (the topic config it is a synonym of, the factor to ms).
 TOPIC_OF: dict[str, tuple[str, int]] = {broker: (topic, factor) for topic, synonyms in BROKER_SYNONYMS.items()
                                         for broker, factor in synonyms}
+
+
+def static_layer(config: Mapping[str, Any]) -> dict[str, str]:
+    """The :data:`SERVER_PROPERTIES` of a store's config mapping (empty without one), names and values as
+    text.
+
+    :raises ConfigError: it is not a mapping (a file's path given in its place, say).
+    """
+    static = config.get(SERVER_PROPERTIES)
+    if static is None:
+        return {}
+    if not isinstance(static, Mapping):
+        raise ConfigError(f"expected {SERVER_PROPERTIES} as a mapping of broker config names to their text "
+                          f"(what segstore.config_file(FILE, 'kafka') gives), found {type(static).__name__} "
+                          f"{cut(static)}")
+    return {str(name): str(value) for name, value in static.items()}
 
 
 def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:

@@ -59,7 +59,7 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
-from .brokerconfig import SERVER_PROPERTIES, resolve
+from .brokerconfig import SERVER_PROPERTIES, resolve, static_layer
 from .kraft import METADATA_TOPIC
 from .partition import MAX_TOPIC_LENGTH, KafkaConfig
 from .topicconfig import COMPACTED_INTERNAL_TOPICS
@@ -660,7 +660,7 @@ class KafkaConversion(FormatConversion):
         KafkaConfig.from_mapping(dict(config))
         # a server.properties (--config-file) gives every topic's default: its log.message.timestamp.type
         # and compression.type decide the batches as much as the topic names do
-        static = resolve([config.get(SERVER_PROPERTIES) or {}])
+        static = resolve([static_layer(config)])
         names = {**{name: value.strip() for name, value in static.items()},
                  **{str(name).replace("_", "."): str(value).strip() for name, value in config.items()
                     if name != SERVER_PROPERTIES}}

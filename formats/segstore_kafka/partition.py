@@ -47,7 +47,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, resolve
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, resolve, static_layer
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -267,11 +267,10 @@ class KafkaConfig:
         """
         known = {f.name: f for f in fields(cls)}
         values: dict[str, Any] = {}
-        static = config.get(SERVER_PROPERTIES)
-        if static is not None:
+        if SERVER_PROPERTIES in config:
             # the broker's server.properties: the topic configs it gives, under those given by name
             given = {name.replace(".", "_") for name in config}
-            config = {**{name: value for name, value in resolve([static]).items()
+            config = {**{name: value for name, value in resolve([static_layer(config)]).items()
                          if name.replace(".", "_") not in given},
                       **{name: value for name, value in config.items() if name != SERVER_PROPERTIES}}
         for raw_name, raw in config.items():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from segstore import files
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
-from .brokerconfig import SERVER_PROPERTIES
+from .brokerconfig import SERVER_PROPERTIES, static_layer
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
 
@@ -90,9 +90,9 @@ class KafkaFormat(FormatPlugin):
         from .store import KafkaStore
 
         indexes, layout_options, config = split_options(config)
-        static = config.get(SERVER_PROPERTIES) or {}
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config),
-                           explicit=[name for name in config if name != SERVER_PROPERTIES], static=static)
+                           explicit=[name for name in config if name != SERVER_PROPERTIES],
+                           static=static_layer(config))
         return attach(store, indexes, layout_options)
 
     def config_from_file(self, entries: Sequence[tuple[str, str, int]], path: str,
