@@ -13,17 +13,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import open
+    from .api import config_file, open
     from .errors import SegstoreError
     from .records import Message, Record
     from .store import AppendResult, DumpLine, Problem, QueryRequest, QueryResult, Store
 
 __all__ = ["AppendResult", "DumpLine", "Message", "Problem", "QueryRequest", "QueryResult", "Record",
-           "SegstoreError", "Store", "open"]
+           "SegstoreError", "Store", "config_file", "open"]
 __version__ = "0.1.0"
 
 #: the module each name of :data:`__all__` comes from
-_HOMES = {"open": ".api", "SegstoreError": ".errors", "Message": ".records", "Record": ".records",
+_HOMES = {"open": ".api", "config_file": ".api", "SegstoreError": ".errors", "Message": ".records",
+          "Record": ".records",
           **{name: ".store" for name in ("AppendResult", "DumpLine", "Problem", "QueryRequest", "QueryResult",
                                          "Store")}}
 

@@ -75,6 +75,36 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         raise
 
 
+def config_file(path: str | os.PathLike[str], format: str, **overrides: Any) -> dict[str, Any]:
+    """The config :func:`open` takes (``open(store, format, **config_file(...))``) from a broker's own
+    config file: RocketMQ's ``broker.conf``, Kafka's ``server.properties``, under ``overrides``.
+
+    The file is read as both brokers read it, with ``java.util.Properties.load`` (:mod:`.properties`),
+    and its names applied as that broker applies them (the format's
+    :meth:`~segstore.plugin.FormatPlugin.config_from_file`): the names concerning the store are taken,
+    the others ignored, as the broker ignores what its storage does not use.  A name of ``overrides``
+    (one of :func:`open`'s config names) wins over the file's value.
+
+    :param format: the broker whose file it is (``"rocketmq"``, ``"kafka"``): the file does not say.
+    :raises ConfigError: a malformed file (a bad ``\\uXXXX`` escape), or a value the store cannot take as
+        the broker takes it, naming the file and the byte of its line.
+    :raises NotFoundError: no file at ``path``.
+    :raises UnsupportedOperationError: ``format`` reads no broker config file.
+    """
+    from .properties import line_number, parse_entries
+
+    shown = os.fspath(path)
+    data = files.read_bytes(shown)
+    try:
+        entries = [(entry.key, entry.value, entry.pos) for entry in parse_entries(data, shown)]
+        return registry.get(format).config_from_file(entries, shown, overrides)
+    except ConfigError as err:
+        if err.path != shown or err.pos is None:
+            raise
+        # the line too, as an editor shows it (the position is its first byte)
+        raise ConfigError(f"line {line_number(data, err.pos)}: {err.message}", shown, err.pos) from err
+
+
 #: the keywords of :func:`open` itself (the rest are the format's config names)
 _OPEN_KEYWORDS = ("format", "mode", "storage_options", "indexes")
 

@@ -95,6 +95,32 @@ def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
     return parse_config(pairs)
 
 
+def store_config(args: argparse.Namespace, fmt: str) -> dict[str, Any]:
+    """The config a command opens a ``fmt`` store with: ``--config-file FILE`` (the broker's own config
+    file, ``broker.conf`` / ``server.properties``, read and applied as that broker does:
+    :func:`segstore.api.config_file`) under ``--config NAME=VALUE``, which wins over the file.
+
+    :raises UsageError: no file at ``--config-file``.
+    :raises ConfigError: a ``--config`` pair, or the file, the format refuses.
+    """
+    config = _parse_config(args.config)
+    path = getattr(args, "config_file", None)
+    if path is None:
+        return config
+    from .api import config_file
+
+    if files.not_regular(path) == "a FIFO":         # --config-file <(cmd): a pipe, read once
+        with files.spooled_file(path) as copy:
+            try:
+                return config_file(copy, fmt, **config)
+            except ConfigError as err:
+                if err.path != copy:
+                    raise
+                raise ConfigError(err.message, path, err.pos) from err
+    _require_input_file(path, "a broker config file (--config-file)")
+    return config_file(path, fmt, **config)
+
+
 def format_name(text: str) -> str:
     """``--format``: a format's name (an empty one would read as none given: ``write`` took the default
     format for it); a name no plugin registers is refused where the store is opened."""
@@ -125,7 +151,7 @@ def resolve_store(path: str, fmt: str | None) -> str:
 
 def _open(args: argparse.Namespace, mode: str = "r") -> Any:
     fmt = resolve_store(args.path, args.format)
-    return open_store(args.path, format=fmt, mode=mode, **_parse_config(args.config))
+    return open_store(args.path, format=fmt, mode=mode, **store_config(args, fmt))
 
 
 def _partition(args: argparse.Namespace) -> int | None:
@@ -800,6 +826,9 @@ class _Follower:
         #: the format's change marker of the store when the last look that succeeded started
         #: (``FormatPlugin.change_marker``; None: the next look reads)
         self.marker: Hashable | None = None
+        #: the config each format's looks open the store with, read once (``--config-file <(cmd)`` is a
+        #: pipe, which a second look would wait on forever)
+        self.configs: dict[str, dict[str, Any]] = {}
 
     def look_again(self, out: TextIO) -> None:
         """One look; none where the store's change marker is the one the last look started from (it
@@ -864,7 +893,9 @@ class _Follower:
         committed = args.isolation == READ_COMMITTED
         partition = _partition(args)
         fmt = resolve_store(args.path, self.format)
-        with open_store(args.path, format=fmt, mode="r", **_parse_config(args.config)) as store:
+        if fmt not in self.configs:
+            self.configs[fmt] = store_config(args, fmt)
+        with open_store(args.path, format=fmt, mode="r", **self.configs[fmt]) as store:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()
@@ -1485,7 +1516,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an empty or missing directory to write a spec into, found one with "
                              f"{len(files.list_dir(args.path))} entries", args.path)
         registry.check_new_store(args.path, fmt)
-        merged = {**spec.get("config", {}), **config}
+        merged = {**spec.get("config", {}), **store_config(args, fmt)}
         items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
         unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
         with files.RemovedOnFailure(args.path), \
@@ -1611,6 +1642,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                 _check_unassigned(obj, number, pos, shown)
     first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
     fmt = _target_format(args.path, args.format, first_dumped)
+    config = store_config(args, fmt)
     for other, (number, pos) in dumped.items():
         if other != fmt:
             raise InvalidMessageError(f"line {number}: expected messages for a {fmt} store, found a {other} "
@@ -2551,6 +2583,11 @@ def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:
 
 # -- parser --------------------------------------------------------------------
 
+#: ``--config-file``'s help (every command that takes ``--config``)
+CONFIG_FILE_HELP = ("the broker's own config file (RocketMQ broker.conf, Kafka server.properties), read as "
+                    "the broker reads it: the names concerning the store taken, the others ignored; "
+                    "--config wins over it")
+
 def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = False) -> None:
     """The store path and ``--format``/``--config``.  ``path_after_optional_values``: the command has
     options whose value may be left out (``consumers --state [STATES]``), which take a path written
@@ -2561,6 +2598,7 @@ def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = Fa
                    help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
+    p.add_argument("--config-file", metavar="FILE", help=CONFIG_FILE_HELP)
 
 
 def _selectors(p: argparse.ArgumentParser) -> None:
@@ -2739,6 +2777,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help=f"the format PATH must hold ({', '.join(registry.names())}); detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
+    p.add_argument("--config-file", metavar="FILE", help=CONFIG_FILE_HELP)
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this, or one of 'TagA || TagB' ('*': all), "

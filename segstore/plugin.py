@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import importlib
 import itertools
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -127,6 +127,19 @@ class FormatPlugin(abc.ABC):
     @abc.abstractmethod
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay a compat-fixture spec into a new store at ``path`` (``segstore write --spec``)."""
+
+    def config_from_file(self, entries: Sequence[tuple[str, str, int]], path: str,
+                         overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """The config (:meth:`open`'s ``**config``) that the broker's own config file at ``path`` gives,
+        under ``overrides`` (names of :meth:`open`'s config, which replace what the file says): the file
+        read as ``java.util.Properties.load`` reads it (:mod:`segstore.properties`), ``entries`` its
+        ``(name, value, byte position)`` in file order.  Names the broker takes that do not concern the
+        store are left out, as the broker's storage never sees them.
+
+        :raises ConfigError: a value the store cannot take as the broker takes it, naming ``path``.
+        :raises UnsupportedOperationError: the format reads no broker config file (the default).
+        """
+        raise UnsupportedOperationError(f"{self.name} stores take no broker config file", path)
 
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """Why a new directory ``name`` may not be made in ``parent`` where ``parent`` holds a store of

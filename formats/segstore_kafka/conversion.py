@@ -59,6 +59,7 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
+from .brokerconfig import SERVER_PROPERTIES, resolve, static_layer
 from .kraft import METADATA_TOPIC
 from .partition import MAX_TOPIC_LENGTH, KafkaConfig
 from .topicconfig import COMPACTED_INTERNAL_TOPICS
@@ -657,7 +658,12 @@ class KafkaConversion(FormatConversion):
         :raises ConversionOptionError: a config the options contradict.
         """
         KafkaConfig.from_mapping(dict(config))
-        names = {str(name).replace("_", "."): str(value).strip() for name, value in config.items()}
+        # a server.properties (--config-file) gives every topic's default: its log.message.timestamp.type
+        # and compression.type decide the batches as much as the topic names do
+        static = resolve([static_layer(config)])
+        names = {**{name: value.strip() for name, value in static.items()},
+                 **{str(name).replace("_", "."): str(value).strip() for name, value in config.items()
+                    if name != SERVER_PROPERTIES}}
         given = names.get("compression.type")
         codec = "none" if given == "uncompressed" else given
         if codec in self.compressions and codec != compression:

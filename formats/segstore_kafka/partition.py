@@ -47,6 +47,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, resolve, static_layer
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -266,6 +267,12 @@ class KafkaConfig:
         """
         known = {f.name: f for f in fields(cls)}
         values: dict[str, Any] = {}
+        if SERVER_PROPERTIES in config:
+            # the broker's server.properties: the topic configs it gives, under those given by name
+            given = {name.replace(".", "_") for name in config}
+            config = {**{name: value for name, value in resolve([static_layer(config)]).items()
+                         if name.replace(".", "_") not in given},
+                      **{name: value for name, value in config.items() if name != SERVER_PROPERTIES}}
         for raw_name, raw in config.items():
             name = raw_name.replace(".", "_")
             if name in BROKER_ONLY:
@@ -273,8 +280,12 @@ class KafkaConfig:
                 continue
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
+                synonym = TOPIC_OF.get(str(raw_name).replace("_", "."))
+                hint = (f" (a broker config: the broker's synonym of {synonym[0]}, which --config takes; "
+                        f"the broker's own server.properties goes with --config-file)" if synonym else
+                        did_you_mean(str(raw_name), (n.replace('_', '.') for n in known)))
                 raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}"
-                                  f"{did_you_mean(str(raw_name), (n.replace('_', '.') for n in known))}")
+                                  f"{hint}")
             if isinstance(known[name].default, int):
                 values[name] = _config_int(raw_name, raw)
             elif name == "cleanup_policy":
@@ -282,7 +293,9 @@ class KafkaConfig:
                 # around them (COMMA_WITH_WHITESPACE), so "compact, delete" is both policies
                 values[name] = ",".join(re.split(r"\s*,\s*", str(raw).strip()))
             else:
-                values[name] = str(raw)
+                # a STRING: ConfigDef.parseType trims it (String.trim) before the validator sees it, for a
+                # topic's own config in the metadata log as for the broker's
+                values[name] = java_trim(str(raw))
         parsed = cls(**values)
         parsed._validate()
         return parsed

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
+from .brokerconfig import SERVER_PROPERTIES, static_layer
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
 
@@ -89,8 +90,18 @@ class KafkaFormat(FormatPlugin):
         from .store import KafkaStore
 
         indexes, layout_options, config = split_options(config)
-        store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config), explicit=list(config))
+        store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config),
+                           explicit=[name for name in config if name != SERVER_PROPERTIES],
+                           static=static_layer(config))
         return attach(store, indexes, layout_options)
+
+    def config_from_file(self, entries: Sequence[tuple[str, str, int]], path: str,
+                         overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``server.properties`` as the 3.8 broker applies it (:func:`.brokerconfig.from_properties`):
+        the broker's defaults of the topic configs, under each topic's own and under ``overrides``."""
+        from .brokerconfig import from_properties
+
+        return from_properties(entries, path, overrides)
 
     def change_marker(self, path: str) -> Hashable | None:
         """The names, inodes, sizes and modification times of the files of the log directory or partition

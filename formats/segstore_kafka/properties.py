@@ -2,7 +2,8 @@
 
 Layouts (UTF-8 text, Kafka 3.8.0)::
 
-    meta.properties      (metadata/.../properties/MetaProperties.java; java.util.Properties text)
+    meta.properties      (metadata/.../properties/MetaProperties.java; java.util.Properties text,
+                          read by segstore.properties as PropertiesUtils.readPropertiesFile reads it)
         #comment lines            '#' or '!' first
         version=1                 0: a ZooKeeper broker's (broker.id), 1: a KRaft node's (node.id)
         cluster.id=EpwKlK0lR6qKZW0cGwZz8w
@@ -27,6 +28,7 @@ import re
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
+from segstore.properties import parse_properties
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -35,47 +37,17 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 _WHITE_SPACES = re.compile(r"\s+")
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """``java.util.Properties.load`` for the plain ``key=value`` / ``key: value`` / ``key value`` lines
-    Kafka writes: comment lines (``#``, ``!``) and blank lines skipped, the key ending at the first
-    unescaped ``=``, ``:`` or white space, a backslash before one of them (or at a line's end, joining
-    the next line) kept out of the text."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.lstrip(" \t\f")
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry, logical = "".join(logical), []
-        key_chars: list[str] = []
-        i = 0
-        while i < len(entry):
-            char = entry[i]
-            if char == "\\" and i + 1 < len(entry):
-                key_chars.append(entry[i + 1])
-                i += 2
-                continue
-            if char in "=: \t\f":
-                break
-            key_chars.append(char)
-            i += 1
-        rest = entry[i:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t\f")
-        out["".join(key_chars)] = rest.replace("\\\\", "\\")
-    return out
-
-
 def read_meta_properties(log_dir: str) -> dict[str, str] | None:
-    """The log directory's ``meta.properties`` as a dict (None when the file is absent)."""
+    """The log directory's ``meta.properties`` as a dict (None when the file is absent), read as 3.8
+    ``PropertiesUtils.readPropertiesFile`` reads it: ``Properties.load`` of the file's bytes
+    (:func:`segstore.properties.parse_properties`: ISO-8859-1, so any byte in a comment is read).
+
+    :raises ConfigError: a malformed ``\\uXXXX`` escape (that broker's load throws).
+    """
     path = os.path.join(log_dir, META_PROPERTIES)
     if not files.is_file(path):
         return None
-    return parse_properties(files.read_text(path))
+    return parse_properties(files.read_bytes(path), path)
 
 
 def topic_id_bytes(text: str) -> bytes | None:

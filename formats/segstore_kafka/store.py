@@ -68,6 +68,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft, partitioner
+from .brokerconfig import offsets_retention_ms
 from .dirnames import named_path, partition_numbers
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
@@ -697,9 +698,12 @@ class KafkaStore(Store):
     format = "kafka"
 
     def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
-                 explicit: Collection[str] = (), clock: Callable[[], int] = now_ms) -> None:
+                 explicit: Collection[str] = (), clock: Callable[[], int] = now_ms,
+                 static: Mapping[str, str] | None = None) -> None:
         """:param explicit: the config names the caller gave (they override each topic's own config in
-        the metadata log, :mod:`.topicconfig`)."""
+        the metadata log, :mod:`.topicconfig`).
+        :param static: the broker's ``server.properties`` names (:mod:`.brokerconfig`), under the metadata
+        log's dynamic broker configs (``config`` holds the topic configs they give already)."""
         super().__init__(path, mode)
         self.config = config or KafkaConfig()
         writable = mode == "a"
@@ -712,8 +716,12 @@ class KafkaStore(Store):
         self._cluster_problems: list[Problem] = []
         self.metadata = self._load(kraft.load_image, "the metadata log")
         self.identity = self._load(kraft.node_identity, "meta.properties")
+        retention = offsets_retention_ms(static or {})
+        #: the server.properties' offsets.retention.minutes: the group calls' default offsets_retention_ms
+        self._group_defaults = {} if retention is None else {"offsets_retention_ms": retention}
         self.topic_configs = TopicConfigs(self.config, explicit, self.metadata,
-                                          self.identity.node_id if self.identity is not None else None)
+                                          self.identity.node_id if self.identity is not None else None,
+                                          static)
         # Writers lock directories, never files: each partition locks its own directory (so
         # two writers on one partition collide whichever directory they opened) and a log
         # directory store also locks the log directory (its checkpoints, new partitions).
@@ -1886,15 +1894,16 @@ class KafkaStore(Store):
                         **options: Any) -> ConsumerGroups:
         """:meth:`Store.consumer_groups` from ``__consumer_offsets`` as the group coordinator loads it
         (:mod:`.groups`): offsets expired at ``now_ms`` (default: the newest record's time in the topic)
-        after ``offsets_retention_ms`` (default 7 days, ``offsets.retention.minutes``); log end offsets
-        are the high watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``,
-        Python per distinct key (:mod:`.coordinator`).
+        after ``offsets_retention_ms`` (default: the ``offsets.retention.minutes`` of the
+        ``server.properties`` the store was opened with, else 7 days); log end offsets are the high
+        watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``, Python per
+        distinct key (:mod:`.coordinator`).
         """
         from . import groups
 
         self._check_open()
         self._check_group_call(group, now_ms=now_ms, any_group=True)
-        retention_ms = groups.retention_ms(options)
+        retention_ms = groups.retention_ms({**self._group_defaults, **options})
         notes: list[str] = []
         damage: list[str] = []
         logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, damage,
@@ -1948,7 +1957,7 @@ class KafkaStore(Store):
         self._check_writable()
         self._check_commit(group, offsets)
         self._check_group_call(group, now_ms=now_ms)
-        retention = groups.retention_ms(options)
+        retention = groups.retention_ms({**self._group_defaults, **options})
         held = self._partitions()
         for (topic, partition), offset in offsets.items():
             start, end = self.offset_range(topic, partition) if (topic, partition) in held else (0, None)

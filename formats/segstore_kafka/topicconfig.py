@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from segstore.errors import ConfigError
 
+from .brokerconfig import BROKER_SYNONYMS, resolve
 from .kraft import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
 from .partition import KafkaConfig
 
@@ -33,34 +34,6 @@ COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_stat
 INTERNAL_TOPICS = COMPACTED_INTERNAL_TOPICS | {"__share_group_state"}
 COMPACT = "compact"
 METADATA_LOG_SOURCE = "the metadata log"
-_HOURS, _MINUTES = 3_600_000, 60_000
-#: Topic config -> the broker configs that give its default, first set wins, with the factor to ms
-#: (server-common ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, for the names segstore uses).
-BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
-    "segment.bytes": (("log.segment.bytes", 1),),
-    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOURS)),
-    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
-    "retention.bytes": (("log.retention.bytes", 1),),
-    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", _MINUTES),
-                     ("log.retention.hours", _HOURS)),
-    "max.message.bytes": (("message.max.bytes", 1),),
-    "index.interval.bytes": (("log.index.interval.bytes", 1),),
-    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
-    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
-    "cleanup.policy": (("log.cleanup.policy", 1),),
-    "compression.type": (("compression.type", 1),),
-    "message.timestamp.type": (("log.message.timestamp.type", 1),),
-    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOURS)),
-    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
-    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
-    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
-    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
-    "compression.gzip.level": (("compression.gzip.level", 1),),
-    "compression.lz4.level": (("compression.lz4.level", 1),),
-    "compression.zstd.level": (("compression.zstd.level", 1),),
-}
-
-
 def field_name(name: str) -> str:
     """A config name as :class:`KafkaConfig` spells it (``segment.bytes`` -> ``segment_bytes``)."""
     return name.strip().replace(".", "_")
@@ -101,11 +74,15 @@ class TopicConfigs:
     :param explicit: the names the command line gave (either spelling).
     :param image: the metadata image, None without a metadata log.
     :param node_id: this node's id (``meta.properties``): its own dynamic broker configs apply.
+    :param static: the broker's ``server.properties`` (broker names, :mod:`.brokerconfig`), which the
+        metadata log's dynamic broker configs override name by name.
     """
 
     def __init__(self, base: KafkaConfig, explicit: Collection[str] = (),
-                 image: MetadataImage | None = None, node_id: int | None = None) -> None:
+                 image: MetadataImage | None = None, node_id: int | None = None,
+                 static: Mapping[str, str] | None = None) -> None:
         self.base = base
+        self.static = dict(static or {})
         self.node_id = node_id
         self.explicit = frozenset(field_name(n) for n in explicit)
         self.image = image
@@ -175,28 +152,20 @@ class TopicConfigs:
             return False
 
     def _broker_defaults(self) -> dict[str, str]:
-        """The topic configs the metadata log's dynamic broker configs give every topic: this node's
-        (``ConfigRecord`` of the broker resource named by its id) over the cluster default's (the
-        broker resource named ""), each by its first synonym that is set (``ServerTopicConfigSynonyms``)."""
+        """The topic configs the metadata log's dynamic broker configs give every topic: the broker's
+        ``server.properties``, the cluster default's (the broker resource named "") and this node's
+        (``ConfigRecord`` of the broker resource named by its id) merged as the broker merges them
+        (:func:`.brokerconfig.resolve`), each topic config by its first synonym that is set
+        (``ServerTopicConfigSynonyms``).  Only the topic configs a dynamic config gives a synonym of: the
+        file's alone are in the base config already."""
         if self.image is None:
             return {}
         layers = [self.image.configs.get((BROKER_RESOURCE, "")) or {}]
         if self.node_id is not None:
             layers.append(self.image.configs.get((BROKER_RESOURCE, str(self.node_id))) or {})
-        out: dict[str, str] = {}
-        for layer in layers:
-            for name, synonyms in BROKER_SYNONYMS.items():
-                for synonym, factor in synonyms:
-                    value = layer.get(synonym)
-                    if value is not None:
-                        out[name] = (value if factor == 1 or not value.lstrip("-").isdigit()
-                                     else str(int(value) * factor))
-                        break
-        # KafkaConfig.logRetentionTimeMillis: whichever synonym gave it, a negative time is -1 (forever)
-        retention = out.get("retention.ms")
-        if retention is not None and retention.lstrip("-").isdigit() and int(retention) < 0:
-            out["retention.ms"] = "-1"
-        return out
+        dynamic = {name for name, synonyms in BROKER_SYNONYMS.items()
+                   if any(synonym in layer for layer in layers for synonym, _ in synonyms)}
+        return {name: value for name, value in resolve([self.static, *layers]).items() if name in dynamic}
 
     def notes(self, topics: Collection[str]) -> list[str]:
         """One line per config of these topics that the command line overrode or that was not applied."""

@@ -12,7 +12,7 @@ Topic names follow ``TopicValidator`` (rocketmq-common): characters ``[%|a-zA-Z0
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -547,3 +547,83 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "enableLmq": _bool,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}
+
+#: The parsers of names whose broker field is an ``int`` or ``long`` (``MixAll.properties2Object``:
+#: ``Integer.parseInt`` / ``Long.parseLong`` of the text as the file holds it) and of ``boolean`` ones
+#: (``Boolean.parseBoolean``).
+_WHOLE_PARSERS = frozenset({_positive_int, _index_num, _java_int, _non_negative_java_int, _java_long,
+                            _non_negative_java_long, _port})
+#: ``BrokerConfig``/``NettyServerConfig`` names a ``broker.conf`` sets that make the store host
+#: (:func:`_store_host_from_broker_names`), by the parser of their text.
+_STORE_HOST_PARTS: dict[str, Callable[[Any], Any]] = {"brokerIP1": str, "listenPort": _port}
+#: String fields whose text the broker uses untrimmed where segstore's parser trims it.
+_UNTRIMMED_STRINGS = frozenset({"deleteWhen", "brokerIP1"})
+
+
+def _broker_parser(name: str) -> Callable[[Any], Any] | None:
+    """The parser of a name the store takes from a broker's config file; None for any other name."""
+    if name in _PARSERS:
+        return _PARSERS[name]
+    if name in IGNORED:
+        return IGNORED[name][0]
+    if name in DEFAULT_ONLY:
+        return DEFAULT_ONLY[name][0]
+    return _STORE_HOST_PARTS.get(name)
+
+
+def _check_file_text(name: str, text: str) -> None:
+    """Refuse a value of a broker config file that the broker reads otherwise than segstore's parser
+    (which trims it, as ``--config`` values are): ``MixAll.properties2Object`` (4.9.7) hands the text to
+    ``Integer.parseInt`` / ``Long.parseLong`` / ``Boolean.parseBoolean`` / the setter as the file holds
+    it, trailing blanks and all, and swallows what they throw.
+
+    :raises ValueError: what the broker does with it instead.
+    """
+    parser = _broker_parser(name)
+    if parser in _WHOLE_PARSERS and _JAVA_INT.fullmatch(text) is None:
+        raise ValueError(f"Integer.parseInt/Long.parseLong throw on {text!r}: MixAll.properties2Object "
+                         f"ignores the line and the broker keeps its default")
+    if parser is _bool and text.lower() not in ("true", "false"):
+        raise ValueError(f"Boolean.parseBoolean reads {text!r} as false (only 'true', in any case, is "
+                         f"true)")
+    if name in _UNTRIMMED_STRINGS and text != text.strip():
+        raise ValueError(f"the broker uses the text as it is, blanks and all ({text!r})")
+
+
+def from_properties(entries: Iterable[tuple[str, str, int]], path: str,
+                    overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The config a RocketMQ ``broker.conf`` gives, under ``overrides`` (``--config``): the mapping
+    :meth:`BrokerConfig.from_mapping` takes.
+
+    4.9.7 ``BrokerStartup.createBrokerController`` loads the file as ``java.util.Properties`` and hands
+    the one object to ``MixAll.properties2Object`` for ``BrokerConfig``, ``NettyServerConfig``,
+    ``NettyClientConfig`` and ``MessageStoreConfig``, each taking the names of its setters and silently
+    ignoring every other.  So here: the names :meth:`BrokerConfig.from_mapping` takes are taken (their
+    text checked as the broker parses it, :func:`_check_file_text`), ``brokerIP1``/``listenPort`` make
+    the store host, and every other name (``brokerName``, ``namesrvAddr``, a name no class knows) is
+    ignored, as the broker ignores it.  A name of ``overrides`` replaces the file's (``storeHost`` the
+    file's ``brokerIP1``/``listenPort``).
+
+    :param entries: ``(name, value, byte position)`` in file order (a later name wins).
+    :raises ConfigError: a value the broker reads otherwise or the store does not take, naming ``path``
+        and the byte of its line.
+    """
+    taken: dict[str, tuple[str, int]] = {}
+    for name, value, pos in entries:
+        if _broker_parser(name) is not None:
+            taken[name] = (value, pos)
+    overrides = dict(overrides or {})
+    if "storeHost" in overrides:
+        for name in _STORE_HOST_PARTS:
+            taken.pop(name, None)
+    for name, (value, pos) in taken.items():
+        if name in overrides:
+            continue
+        try:
+            _check_file_text(name, value)
+            BrokerConfig.from_mapping({name: value})
+        except ValueError as err:       # ConfigError too
+            reason = err.message if isinstance(err, ConfigError) else f"expected {name} as the broker " \
+                f"reads it, found {value!r} ({err})"
+            raise ConfigError(reason, path, pos) from err
+    return {**{name: value for name, (value, _) in taken.items()}, **overrides}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
@@ -69,6 +69,14 @@ class RocketMQFormat(FormatPlugin):
 
         indexes, layout_options, config = split_options(config)
         return attach(RocketMQStore(path, mode, config), indexes, layout_options)
+
+    def config_from_file(self, entries: Sequence[tuple[str, str, int]], path: str,
+                         overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``broker.conf`` as the 4.9.7 broker applies it to its config classes
+        (:func:`.config.from_properties`): the store's names taken, the others ignored."""
+        from .config import from_properties
+
+        return from_properties(entries, path, overrides)
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append message lines (:mod:`.jsonl`): plain ones in RocketMQ field names (``topic, queue_id,

@@ -6,16 +6,16 @@ import argparse
 from typing import Any, TextIO
 
 from segstore import registry
-from segstore.cli import check_store_path, resolve_store
+from segstore.cli import check_store_path, resolve_store, store_config
 
-from . import COMPRESSIONS, convert, parse_config
+from . import COMPRESSIONS, convert
 
 
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
     check_store_path(args.dst)
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
-                     config=parse_config(args.config), resume=args.resume, verify=args.verify,
+                     config=store_config(args, args.to), resume=args.resume, verify=args.verify,
                      force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,
                      decompress_bodies=args.decompress_bodies)
     for line in report.lines():
@@ -34,6 +34,9 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--compression", default="none", choices=COMPRESSIONS, help="batch compression (Kafka)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a destination config value, by the broker's own name (repeatable)")
+    p.add_argument("--config-file", metavar="FILE",
+                   help="the destination broker's own config file (RocketMQ broker.conf, Kafka "
+                        "server.properties), read as that broker reads it; --config wins over it")
     p.add_argument("--timestamp", default="born", choices=("born", "store"),
                    help="Kafka timestamp: RocketMQ born time (CreateTime) or store time (LogAppendTime)")
     p.add_argument("--decompress-bodies", action="store_true",

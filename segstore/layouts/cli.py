@@ -17,7 +17,7 @@ import sys
 from typing import Any, TextIO
 
 from segstore.api import open as open_store
-from segstore.cli import format_name
+from segstore.cli import CONFIG_FILE_HELP, format_name
 from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class, present_layouts
@@ -32,10 +32,10 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from segstore.cli import resolve_store  # the path must exist and hold the format asked for
+    from segstore.cli import resolve_store, store_config  # the path must exist and hold the format asked for
 
     fmt = resolve_store(args.path, args.format)
-    return open_store(args.path, format=fmt, mode="r", **_pairs(args.config, "--config"))
+    return open_store(args.path, format=fmt, mode="r", **store_config(args, fmt))
 
 
 def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
@@ -144,6 +144,7 @@ def add_commands(subparsers: Any) -> None:
         p.add_argument("--format", type=format_name, help="the format PATH must hold; detected if omitted")
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a format config value, by the broker's own name (repeatable)")
+        p.add_argument("--config-file", metavar="FILE", help=CONFIG_FILE_HELP)
         if name == "build":
             p.add_argument("--option", action="append", metavar="NAME=VALUE",
                            help="a layout option (key.index.headers=h1,h2; layout.interval.bytes=N; ...)")

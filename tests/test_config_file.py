@@ -1,0 +1,367 @@
+"""``--config-file FILE`` / ``segstore.config_file``: the broker's own config file, read and applied as the
+broker does.
+
+RocketMQ 4.9.7 ``BrokerStartup.createBrokerController``: ``Properties.load`` of ``broker.conf``, then
+``MixAll.properties2Object`` into ``BrokerConfig``, ``NettyServerConfig``, ``NettyClientConfig`` and
+``MessageStoreConfig`` (each takes its setters' names, ignores every other, and hands the text untrimmed to
+``Integer.parseInt`` / ``Boolean.parseBoolean``, swallowing what they throw).  Kafka 3.8 ``Utils.loadProps``
+of ``server.properties`` into ``KafkaConfig``, whose log configs are every topic's defaults
+(``KafkaConfig.extractLogConfigMap``), under the metadata log's dynamic broker configs
+(``DynamicBrokerConfig.updateCurrentConfig``/``overrideProps``) and each topic's own configs.
+The sample files are the distributions' own (compat_fixtures/broker-configs/PROVENANCE.txt).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, cli_run, copy_writable
+
+import segstore
+from segstore.errors import ConfigError
+
+CONFIGS = FIXTURES / "broker-configs"
+ROCKETMQ_CONF = CONFIGS / "rocketmq-4.9.7"
+KAFKA_CONF = CONFIGS / "kafka-3.8.0"
+KRAFT_DIR = FIXTURES / "real" / "kraft-confluent-7.5.1"
+
+
+def _conf(tmp_path: Path, text: str, name: str = "broker.conf") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    return path
+
+
+# -- RocketMQ ------------------------------------------------------------------------------------------
+
+def test_the_distributions_broker_conf_takes_the_store_names_and_ignores_the_others():
+    """distribution/conf/broker.conf: brokerClusterName, brokerName, brokerId (BrokerConfig) are no store
+    names; deleteWhen, fileReservedTime, brokerRole, flushDiskType are."""
+    assert segstore.config_file(ROCKETMQ_CONF / "broker.conf", "rocketmq") == {
+        "deleteWhen": "04", "fileReservedTime": "48", "brokerRole": "ASYNC_MASTER",
+        "flushDiskType": "ASYNC_FLUSH"}
+    slave = segstore.config_file(ROCKETMQ_CONF / "broker-a-s.properties", "rocketmq")
+    assert slave["brokerRole"] == "SLAVE"
+
+
+def test_a_dledger_broker_conf_is_refused_naming_its_line():
+    """distribution/conf/dledger/broker-n0.conf sets enableDLegerCommitLog=true: a commitlog segstore does
+    not read, refused where --config refuses it, naming the file and the byte of the line."""
+    path = ROCKETMQ_CONF / "broker-n0.conf"
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(path, "rocketmq")
+    assert err.value.path == str(path)
+    assert path.read_bytes()[err.value.pos:].startswith(b"enableDLegerCommitLog=true")
+
+
+def test_a_name_no_config_class_knows_is_ignored_as_the_broker_ignores_it(tmp_path):
+    """properties2Object looks up only its setters' names: a typo or another tool's name changes nothing
+    on the broker, and nothing here (the store keeps the default, as that broker does)."""
+    path = _conf(tmp_path, "mapedFileSizeCommitLog=1024\nnamesrvAddr=127.0.0.1:9876\nlistenPort=10911\n")
+    assert segstore.config_file(path, "rocketmq") == {"listenPort": "10911"}
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("mappedFileSizeCommitLog=262144 ", "Integer.parseInt"),     # the broker keeps 1 GiB files
+    ("fileReservedTime = 48\t", "Integer.parseInt"),
+    ("transactionTimeOut=6000 ", "Long.parseLong"),
+    ("messageIndexEnable=true ", "reads 'true ' as false"),        # Boolean.parseBoolean: false
+    ("messageIndexEnable=yes", "reads 'yes' as false"),
+    ("deleteWhen=04 ", "blanks and all"),                         # UtilAll.isItTimeToDo throws on '04 '
+    ("flushDiskType=SYNC_FLUSH ", "SYNC_FLUSH"),                  # FlushDiskType.valueOf throws
+])
+def test_a_value_the_broker_reads_otherwise_is_refused_not_trimmed(tmp_path, line, why):
+    """MixAll.properties2Object (4.9.7) does not trim: 'mappedFileSizeCommitLog=262144 ' makes
+    Integer.parseInt throw, which it swallows, and the broker maps 1 GiB files.  Trimmed, segstore would
+    read the store with other file sizes than the broker; refused, naming the line."""
+    path = _conf(tmp_path, "brokerName=a\n" + line + "\n")
+    with pytest.raises(ConfigError, match=why) as err:
+        segstore.config_file(path, "rocketmq")
+    assert (err.value.path, err.value.pos) == (str(path), len("brokerName=a\n"))
+
+
+def test_an_error_names_the_line_as_an_editor_counts_it(tmp_path):
+    """Lines end at \\n, \\r or \\r\\n (Properties.LineReader); a continued line is named by its first."""
+    path = _conf(tmp_path, "# c\r\nbrokerName=a\rlistenPort=\\\n  10911\nfileReservedTime=x\n")
+    with pytest.raises(ConfigError, match=r"^.*:\d+: line 5: expected fileReservedTime") as err:
+        segstore.config_file(path, "rocketmq")
+    assert path.read_bytes()[err.value.pos:].startswith(b"fileReservedTime=x")
+
+
+def test_values_the_broker_reads_as_they_are_are_taken(tmp_path):
+    path = _conf(tmp_path, "messageIndexEnable=TRUE\nmappedFileSizeCommitLog=+262144\n"
+                           "messageDelayLevel=1s 5s \nbrokerRole=SLAVE\n")
+    config = segstore.config_file(path, "rocketmq")
+    assert config["messageDelayLevel"] == "1s 5s "      # String.split(" ") drops the trailing empty part
+    from segstore_rocketmq.config import BrokerConfig
+
+    parsed = BrokerConfig.from_mapping(config)
+    assert (parsed.messageIndexEnable, parsed.mappedFileSizeCommitLog) == (True, 262144)
+
+
+def test_broker_ip_and_listen_port_make_the_store_host_of_written_messages(tmp_path):
+    """BrokerController.getStoreHost: new InetSocketAddress(brokerIP1, listenPort)."""
+    path = _conf(tmp_path, "brokerIP1 = 10.1.2.3\nlistenPort : 30911\n")
+    store_dir = tmp_path / "store"
+    with segstore.open(store_dir, "rocketmq", "a", **segstore.config_file(path, "rocketmq")) as store:
+        store.append({"topic": "T", "body": b"x"})
+    with segstore.open(store_dir) as store:
+        assert str(next(iter(store.scan())).store_host) == "10.1.2.3:30911"
+
+
+def test_config_overrides_the_files_value(tmp_path):
+    path = _conf(tmp_path, "fileReservedTime=48\nbrokerIP1=10.1.2.3\nlistenPort=30911\n")
+    assert segstore.config_file(path, "rocketmq", fileReservedTime="1", listenPort="1") == {
+        "fileReservedTime": "1", "brokerIP1": "10.1.2.3", "listenPort": "1"}
+    # storeHost given replaces what brokerIP1/listenPort would make (else: both given, refused)
+    assert segstore.config_file(path, "rocketmq", storeHost="1.2.3.4:5") == {
+        "fileReservedTime": "48", "storeHost": "1.2.3.4:5"}
+    # an override is taken as --config takes it, the file's bad value under it never looked at
+    bad = _conf(tmp_path, "mappedFileSizeCommitLog=262144 \n", "bad.conf")
+    assert segstore.config_file(bad, "rocketmq", mappedFileSizeCommitLog="262144") == {
+        "mappedFileSizeCommitLog": "262144"}
+
+
+def test_cli_config_file_sizes_the_files_write_makes(tmp_path):
+    conf = _conf(tmp_path, "brokerClusterName = DefaultCluster\nbrokerName = broker-a\n"
+                           "mappedFileSizeCommitLog = 262144\nmappedFileSizeConsumeQueue 640\n")
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "T", "body": "x"}\n')
+    store_dir = tmp_path / "store"
+    code, _, err = cli_run("write", store_dir, "--input", lines, "--config-file", conf)
+    assert code == 0, err
+    assert [os.path.getsize(p) for p in (store_dir / "commitlog").iterdir()] == [262144]
+    assert [os.path.getsize(p) for p in (store_dir / "consumequeue" / "T" / "0").iterdir()] == [640]
+
+
+def test_cli_config_file_errors_exit_2(tmp_path):
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    code, out, err = cli_run("info", store, "--config-file", tmp_path / "missing.conf")
+    assert (code, out) == (2, "")
+    assert "expected a broker config file (--config-file), found no such file" in err
+    bad = _conf(tmp_path, "mappedFileSizeCommitLog=262144 \n")
+    code, out, err = cli_run("info", store, "--config-file", bad)
+    assert (code, out) == (2, "") and f"{bad}:0: line 1: expected mappedFileSizeCommitLog" in err
+    code, out, err = cli_run("info", store, "--config-file", bad,
+                             "--config", "mappedFileSizeCommitLog=262144")
+    assert code == 0, err
+    malformed = _conf(tmp_path, "a=\\u00G0\n", "malformed.conf")
+    code, out, err = cli_run("info", store, "--config-file", malformed)
+    assert (code, out) == (2, "") and "Malformed" in err
+
+
+# -- Kafka ---------------------------------------------------------------------------------------------
+
+def test_the_distributions_server_properties_give_the_log_configs():
+    """config/kraft/server.properties: log.retention.hours and log.segment.bytes are log configs; node.id,
+    log.dirs, listeners... make no file segstore reads, and are left out."""
+    assert segstore.config_file(KAFKA_CONF / "kraft-server.properties", "kafka") == {
+        "server.properties": {"log.retention.hours": "168", "log.segment.bytes": "1073741824"}}
+    assert segstore.config_file(KAFKA_CONF / "server.properties", "kafka") == {
+        "server.properties": {"log.retention.hours": "168"}}
+
+
+def test_server_properties_are_each_topics_default_under_its_own_config(tmp_path):
+    """The KRaft log dir's __consumer_offsets has its own cleanup.policy=compact and segment.bytes=104857600
+    in the metadata log: they win over the file's log.cleanup.policy / log.segment.bytes, as the broker's
+    LogManager takes a topic's own configs over the broker's defaults; the other topics take the file's.
+    Given as --config (topic names), the same values would override every topic's own."""
+    conf = _conf(tmp_path, "node.id=1\nlog.dirs=/var/lib/kafka/data\nlog.segment.bytes=1048576\n"
+                           "log.cleanup.policy=delete\nlog.retention.hours=24\n", "server.properties")
+    config = segstore.config_file(conf, "kafka")
+    with segstore.open(KRAFT_DIR, "kafka", **config) as store:
+        offsets = store.topic_configs.config_for("__consumer_offsets")
+        other = store.topic_configs.config_for("delivery-create-request")
+    assert (offsets.segment_bytes, offsets.cleanup_policy) == (104857600, "compact")
+    assert (other.segment_bytes, other.cleanup_policy, other.retention_ms) == (1048576, "delete", 86_400_000)
+    with segstore.open(KRAFT_DIR, "kafka", **segstore.config_file(conf, "kafka", **{"segment.bytes": 2048})) \
+            as store:
+        assert store.topic_configs.config_for("__consumer_offsets").segment_bytes == 2048
+
+
+def test_log_retention_synonyms_resolve_as_the_broker_resolves_them():
+    """KafkaConfig.logRetentionTimeMillis: ms over minutes over hours, a negative time -1; a dynamic broker
+    config replaces the static one's synonyms (DynamicBrokerConfig.overrideProps removes them)."""
+    from segstore_kafka.brokerconfig import resolve
+
+    assert resolve([{"log.retention.hours": "2", "log.retention.minutes": "3"}])["retention.ms"] == "180000"
+    assert resolve([{"log.retention.hours": "-1"}])["retention.ms"] == "-1"
+    assert resolve([{"log.retention.ms": "5"}, {"log.retention.hours": "1"}])["retention.ms"] == "3600000"
+    assert resolve([{"log.roll.hours": "1"}])["segment.ms"] == "3600000"
+
+
+def test_a_value_the_broker_refuses_is_refused_naming_its_line(tmp_path):
+    conf = _conf(tmp_path, "node.id=1\nlog.retention.hours=a week\n", "server.properties")
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(conf, "kafka")
+    assert (err.value.path, err.value.pos) == (str(conf), len("node.id=1\n"))
+    assert "log.retention.hours" in err.value.message
+
+
+def test_cli_convert_takes_the_destination_brokers_server_properties(tmp_path):
+    conf = _conf(tmp_path, "log.segment.bytes=100000\nlog.message.timestamp.type=LogAppendTime\n",
+                 "server.properties")
+    dst = tmp_path / "logs"
+    src = FIXTURES / "rocketmq" / "basic" / "store"
+    # LogAppendTime batches are what --timestamp store writes: --timestamp born contradicts the file
+    code, _, err = cli_run("convert", src, dst, "--to", "kafka", "--config-file", conf)
+    assert code == 2 and "expected --timestamp store" in err and not dst.exists()
+    code, _, err = cli_run("convert", src, dst, "--to", "kafka", "--config-file", conf,
+                           "--timestamp", "store")
+    assert code == 0, err
+    sizes = [os.path.getsize(p) for p in (dst / "TopicB-1").glob("*.log")]
+    assert len(sizes) > 1 and max(sizes) <= 100000
+    with segstore.open(dst) as store:
+        assert {r.timestamp_type for r in store.read("TopicB", 1)} == {"LogAppendTime"}
+
+
+# -- the log directory's own meta.properties -------------------------------------------------------------
+
+def test_meta_properties_is_read_as_kafka_reads_it(tmp_path):
+    """3.8 PropertiesUtils.readPropertiesFile: Properties.load of an InputStream, ISO-8859-1.  A comment an
+    operator wrote in Latin-1 (not UTF-8) is read past by the broker; it made segstore drop the whole file
+    (node id unknown, a verify problem).  Escapes are the file's too (Properties.store writes them)."""
+    log_dir = copy_writable(KRAFT_DIR, tmp_path / "logs")
+    (log_dir / "meta.properties").write_bytes(b"#\n# g\xe9r\xe9 par ops\nnode.id=\\\n  1\nversion=1\n"
+                                              b"cluster.id=EpwKlK0lR6qKZW0cGwZz8\\u0077\n")
+    with segstore.open(log_dir) as store:
+        assert (store.identity.node_id, store.identity.cluster_id) == (1, "EpwKlK0lR6qKZW0cGwZz8w")
+    code, _, err = cli_run("verify", log_dir)
+    assert code == 0 and "meta.properties" not in err, err
+
+
+def test_server_properties_offsets_retention_minutes_expires_group_offsets(tmp_path):
+    """The group coordinator expires an Empty group's offsets after offsets.retention.minutes (3.8
+    KafkaConfig: GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG, INT, atLeast(1)); the file's value
+    is the default of consumers' --offsets-retention-minutes, which wins over it."""
+    conf = _conf(tmp_path, "offsets.retention.minutes=1\n", "server.properties")
+    argv = ("consumers", KRAFT_DIR, "--all-groups", "--now-ms", "2025-01-24")
+    code, out, err = cli_run(*argv)
+    assert code == 0 and "order-group" in out, err
+    code, out, err = cli_run(*argv, "--config-file", conf)
+    assert "order-group" not in out and "offsets.retention.minutes=1" in err
+    code, out, err = cli_run(*argv, "--config-file", conf, "--offsets-retention-minutes", "100000")
+    assert code == 0 and "order-group" in out, err
+    bad = _conf(tmp_path, "offsets.retention.minutes=0\n", "bad.properties")
+    with pytest.raises(ConfigError, match=r"offsets\.retention\.minutes") as err_info:
+        segstore.config_file(bad, "kafka")
+    assert err_info.value.pos == 0
+
+
+def test_a_broker_name_given_to_config_says_where_it_goes(tmp_path):
+    """--config takes topic config names; log.retention.hours is the broker's synonym of retention.ms
+    (ServerTopicConfigSynonyms): the refusal says so, and names --config-file for the broker's file."""
+    code, out, err = cli_run("info", FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                             "--config", "log.retention.hours=24")
+    assert (code, out) == (2, "")
+    assert "the broker's synonym of retention.ms" in err and "--config-file" in err
+
+
+def test_cli_config_file_from_a_pipe(tmp_path):
+    """--config-file <(cmd) (a FIFO, read once), as write --input <(cmd) is taken; errors name the FIFO."""
+    import threading
+
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    fifo = tmp_path / "conf.fifo"
+    for text, expected_code in (("brokerName=a\nmappedFileSizeCommitLog=262144\n", 0),
+                                ("brokerName=a\nmappedFileSizeCommitLog=262144 \n", 2)):
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=fifo.write_text, args=(text,))
+        writer.start()
+        code, out, err = cli_run("info", store, "--config-file", fifo, "--json")
+        writer.join()
+        fifo.unlink()
+        assert code == expected_code, err
+        if code:
+            assert f"{fifo}:13: line 2: expected mappedFileSizeCommitLog" in err
+        else:
+            assert '"mappedFileSizeCommitLog": 262144' in out
+
+
+def test_server_properties_values_are_trimmed_as_configdef_trims_them(tmp_path):
+    """3.8 ConfigDef.parseType trims every value (String.trim) before parsing it, strings too: a blank
+    after LogAppendTime or gzip is no other value to the broker, and was refused here."""
+    conf = _conf(tmp_path, "log.message.timestamp.type=LogAppendTime \ncompression.type=gzip\t\n"
+                           "log.segment.bytes = 2048\\u0000\n", "server.properties")
+    config = segstore.config_file(conf, "kafka")
+    assert config["server.properties"] == {"log.message.timestamp.type": "LogAppendTime",
+                                           "compression.type": "gzip", "log.segment.bytes": "2048"}
+    from segstore_kafka.partition import KafkaConfig
+
+    parsed = KafkaConfig.from_mapping(config)
+    assert (parsed.message_timestamp_type, parsed.compression_type, parsed.segment_bytes) == \
+        ("LogAppendTime", "gzip", 2048)
+
+
+def test_a_topics_own_string_config_is_trimmed_as_logconfig_parses_it(tmp_path):
+    """The controller stores a topic config's text as given (ConfigRecord) and the broker parses it with
+    ConfigDef.parseType, which trims it (3.8): 'LogAppendTime ' in the metadata log is LogAppendTime.
+    It was 'not applied', and the topic written as CreateTime, uncompressed."""
+    from kafka_messages import config, partition, topic
+    from test_kafka_metadata import write_metadata_log
+
+    logs = tmp_path / "logs"
+    topic_id = "AAAAAAAAAAAAAAAAAAAAEQ"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append({"topic": "t", "value": b"v", "timestamp": 1})
+    write_metadata_log(logs, [topic("t", topic_id), partition(topic_id, 0, [1]),
+                              config("t", "message.timestamp.type", "LogAppendTime "),
+                              config("t", "compression.type", "gzip\t")])
+    (logs / "t-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    with segstore.open(logs) as store:
+        found = store.topic_configs.for_topic("t")
+    assert (found.config.message_timestamp_type, found.config.compression_type, found.notes) == \
+        ("LogAppendTime", "gzip", ())
+
+
+def test_dump_follow_reads_a_piped_config_file_once(tmp_path):
+    """dump --follow opens the store at each look; a --config-file <(cmd) is a pipe that gives its text
+    once, and a second read of it waited forever for a writer: the follow printed nothing more."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    store = tmp_path / "store"
+    with segstore.open(store, "rocketmq", "a", mappedFileSizeCommitLog=4096) as writer:
+        writer.append({"topic": "T", "body": b"first"})
+    fifo = tmp_path / "broker.conf"
+    os.mkfifo(fifo)
+    threading.Thread(target=fifo.write_text, args=("brokerName=a\nmappedFileSizeCommitLog=4096\n",),
+                     daemon=True).start()
+    root = FIXTURES.parent
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'formats'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(store), "--json", "--follow",
+                             "--interval", "0.05", "--config-file", str(fifo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with segstore.open(store, "rocketmq", "a", mappedFileSizeCommitLog=4096) as writer:
+            writer.append({"topic": "T", "body": b"second"})
+        deadline = time.monotonic() + 20
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(lines) == 2, proc.stderr.read1() if proc.poll() is not None else lines
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
+def test_server_properties_given_as_a_path_is_a_config_error():
+    """open(..., **{"server.properties": "/etc/kafka/server.properties"}) (the file's path where the
+    mapping config_file gives belongs) was an AttributeError from deep inside; a ConfigError now, saying
+    what goes there."""
+    with pytest.raises(ConfigError, match=r"segstore\.config_file"):
+        segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                      **{"server.properties": "/etc/kafka/server.properties"})
+    with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
+                       **{"server.properties": {"log.segment.bytes": 2048}}) as store:
+        assert store.config.segment_bytes == 2048
