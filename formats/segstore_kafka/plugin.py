@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from segstore import files
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
-from .brokerconfig import SERVER_PROPERTIES, static_layer
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
 
@@ -86,6 +85,7 @@ class KafkaFormat(FormatPlugin):
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""
         from segstore.layouts import attach, split_options
 
+        from .brokerconfig import SERVER_PROPERTIES, static_layer
         from .partition import KafkaConfig
         from .store import KafkaStore
 
