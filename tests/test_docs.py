@@ -55,3 +55,85 @@ def test_no_page_points_outside_the_repository_or_at_an_issue(page):
         if re.match(r"[a-z]+://", target):
             continue
         assert (page.parent / target).resolve().exists(), f"{page.name}: {target}"
+
+
+def _section(page: str, heading: str) -> str:
+    """The text of ``page`` under ``heading`` up to the next heading of its level."""
+    text = (ROOT / "docs" / page).read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find(f"\n{heading.split()[0]} ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def _first_column(section: str) -> set[str]:
+    """The backticked names of the first column of a section's tables."""
+    return {name for line in section.splitlines() if line.startswith("| `")
+            for name in re.findall(r"`([^`]+)`", line.split("|")[1])}
+
+
+def test_kafka_md_lists_every_topic_config_the_plugin_takes_and_no_other():
+    """Its table is the names ``KafkaConfig`` sets (``max.message.bytes`` was missing); the names taken
+    and ignored (``BROKER_ONLY``) are named in the section."""
+    from dataclasses import fields
+
+    from segstore_kafka.partition import BROKER_ONLY, KafkaConfig
+
+    section = _section("kafka.md", "## Config names")
+    assert _first_column(section) == {f.name.replace("_", ".") for f in fields(KafkaConfig)}
+    named = set(re.findall(r"`([a-z0-9.]+)`", section))
+    assert {name.replace("_", ".") for name in BROKER_ONLY} <= named
+
+
+def test_rocketmq_md_lists_every_config_name_the_plugin_takes_and_no_other():
+    """Its table is the names ``BrokerConfig`` sets, plus broker.conf's ``brokerIP1``/``listenPort`` for
+    ``storeHost`` (``transactionTimeOut``, ``transactionCheckMax`` and ``autoMessageVersionOnTopicLen``
+    were missing); the names taken and ignored, or taken at their default only, are named below it."""
+    from dataclasses import fields
+
+    from segstore_rocketmq.config import DEFAULT_ONLY, IGNORED, BrokerConfig
+
+    section = _section("rocketmq.md", "## Config names")
+    table, rest = section.split("### Broker names taken and ignored", 1)
+    assert _first_column(table) == {f.name for f in fields(BrokerConfig)} | {"brokerIP1", "listenPort"}
+    named = set(re.findall(r"`([A-Za-z0-9]+)`", rest))
+    assert set(IGNORED) | set(DEFAULT_ONLY) <= named
+
+
+def _keys_named(text: str) -> list[str]:
+    return [name.strip() for name in text.replace("\n", " ").split(",")]
+
+
+def test_kafka_md_names_every_key_of_dump_json():
+    """The keys of a ``dump --json`` line and of its ``batch`` object, as kafka.md lists them
+    (``base_timestamp`` and ``delete_horizon_ms`` were missing)."""
+    import json
+
+    import segstore
+
+    text = (ROOT / "docs" / "kafka.md").read_text()
+    paragraph = text[text.index("`dump --json` keys: "):]
+    paragraph = paragraph[:paragraph.index("Control records are included")]
+    top = re.match(r"`dump --json` keys: `([^`]+)`", paragraph)
+    batch = re.search(r"`batch` \(`([^`]+)`", paragraph)
+    assert top and batch
+    with segstore.open(ROOT / "compat_fixtures" / "kafka" / "txn" / "topic-0") as store:
+        line = json.loads(b"".join(bytes(block) for block in store.dump_json()).splitlines()[0])
+    assert list(line) == [*_keys_named(top.group(1)), "headers", "batch"]
+    assert list(line["batch"]) == _keys_named(batch.group(1))
+
+
+def test_rocketmq_md_names_every_key_of_dump_json():
+    """``dump --json``'s "exactly the keys" of a RocketMQ message (one without a consume-queue extension
+    unit, ``ext``)."""
+    import json
+
+    import segstore
+
+    section = _section("rocketmq.md", "## `dump --json`")
+    listed = re.search(r"with exactly the keys\n`([^`]+)` \(base64\), `properties` \([^)]*\), "
+                       r"`tags` \([^)]*\), `keys` \(list\), `([^`]+)`", section)
+    assert listed
+    with segstore.open(ROOT / "compat_fixtures" / "rocketmq" / "basic" / "store") as store:
+        line = json.loads(b"".join(bytes(block) for block in store.dump_json()).splitlines()[0])
+    assert list(line) == [*_keys_named(listed.group(1)), "properties", "tags", "keys",
+                          *_keys_named(listed.group(2))]
