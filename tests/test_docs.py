@@ -137,3 +137,48 @@ def test_rocketmq_md_names_every_key_of_dump_json():
         line = json.loads(b"".join(bytes(block) for block in store.dump_json()).splitlines()[0])
     assert list(line) == [*_keys_named(listed.group(1)), "properties", "tags", "keys",
                           *_keys_named(listed.group(2))]
+
+
+def _options() -> dict[str, set[str]]:
+    """Each command's (and ``index`` subcommand's) long options, as its parser takes them."""
+    found: dict[str, set[str]] = {}
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:   # argparse has no public way to walk its options
+            if isinstance(action, argparse._SubParsersAction):
+                for child, sub in action.choices.items():
+                    walk(sub, f"{name} {child}".strip())
+            else:
+                found.setdefault(name, set()).update(o for o in action.option_strings if o.startswith("--"))
+
+    walk(build_parser(), "")
+    return found
+
+
+#: Where each command's options are documented besides docs/cli.md.
+_PAGES_OF = {"convert": ["conversion.md"], "index": ["index-layouts.md"]}
+
+#: Flags docs/cli.md names that are the other tools' (kafka-dump-log's, kafka-topics', kafka-configs',
+#: kafka-delete-records', kafka-get-offsets', kafka-console-consumer's), mapped to segstore's there.
+_OTHER_TOOLS_FLAGS = {"--key-decoder-class", "--value-decoder-class", "--remote-log-metadata-decoder",
+                      "--max-message-size", "--partitions", "--under-replicated-partitions",
+                      "--unavailable-partitions", "--entity-type", "--offset-json-file", "--time",
+                      "--from-beginning"}
+
+
+@pytest.mark.parametrize("command", sorted(_options()))
+def test_every_option_of_a_command_is_documented(command):
+    """``segstore COMMAND --help``'s options are named in docs/cli.md (or the command's own page)."""
+    pages = ["cli.md", *_PAGES_OF.get(command.split(" ")[0], [])]
+    text = "".join((ROOT / "docs" / page).read_text() for page in pages)
+    missing = [o for o in sorted(_options()[command] - {"--help"})
+               if not re.search(re.escape(o) + r"(?![\w-])", text)]
+    assert not missing, missing
+
+
+def test_every_option_cli_md_names_is_one_segstore_takes():
+    """A flag docs/cli.md names is one of segstore's, or one of the tools it maps to segstore's."""
+    taken = set().union(*_options().values())
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", (ROOT / "docs" / "cli.md").read_text()))
+    assert named - taken - _OTHER_TOOLS_FLAGS == set()
+    assert _OTHER_TOOLS_FLAGS <= named and not _OTHER_TOOLS_FLAGS & taken
