@@ -2915,8 +2915,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="as --to-datetime of now (--now-ms, else the clock) minus an ISO-8601 duration "
                              "(P1DT2H, PT30M)")
     target.add_argument("--to-current", action="store_true",
-                        help="each committed offset as it is (clamped to its range; the end where none is): "
-                             "with --export, the group's position saved for --from-file")
+                        help="each committed offset as it is, not clamped, as the tool keeps it (the end "
+                             "where none is): with --export, the group's position saved for --from-file")
     target.add_argument("--from-file", metavar="CSV",
                         help="the offsets of a CSV file, topic,partition,offset a line (or "
                              "group,topic,partition,offset: --group's lines), as --export writes; - for "
