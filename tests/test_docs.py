@@ -174,6 +174,11 @@ def test_every_option_of_a_command_is_documented(command):
     missing = [o for o in sorted(_options()[command] - {"--help"})
                if not re.search(re.escape(o) + r"(?![\w-])", text)]
     assert not missing, missing
+    from segstore.spark import consumers
+
+    table = _section("spark.md", "## Consumer groups as a table")
+    listed = table[table.index("Options: "):table.index(" as the `segstore` source")]
+    assert {name.lower() for name in re.findall(r"`(\w+)`", listed)} | {"path"} == consumers._NAMES
 
 
 def test_every_option_cli_md_names_is_one_segstore_takes():
@@ -182,3 +187,21 @@ def test_every_option_cli_md_names_is_one_segstore_takes():
     named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", (ROOT / "docs" / "cli.md").read_text()))
     assert named - taken - _OTHER_TOOLS_FLAGS == set()
     assert _OTHER_TOOLS_FLAGS <= named and not _OTHER_TOOLS_FLAGS & taken
+
+
+def test_spark_md_lists_every_option_the_source_takes_and_no_other():
+    """docs/spark.md's option tables name each reader option the source takes, refuses as a live
+    cluster's or does not implement (names case-insensitive, as Spark's), its "Writing" section each
+    writer option, and its consumers section ``segstore_consumers``'s; ``path`` is ``load(PATH)``'s and
+    ``topics`` is documented as ``subscribe``'s alias."""
+    from segstore.spark import options
+
+    text = (ROOT / "docs" / "spark.md").read_text()
+    tables = {name.lower() for name in _first_column(_section("spark.md", "## Options"))} - {"kafka.*"}
+    taken = options._READ_NAMES | options._CLUSTER_NAMES | set(options._NOT_IMPLEMENTED)
+    assert tables | {"path", "topics"} == taken | {"kafka.bootstrap.servers"}
+    assert "(`topics` is the same)" in text
+    writing = _section("spark.md", "## Writing").lower()
+    missing = [name for name in sorted(options._WRITE_NAMES - {"path"})
+               if not re.search(rf"[`\"]{name}[`\"]", writing)]
+    assert not missing, missing
