@@ -2617,7 +2617,7 @@ _WRITE_INPUT_LINES = (
     "as Kafka's producer chooses it); or a line of `segstore dump --json`, written back as it was stored "
     "(bodies base64, Kafka batches with their offsets), so `segstore dump SRC --json | segstore write "
     "DST --input -` copies a store byte for byte (RocketMQ: give DST the source's --config "
-    "mappedFileSizeCommitLog)")
+    "mappedFileSizeCommitLog and mappedFileSizeConsumeQueue)")
 
 
 #: The namespace attribute where :class:`_OnceAction` keeps the options given so far: dest -> (flag, value)
