@@ -331,10 +331,11 @@ def _listing(noun: str, names: Sequence[object], limit: int = 20) -> str:
     return f"{noun}s {shown}{more}"
 
 
-def _number_ranges(numbers: Iterable[int]) -> str:
-    """``0-3, 17``: sorted numbers with runs of consecutive ones as ranges."""
-    runs: list[list[int]] = []
-    for number in sorted(set(numbers)):
+def _number_ranges(numbers: Iterable[int], below: int = 0) -> str:
+    """``0-3, 17``: sorted numbers (and every one from 0 below ``below``) with runs of consecutive ones as
+    ranges."""
+    runs: list[list[int]] = [[0, below - 1]] if below > 0 else []
+    for number in sorted(n for n in set(numbers) if n >= below):
         if runs and number == runs[-1][1] + 1:
             runs[-1][1] = number
         else:
@@ -1004,10 +1005,20 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         info = store.info()
         if args.topic is not None or _partition(args) is not None:
-            info = _narrowed(info, args.topic, _partition(args))
+            whole, info = info, _narrowed(info, args.topic, _partition(args))
             # a topic (queue) the store's config names but no queue holds yet is shown (its config, no queues)
             if not _configured(info, args.topic, _partition(args)):
                 missing = _missing_selection(store, args)
+                if missing is not None and args.topic is not None and _configured(whole, args.topic, None):
+                    # the topic is known (its config): what is missing is the queue / partition
+                    count, held = _configured_partitions(whole, args.topic)
+                    if args.topic in store.topics():
+                        held |= set(store.partitions(args.topic))
+                    flag = _partition_flag(args)
+                    found = (f"{flag[2:]}s {_number_ranges(held, count)}" if held or count > 0
+                             else f"no {flag[2:]}s")
+                    missing = NotFoundError(f"expected {flag} {_partition(args)} in topic {args.topic!r}, "
+                                            f"found {found}", store.path)
                 if missing is not None:
                     raise missing
     if args.json:
@@ -1038,6 +1049,23 @@ def _configured(info: dict[str, Any], topic: str | None, partition: int | None) 
             if entry.get("assignments") or (counts and 0 <= partition < max(counts)):
                 return True
     return False
+
+
+def _configured_partitions(info: dict[str, Any], topic: str) -> tuple[int, set[int]]:
+    """The partitions (queues) the config in ``info`` gives ``topic``: every one below the largest of its
+    partition or queue counts (a count, not a set: topics.json may say 2^31 - 1), and its assignments."""
+    count, assigned = 0, set[int]()
+    for key in _PER_TOPIC_MAPS:
+        entry = info[key].get(topic) if isinstance(info.get(key), dict) else None
+        if not isinstance(entry, dict):
+            continue
+        assigned.update(a["partition"] for a in entry.get("assignments") or []
+                        if isinstance(a, dict) and isinstance(a.get("partition"), int))
+        for name in ("partitions", "read_queue_nums", "write_queue_nums"):
+            n = entry.get(name)
+            if isinstance(n, int) and not isinstance(n, bool):
+                count = max(count, n)
+    return count, assigned
 
 
 def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) -> dict[str, Any]:
