@@ -2148,6 +2148,10 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     if args.to_latest:
         return end
     if args.to_datetime is not None:
+        if start >= end:
+            # nothing stored: no time finds an offset (a RocketMQ queue without files has none to look up
+            # in, and 4.9.7 getOffsetInQueueByTime answers 0, its end)
+            return end
         # ListOffsets answers only below the high watermark (Partition.fetchOffsetForTimestamp); none,
         # and the tool falls back to the latest offset (ConsumerGroupCommand.getLogTimestampOffsets)
         found = store.offset_for_time(topic, queue, args.to_datetime)
