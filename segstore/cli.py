@@ -1358,6 +1358,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 held = _queues_asked(store, args)
                 if held is not None and len(held) > 1:   # every queue's, as kafka-get-offsets --time
                     return _query_each_queue(store, request, held, args, out)
+                if held is not None and len(held) == 1:  # the topic's one queue, whatever its number
+                    request.partition = held[0]
         below = _below_first_offset(store, request)
         if below is not None:
             raise below
