@@ -208,3 +208,18 @@ def test_spark_md_lists_every_option_the_source_takes_and_no_other():
     missing = [name for name in sorted(options._WRITE_NAMES - {"path"})
                if not re.search(rf"[`\"]{name}[`\"]", writing)]
     assert not missing, missing
+
+
+def test_architecture_md_gives_messages_fields_in_their_order():
+    """``segstore.records.Message``'s fields as the plugin contract lists them, in the dataclass's order
+    (a plugin building one positionally relies on it): the page had ``topic, partition, offset,
+    timestamp, key, value``, the class is ``topic, value, key, partition, ...``."""
+    from dataclasses import fields
+
+    from segstore.records import Message
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text[text.index("class Message:"):text.index("class Record(")]
+    listed = re.findall(r"(?:^|;)\s*(\w+):", "\n".join(line.split("#")[0] for line in block.splitlines()[1:]),
+                        re.MULTILINE)
+    assert listed == [f.name for f in fields(Message)]
