@@ -3134,6 +3134,25 @@ def _output_error(err: OSError) -> str:
     return str(files._translate(err, err.filename if err.filename is not None else "<stdout>"))
 
 
+#: What glibc's dynamic loader says of a library it cannot map for want of memory (``dlopen``'s ENOMEM).
+_LOADER_OUT_OF_MEMORY = ("failed to map segment from shared object", "cannot allocate memory")
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """Whether ``err``, or an error that caused it (numpy raises its own ImportError from the loader's),
+    is the process running out of memory."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, MemoryError) or (
+                isinstance(cause, ImportError) and any(words in str(cause).lower()
+                                                       for words in _LOADER_OUT_OF_MEMORY)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first argument (the top level has no option that takes a value)
@@ -3160,9 +3179,13 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
         # output's, stdout on a full disk (> /dev/full) or a descriptor gone bad; a line, never a traceback
         sys.stderr.write(f"segstore {args.command}: {_output_error(err)}\n")
         return EXIT_DATA
-    except MemoryError:
+    except (MemoryError, ImportError) as err:
         # the process's memory is capped (ulimit -v) or the system's committed: a line, never a
-        # traceback; what the command wrote is left as on any failure
+        # traceback; what the command wrote is left as on any failure.  Where it runs out while a
+        # module loads lazily (numpy, pyarrow), the dynamic loader cannot map the library's segments
+        # and Python raises ImportError instead
+        if not _out_of_memory(err):
+            raise
         sys.stderr.write(f"segstore {args.command}: expected the memory the command needs, found none "
                          "(a capped address space: ulimit -v?)\n")
         return EXIT_DATA
