@@ -2753,7 +2753,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the ``command`` a command line names, only that subcommand's
     arguments are made (the others' names and help are there, as usage shows them)."""
     parser = _Parser(prog="segstore", description=DESCRIPTION,
-                                     epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
+                     epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage, 130 interrupted (Ctrl-C)")
     parser.add_argument("--version", action=_VersionAction)
     sub: Any
     if command is None:

@@ -223,3 +223,12 @@ def test_architecture_md_gives_messages_fields_in_their_order():
     listed = re.findall(r"(?:^|;)\s*(\w+):", "\n".join(line.split("#")[0] for line in block.splitlines()[1:]),
                         re.MULTILINE)
     assert listed == [f.name for f in fields(Message)]
+
+
+def test_the_help_names_the_exit_codes_the_readme_names():
+    """``segstore --help``'s epilog lists the exit codes the README and docs/cli.md give (130, Ctrl-C, was
+    missing)."""
+    epilog = build_parser().epilog or ""
+    documented = {int(code) for code in re.findall(r"\*\*(\d+)\*\*", (ROOT / "README.md").read_text())}
+    assert documented == {0, 1, 2, 130}
+    assert {int(code) for code in re.findall(r"\b(\d+) [a-z]", epilog)} == documented, epilog
