@@ -357,10 +357,11 @@ def _listing(noun: str, names: Sequence[object], limit: int = 20) -> str:
     return f"{noun}s {shown}{more}"
 
 
-def _number_ranges(numbers: Iterable[int]) -> str:
-    """``0-3, 17``: sorted numbers with runs of consecutive ones as ranges."""
-    runs: list[list[int]] = []
-    for number in sorted(set(numbers)):
+def _number_ranges(numbers: Iterable[int], below: int = 0) -> str:
+    """``0-3, 17``: sorted numbers (and every one from 0 below ``below``) with runs of consecutive ones as
+    ranges."""
+    runs: list[list[int]] = [[0, below - 1]] if below > 0 else []
+    for number in sorted(n for n in set(numbers) if n >= below):
         if runs and number == runs[-1][1] + 1:
             runs[-1][1] = number
         else:
@@ -1035,10 +1036,20 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         info = store.info()
         if args.topic is not None or _partition(args) is not None:
-            info = _narrowed(info, args.topic, _partition(args))
+            whole, info = info, _narrowed(info, args.topic, _partition(args))
             # a topic (queue) the store's config names but no queue holds yet is shown (its config, no queues)
             if not _configured(info, args.topic, _partition(args)):
                 missing = _missing_selection(store, args)
+                if missing is not None and args.topic is not None and _configured(whole, args.topic, None):
+                    # the topic is known (its config): what is missing is the queue / partition
+                    count, held = _configured_partitions(whole, args.topic)
+                    if args.topic in store.topics():
+                        held |= set(store.partitions(args.topic))
+                    flag = _partition_flag(args)
+                    found = (f"{flag[2:]}s {_number_ranges(held, count)}" if held or count > 0
+                             else f"no {flag[2:]}s")
+                    missing = NotFoundError(f"expected {flag} {_partition(args)} in topic {args.topic!r}, "
+                                            f"found {found}", store.path)
                 if missing is not None:
                     raise missing
     if args.json:
@@ -1069,6 +1080,23 @@ def _configured(info: dict[str, Any], topic: str | None, partition: int | None) 
             if entry.get("assignments") or (counts and 0 <= partition < max(counts)):
                 return True
     return False
+
+
+def _configured_partitions(info: dict[str, Any], topic: str) -> tuple[int, set[int]]:
+    """The partitions (queues) the config in ``info`` gives ``topic``: every one below the largest of its
+    partition or queue counts (a count, not a set: topics.json may say 2^31 - 1), and its assignments."""
+    count, assigned = 0, set[int]()
+    for key in _PER_TOPIC_MAPS:
+        entry = info[key].get(topic) if isinstance(info.get(key), dict) else None
+        if not isinstance(entry, dict):
+            continue
+        assigned.update(a["partition"] for a in entry.get("assignments") or []
+                        if isinstance(a, dict) and isinstance(a.get("partition"), int))
+        for name in ("partitions", "read_queue_nums", "write_queue_nums"):
+            n = entry.get(name)
+            if isinstance(n, int) and not isinstance(n, bool):
+                count = max(count, n)
+    return count, assigned
 
 
 def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) -> dict[str, Any]:
@@ -1361,6 +1389,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 held = _queues_asked(store, args)
                 if held is not None and len(held) > 1:   # every queue's, as kafka-get-offsets --time
                     return _query_each_queue(store, request, held, args, out)
+                if held is not None and len(held) == 1:  # the topic's one queue, whatever its number
+                    request.partition = held[0]
         below = _below_first_offset(store, request)
         if below is not None:
             raise below
@@ -2152,6 +2182,10 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     if args.to_latest:
         return end
     if args.to_datetime is not None:
+        if start >= end:
+            # nothing stored: no time finds an offset (a RocketMQ queue without files has none to look up
+            # in, and 4.9.7 getOffsetInQueueByTime answers 0, its end)
+            return end
         # ListOffsets answers only below the high watermark (Partition.fetchOffsetForTimestamp); none,
         # and the tool falls back to the latest offset (ConsumerGroupCommand.getLogTimestampOffsets)
         found = store.offset_for_time(topic, queue, args.to_datetime)
@@ -2655,7 +2689,7 @@ _WRITE_INPUT_LINES = (
     "as Kafka's producer chooses it); or a line of `segstore dump --json`, written back as it was stored "
     "(bodies base64, Kafka batches with their offsets), so `segstore dump SRC --json | segstore write "
     "DST --input -` copies a store byte for byte (RocketMQ: give DST the source's --config "
-    "mappedFileSizeCommitLog)")
+    "mappedFileSizeCommitLog and mappedFileSizeConsumeQueue)")
 
 
 #: The namespace attribute where :class:`_OnceAction` keeps the options given so far: dest -> (flag, value)
@@ -2757,7 +2791,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the ``command`` a command line names, only that subcommand's
     arguments are made (the others' names and help are there, as usage shows them)."""
     parser = _Parser(prog="segstore", description=DESCRIPTION,
-                                     epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
+                     epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage, 130 interrupted (Ctrl-C)")
     parser.add_argument("--version", action=_VersionAction)
     sub: Any
     if command is None:
@@ -2954,8 +2988,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="as --to-datetime of now (--now-ms, else the clock) minus an ISO-8601 duration "
                              "(P1DT2H, PT30M)")
     target.add_argument("--to-current", action="store_true",
-                        help="each committed offset as it is (clamped to its range; the end where none is): "
-                             "with --export, the group's position saved for --from-file")
+                        help="each committed offset as it is, not clamped, as the tool keeps it (the end "
+                             "where none is): with --export, the group's position saved for --from-file")
     target.add_argument("--from-file", metavar="CSV",
                         help="the offsets of a CSV file, topic,partition,offset a line (or "
                              "group,topic,partition,offset: --group's lines), as --export writes; - for "
@@ -3139,6 +3173,25 @@ def _output_error(err: OSError) -> str:
     return str(files._translate(err, err.filename if err.filename is not None else "<stdout>"))
 
 
+#: What glibc's dynamic loader says of a library it cannot map for want of memory (``dlopen``'s ENOMEM).
+_LOADER_OUT_OF_MEMORY = ("failed to map segment from shared object", "cannot allocate memory")
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """Whether ``err``, or an error that caused it (numpy raises its own ImportError from the loader's),
+    is the process running out of memory."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, MemoryError) or (
+                isinstance(cause, ImportError) and any(words in str(cause).lower()
+                                                       for words in _LOADER_OUT_OF_MEMORY)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first argument (the top level has no option that takes a value)
@@ -3165,9 +3218,13 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
         # output's, stdout on a full disk (> /dev/full) or a descriptor gone bad; a line, never a traceback
         sys.stderr.write(f"segstore {args.command}: {_output_error(err)}\n")
         return EXIT_DATA
-    except MemoryError:
+    except (MemoryError, ImportError) as err:
         # the process's memory is capped (ulimit -v) or the system's committed: a line, never a
-        # traceback; what the command wrote is left as on any failure
+        # traceback; what the command wrote is left as on any failure.  Where it runs out while a
+        # module loads lazily (numpy, pyarrow), the dynamic loader cannot map the library's segments
+        # and Python raises ImportError instead
+        if not _out_of_memory(err):
+            raise
         sys.stderr.write(f"segstore {args.command}: expected the memory the command needs, found none "
                          "(a capped address space: ulimit -v?)\n")
         return EXIT_DATA

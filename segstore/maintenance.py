@@ -41,7 +41,7 @@ _KNOWN = frozenset({
 
 
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('s') else 's'}"
 
 
 def _where(result: dict[str, Any], path: str) -> str:

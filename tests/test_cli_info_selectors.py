@@ -81,3 +81,22 @@ def test_a_queue_of_a_topic_only_topics_json_names_is_shown(tmp_path):
     assert idle["queues"] == [] and list(idle["topic_configs"]) == ["Idle"]
     code, out, _ = run("info", path, "--topic", "Idle", "--queue", str(last + 1))
     assert (code, out) == (1, "")
+
+
+def test_a_partition_past_a_configured_topics_count_is_named_not_the_topic(tmp_path):
+    """``info --topic payment-failed --partition 1`` (the metadata log gives the topic one partition, on
+    another broker) said "expected a topic named 'payment-failed'", a topic ``--topic`` alone shows; the
+    partition is what the store lacks, named with the topic's partitions, as for a topic held here.  So for a
+    queue past the counts of a topic only topics.json names."""
+    from conftest import FIXTURES
+
+    real = str(FIXTURES / "real" / "kraft-confluent-7.5.1")
+    code, out, err = run("info", real, "--topic", "payment-failed", "--partition", "1")
+    assert (code, out) == (1, "")
+    assert "expected --partition 1 in topic 'payment-failed', found partitions 0" in err, err
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    counts = info(path)["topic_configs"]["Idle"]
+    last = max(counts["read_queue_nums"], counts["write_queue_nums"]) - 1
+    code, out, err = run("info", path, "--topic", "Idle", "--queue", str(last + 1))
+    assert (code, out) == (1, "")
+    assert f"expected --queue {last + 1} in topic 'Idle', found queues 0-{last}" in err, err

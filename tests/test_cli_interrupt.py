@@ -51,6 +51,39 @@ def test_a_command_out_of_memory_says_so_in_one_line_and_exits_1(tmp_path, monke
     assert "Traceback" not in err and err.startswith("segstore info: expected the memory the command needs")
 
 
+def test_a_library_that_cannot_be_mapped_for_want_of_memory_says_so_in_one_line(tmp_path, monkeypatch,
+                                                                                 capsys):
+    """Under ``ulimit -v`` a command that loads numpy or pyarrow lazily (``segstore dump STORE --json``
+    under 100-250 MB) got ImportError "...: failed to map segment from shared object" from the dynamic
+    loader (numpy wraps it in its own ImportError) and printed a traceback; it is the memory line, exit
+    1.  Another ImportError is no memory problem and is not hidden."""
+    import pytest
+
+    from segstore import cli
+
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as s:
+        s.append({"topic": "T", "queue_id": 0, "body": b"x"})
+
+    def no_map(*args, **kwargs):
+        loader = ImportError("/venv/numpy/_core/_multiarray_umath.so: failed to map segment from shared "
+                             "object")
+        raise ImportError("Importing the numpy C-extensions failed.") from loader
+
+    monkeypatch.setattr(cli, "open_store", no_map)
+    assert cli.main(["dump", str(store), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("segstore dump: expected the memory the command needs")
+    assert len(err.splitlines()) == 1
+
+    def missing(*args, **kwargs):
+        raise ImportError("No module named 'nothing_here'")
+
+    monkeypatch.setattr(cli, "open_store", missing)
+    with pytest.raises(ImportError, match="nothing_here"):
+        cli.main(["dump", str(store), "--json"])
+
+
 # The executable as pip writes it for pyproject's [project.scripts] entry, with a Ctrl-C landing
 # while the module named in argv[2] is being imported (what a user's Ctrl-C in the command's first
 # second does: importing the command line, numpy and pyarrow takes most of it).

@@ -101,6 +101,22 @@ def test_an_offset_of_a_topic_with_one_queue_reads_that_queue(tmp_path):
     assert code == 2 and "topic 'a' has queues/partitions 0-1" in err
 
 
+def test_a_time_of_a_topic_with_one_queue_is_looked_up_in_that_queue(tmp_path):
+    """A time without ``--queue`` is looked up in every queue of the topic, one queue too, whatever its
+    number: ``One`` (queue 5 only) was looked up in queue 0 ("expected a consume queue for One/0", exit 1),
+    and a Kafka topic held as ``topic-3`` alone in partition 0 ("expected a partition topic-0")."""
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    code, out, err = run("query", path, "--topic", "One", "--timestamp", str(BASE), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"topic": "One", "queue_id": 5, "timestamp": BASE, "offset": 0}
+    logs = kafka_log_dir(tmp_path / "logs", 12, lambda j: [])
+    (logs / "b-1").rename(logs / "b-3")
+    (logs / "b-0").rename(logs / "c-0")
+    code, out, err = run("query", logs, "--topic", "b", "--timestamp", "0")
+    assert (code, err) == (0, "")
+    assert out.startswith("b-3: offset 0 is the first stored at or after 0\n"), out
+
+
 def test_a_kafka_time_answer_says_where_a_read_committed_read_starts():
     """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` answers the offset whatever is stored there; a
     read_committed read from it skips an aborted transaction's records: the heading names both offsets

@@ -374,6 +374,22 @@ def test_a_queue_without_files_is_an_empty_queue_to_reset(tmp_path):
     assert committed(path)[("g1", "%RETRY%g1", 0)] == 0 and committed(path)[("g1", "T", 0)] == 5
 
 
+@pytest.mark.parametrize("target", [["--to-datetime", str(BASE)],
+                                    ["--by-duration", "PT1H", "--now-ms", str(BASE + 3_600_000)]])
+def test_a_queue_without_files_is_an_empty_queue_to_reset_by_time(tmp_path, target):
+    """As above, by time: the queue's offset by time is 0 (4.9.7
+    ``DefaultMessageStore.getOffsetInQueueByTime`` of a consume queue with no file:
+    ``ConsumeQueue.getOffsetInQueueByTime`` finds no mapped file, 0), and the end where none is, 0 too.
+    ``--to-datetime``/``--by-duration`` failed the whole plan, exit 1 ("expected a consume queue for
+    %RETRY%g1/0"), where ``--to-latest`` and the others plan 0."""
+    path = store_with_groups(tmp_path / "store")
+    offsets = path / "config" / "consumerOffset.json"
+    offsets.write_text(offsets.read_text().replace('"T@g1":{', '"%RETRY%g1@g1":{0:0\n\t\t},\n\t\t"T@g1":{'))
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *target, "--export")
+    assert code == 0, err
+    assert out.splitlines() == ["%RETRY%g1,0,0", "T,0,0", "T,1,0"]
+
+
 def test_a_configured_queue_without_files_is_an_empty_queue_for_a_new_group(tmp_path):
     """The broker creates ``%RETRY%group`` in topics.json (one queue) when the group's consumer first
     heartbeats (4.9.7 ClientManageProcessor.heartBeat -> createTopicInSendMessageBackMethod), with no

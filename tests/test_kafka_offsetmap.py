@@ -204,6 +204,16 @@ def test_cli_dedupe_buffer_size_cleans_in_passes(tmp_path: Path, capsys) -> None
     assert main(["verify", str(path), "-q"]) == 0
 
 
+def test_the_text_of_a_run_in_passes_counts_them_in_english(tmp_path: Path, capsys) -> None:
+    """The text line of a run that took several passes said "7 passs"."""
+    path = tmp_path / "logs" / "t-0"
+    segments = [[[(k, b"v%d" % k)] for k in range(10)], [[(k, b"w%d" % k)] for k in range(10)], [[(0, b"z")]]]
+    _write(path, segments, "none")
+    assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24)]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("t-0: cleaned offsets 0-19: ") and line.endswith(", 7 passes"), line
+
+
 def test_a_dry_run_whose_first_pass_keeps_everything_says_the_map_filled(tmp_path: Path, capsys) -> None:
     """With 3 keys a pass over 10 unique keys, the first pass (all a dry run plans) drops nothing; the real
     run's later passes clean half the log.  The text dry run said "nothing to clean" and the run then

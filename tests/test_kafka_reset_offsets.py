@@ -382,6 +382,19 @@ def test_to_current_keeps_the_committed_offset_and_to_datetime_stops_at_the_high
     assert (code, out) == (0, "t,0,5\nt,1,2\n")                 # t-1's record of 1003 is offset 3, past HW 2
 
 
+def test_the_help_of_to_current_says_it_keeps_the_offset_unclamped():
+    """``segstore consumers --help`` said ``--to-current`` gives each committed offset "clamped to its
+    range"; it keeps it as it is (the test above), as the tool does and docs/cli.md says."""
+    import argparse
+
+    from segstore.cli import build_parser
+
+    consumers = next(a for a in build_parser()._actions
+                     if isinstance(a, argparse._SubParsersAction)).choices["consumers"]
+    text = " ".join(next(a for a in consumers._actions if "--to-current" in a.option_strings).help.split())
+    assert "not clamped" in text and "clamped to its range" not in text
+
+
 def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
     """3.8 ``ConsumerGroupCommand.getPartitionsToReset``: ``--topic T`` takes T's partitions from
     ``describeTopics`` (``parseTopicPartitionsToReset``), every one, not only those the group committed:
