@@ -578,12 +578,15 @@ def _read_host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
 
 
 def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, base_pos: int = 0,
-           check_crc: bool = True, java_text: bool = False) -> RocketMQMessage | Blank | End:
+           check_crc: bool = True, java_text: bool = True) -> RocketMQMessage | Blank | End:
     """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
 
     ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
     place in errors.  ``java_text``: properties that are not UTF-8 read as the broker reads them
-    (:func:`decode_properties`), not refused.  Runtime complexity: ``O(size)`` (the CRC).
+    (:func:`decode_properties`: RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` keeps such a
+    message); False refuses them, as the C walk does (``columnar.decode_region``, whose callers
+    build such a message's row with :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
+    (the CRC).
 
     :raises TruncatedDataError: the record runs past the end of ``buf``.
     :raises CorruptDataError: an unknown magic, inconsistent lengths or a CRC mismatch.
