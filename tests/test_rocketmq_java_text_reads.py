@@ -37,12 +37,17 @@ CONFIG = {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 600, "m
 #: text written, then the bytes (as long) put in its place in the commitlog files
 PATCHES = [(b"tAAx", b"t\xff\xedx"),      # FF: one U+FFFD; ED before "x": one more
            (b"kAAk1", b"k\xe2\x82k1"),    # E2 82 cut short: one U+FFFD (a maximal subpart)
-           (b"pAAp", b"p\xc3(p")]         # C3 before "(": one U+FFFD
+           (b"pAAp", b"p\xc3(p"),        # C3 before "(": one U+FFFD
+           (b"sBBBs", b"s\xed\xa0\x80s")]  # a surrogate's three bytes: one U+FFFD (not "\ud800")
 MESSAGES = 150
 #: the config on the command line (a store does not record it)
 ARGS = [arg for name, value in CONFIG.items() for arg in ("--config", f"{name}={value}")]
 CQ_ENTRY = struct.Struct(">qiq")
 INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ENTRY = 40, 4, struct.Struct(">iqii")
+
+
+def tags_of(i: int) -> str:
+    return "tAAx" if i % 7 == 3 else "sBBBs" if i % 13 == 6 else "plain"
 
 
 def java_hash(text: str) -> int:
@@ -62,7 +67,7 @@ def built(tmp_path_factory) -> Path:
         for i in range(MESSAGES):
             props = {"pAAp": "v"} if i % 11 == 5 else {}
             rmq.append_batch([{"topic": "TU"[i % 3 == 0], "queue_id": i % 2, "body": b"body%d" % i,
-                               "keys": [f"kAAk{i}", f"z{i}"], "tags": "tAAx" if i % 7 == 3 else "plain",
+                               "keys": [f"kAAk{i}", f"z{i}"], "tags": tags_of(i),
                                "properties": props}])
     files = sorted((store / "commitlog").iterdir())
     assert len(files) >= 3
@@ -93,7 +98,7 @@ def expected_messages() -> list[dict]:
                 raw = raw.replace(t, r)
             return java_utf8(raw)
         keys = [java(f"kAAk{i}"), f"z{i}"]
-        tags = java("tAAx" if i % 7 == 3 else "plain")
+        tags = java(tags_of(i))
         props = {java("pAAp"): "v"} if i % 11 == 5 else {}
         out.append({"topic": "TU"[i % 3 == 0], "queue_id": i % 2, "tags": tags, "keys": keys,
                     "properties": {**props, "KEYS": " ".join(keys), "TAGS": tags}})
@@ -103,7 +108,7 @@ def expected_messages() -> list[dict]:
 def test_the_store_holds_what_the_test_means():
     expected = expected_messages()
     assert expected[3]["tags"] == "t\ufffd\ufffdx" and expected[1]["keys"][0] == "k\ufffdk1"
-    assert expected[5]["properties"]["p\ufffd(p"] == "v"
+    assert expected[5]["properties"]["p\ufffd(p"] == "v" and expected[6]["tags"] == "s\ufffds"
     assert sum("\ufffd" in json.dumps(m, ensure_ascii=False) for m in expected) > 30
 
 
@@ -175,6 +180,7 @@ def test_recover_puts_java_string_hashes_in_the_consume_queue_and_index(built):
                 codes[phy] = code
     assert codes == {m.physical_offset: java_hash(e["tags"]) for m, e in zip(msgs, expected, strict=True)}
     assert codes[msgs[3].physical_offset] == java_hash("t\ufffd\ufffdx") != java_hash("t\ufffdx")
+    assert codes[msgs[6].physical_offset] == java_hash("s\ufffds") != java_hash("s\ud800s")
     entries = []
     for path in (built / "index").iterdir():
         data = path.read_bytes()

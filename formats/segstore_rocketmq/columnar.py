@@ -36,7 +36,7 @@ import numpy as np
 from segstore import speedups
 from segstore.columns import pooled
 from segstore.errors import CorruptDataError, SegstoreError
-from segstore.javatext import SURROGATEPASS_JAVA_REPLACE
+from segstore.javatext import JAVA_REPLACE
 
 from .indexfile import IndexRequest, index_key_hashes, index_keys
 from .javacompat import string_hash
@@ -325,7 +325,8 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 
 def java_row(view: memoryview, pos: int, limit: int, base: int, strict: bool = True) -> Rows | None:
     """The row of the message at ``view[pos:limit]`` when :func:`decode_region` stops there (:data:`BAD`)
-    only because its properties are not UTF-8 (nor a surrogate's three bytes), else None (damage).
+    only because its properties are not UTF-8 (a surrogate's three bytes ``ED A0 80`` neither), else
+    None (damage).
 
     RocketMQ 4.9.7 reads such properties as ``new String(bytes, UTF_8)`` does (``CommitLog.
     checkMessageAndReturnSize``, ``MessageDecoder.string2messageProperties``: a U+FFFD for each
@@ -344,7 +345,7 @@ def java_row(view: memoryview, pos: int, limit: int, base: int, strict: bool = T
     if not isinstance(msg, RocketMQMessage):
         return None
     stored = stored_properties(view, pos)
-    text = stored.decode("utf-8", SURROGATEPASS_JAVA_REPLACE).encode("utf-8", "surrogatepass")
+    text = stored.decode("utf-8", JAVA_REPLACE).encode("utf-8")
     rows = Rows(1)
     _fill_row(rows, 0, msg, 0, base + pos)
     rows.i8[_I8["props_pos"], 0] = msg.size
@@ -652,8 +653,8 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
 
     msgs = messages(view, rows)
 
-    def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
-        return text.encode("utf-8", "surrogatepass")
+    def raw(text: str) -> bytes:      # properties are decoded as Java decodes them: no lone surrogate
+        return text.encode("utf-8")
 
     def items(m: RocketMQMessage) -> list[tuple[bytes, bytes]]:
         return [(raw(k), raw(v)) for k, v in m.properties.items()]

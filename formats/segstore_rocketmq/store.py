@@ -1032,8 +1032,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 produced[name] = value
         # A lone surrogate ("\ud800" in a JSON line) is text no broker stores: Java's UTF-8 encoder
         # (MessageDecoder.messageProperties2String, then getBytes(UTF_8) in CommitLog's encoder)
-        # writes '?' for it, and the stored properties are read back with surrogatepass, so it
-        # would be written as the invalid bytes ED xx xx. Refused, as a body's is.
+        # writes '?' for it; written as the bytes ED xx xx, it would be read back as U+FFFD (new
+        # String(bytes, UTF_8)). Refused, as a body's is.
         for text in (*produced, *produced.values()):
             if not text.isascii():
                 text.encode("utf-8")
@@ -2787,6 +2787,6 @@ def _has_compressed(rows: columnar.Rows) -> bool:
 
 
 def _json_line(record: dict[str, Any]) -> bytes:
-    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference): a lone surrogate (stored
-    ``ED A0 80``..., read with ``surrogatepass``) escaped, ``\\ud800``, so the line is UTF-8."""
+    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference): a lone surrogate escaped,
+    ``\\ud800``, so the line is UTF-8 (none comes from stored properties, read as Java reads them)."""
     return (jsontext.dumps(record) + "\n").encode("utf-8")
