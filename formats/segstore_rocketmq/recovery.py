@@ -1572,8 +1572,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
                 f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
             )
     for path, pos, length, why in ctx.whole:
-        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, which segstore does "
-                     f"not read ({why}): the broker keeps it (its recovery checks none of this)")
+        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
+                     f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
     if newest:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores
