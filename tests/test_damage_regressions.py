@@ -575,9 +575,10 @@ def test_a_fifo_in_place_of_a_consume_queue_file_is_named(tmp_path, capsys):
 def test_a_last_message_whose_properties_are_not_utf8_is_not_cut_by_recover(tmp_path, capsys):
     """RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` reads a message's properties with ``new
     String(bytesContent, 0, propertiesLength, UTF_8)`` (a U+FFFD for each malformed sequence, never an
-    error): its recovery keeps such a message.  segstore, which does not read it, cut it as a torn
-    tail (``recover`` exit 0, the commitlog shortened, the message moved to ``.segstore/cut``).  It is
-    left in place now, exit 1 naming it, as a whole message whose header alone is wrong."""
+    error): its recovery keeps such a message.  segstore, which did not read it, cut it as a torn
+    tail (``recover`` exit 0, the commitlog shortened, the message moved to ``.segstore/cut``), then
+    left it in place and exited 1 naming it; it reads it as the broker does now: a valid message,
+    nothing to repair (exit 0), and ``dump`` prints it (it stopped there, exit 1)."""
     store = _store(tmp_path)
     last = max(_records(store), key=lambda r: r["physical_offset"])
     path = max((p for p in (store / "commitlog").iterdir() if int(p.name) <= last["physical_offset"]),
@@ -592,11 +593,14 @@ def test_a_last_message_whose_properties_are_not_utf8_is_not_cut_by_recover(tmp_
     path.write_bytes(bytes(data))
     before = path.read_bytes()
     rc, out, err = _cli(capsys, "recover", str(store))
-    assert rc == 1 and "its properties are not UTF-8" in err and "left in place" in err, (out, err)
+    assert rc == 0 and "left in place" not in err, (out, err)
     assert path.read_bytes() == before
     assert not (store / ".segstore" / "cut").exists()
-    rc, _, err = _cli(capsys, "dump", str(store))
-    assert rc == 1 and "found properties that are not UTF-8 (byte 0xFF at byte 0 of them" in err
+    rc, out, err = _cli(capsys, "dump", str(store), "--json")
+    assert rc == 0, err
+    assert json.loads(out.splitlines()[-1])["properties"] == {
+        "\ufffd" + first.decode()[1:]: last["properties"][first.decode()], **{
+            k: v for k, v in last["properties"].items() if k != first.decode()}}
     # a write's open (its recovery) cut it too, and wrote the new message over its place, exit 0
     lines = tmp_path / "new.jsonl"
     lines.write_text(json.dumps({"topic": last["topic"], "queue_id": last["queue_id"], "body": "new"}) + "\n")

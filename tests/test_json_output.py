@@ -2,12 +2,15 @@
 line read as text), whatever the store holds.
 
 Through the real CLI (``main()`` with captured output).  A RocketMQ property stored as the bytes
-``ED A0 80`` (a lone surrogate's CESU form, which no Java producer writes but a file may hold) is read
-with ``surrogatepass`` so that ``write --input`` can keep stored bytes; the JSON must still be UTF-8.
+``ED A0 80`` (a lone surrogate's CESU form, which no Java producer writes but a file may hold) was read
+with ``surrogatepass`` (``"\\ud800"``, escaped so the JSON stays UTF-8); RocketMQ 4.9.7 reads it with
+``new String(bytes, UTF_8)`` (``CommitLog.checkMessageAndReturnSize``), JDK 17's
+``String.decodeUTF8_UTF16`` making one U+FFFD of a surrogate's three bytes, and so does segstore now.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -42,13 +45,14 @@ def surrogate_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
 @pytest.mark.parametrize("argv", [["dump", "--json"], ["dump", "--json", "--threads", "2"],
                                   ["query", "--topic", "Orders", "--key", "k1", "--json"],
                                   ["query", "--topic", "Orders", "--queue", "0", "--offset", "0", "--json"]])
-def test_a_stored_lone_surrogate_is_escaped_not_written_as_bytes_that_are_not_utf8(tmp_path, capsys, argv):
+def test_a_stored_lone_surrogate_is_read_as_java_reads_it_never_written_as_bytes_that_are_not_utf8(
+        tmp_path, capsys, argv):
     store = surrogate_store(tmp_path, capsys)
     code, out, err = run(capsys, argv[0], store, *argv[1:])
     assert code == 0, err
     rows = [json.loads(line) for line in out.decode("utf-8").splitlines()]   # strict UTF-8
-    assert [row["properties"]["p"] for row in rows] == ["\ud800"]
-    assert b"\\ud800" in out
+    assert [row["properties"]["p"] for row in rows] == ["\ufffd"]
+    assert b"\\ud800" not in out
 
 
 KAFKA = Path(__file__).resolve().parents[1] / "compat_fixtures" / "kafka" / "logappendtime"
@@ -69,10 +73,13 @@ def test_query_json_lines_are_the_dump_json_lines_of_the_same_records(capsys, ar
     assert [line for line in hit_lines if line not in set(dump.splitlines())] == []
 
 
-def test_a_commitlog_file_dump_escapes_a_stored_lone_surrogate_too(tmp_path, capsys):
-    """``dump FILE --json`` of the same commitlog died with a UnicodeEncodeError traceback."""
+def test_a_commitlog_file_dump_reads_a_stored_lone_surrogate_as_java_too(tmp_path, capsys):
+    """``dump FILE --json`` of the same commitlog died with a UnicodeEncodeError traceback; the stored
+    bytes are its ``properties_base64``."""
     store = surrogate_store(tmp_path, capsys)
     code, out, err = run(capsys, "dump", next((store / "commitlog").iterdir()), "--json")
     assert code == 0, err
     rows = [json.loads(line) for line in out.decode("utf-8").splitlines()]
-    assert [row["properties"]["p"] for row in rows if row["kind"] == "message"] == ["\ud800"]
+    assert [row["properties"]["p"] for row in rows if row["kind"] == "message"] == ["\ufffd"]
+    assert [b"p\x01\xed\xa0\x80" in base64.b64decode(row["properties_base64"]) for row in rows
+            if row["kind"] == "message"] == [True]

@@ -451,7 +451,9 @@ def _recovered(src: str, dst: str, threads: int, damage: list, monkeypatch) -> t
     return lines, error, _tree_bytes(dst)
 
 
-@pytest.mark.parametrize("damage", [[], [(5 * FILE_SIZE + 20_000, b"\xff\xee")]])
+# inside a body (its CRC fails); at 5 * FILE_SIZE + 20_000 they lay in a message's properties, which the
+# broker reads as new String(bytes, UTF_8) (CommitLog.checkMessageAndReturnSize): no damage
+@pytest.mark.parametrize("damage", [[], [(5 * FILE_SIZE + 19_800, b"\xff\xee")]])
 def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_path, monkeypatch, damage):
     one = _recovered(rocketmq_path, str(tmp_path / "1"), 1, damage, monkeypatch)
     assert any(name.startswith("consumequeue") for name in one[2]) and "index#0" in one[2]

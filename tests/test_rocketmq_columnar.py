@@ -73,7 +73,8 @@ def accel(request, monkeypatch):
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"),
                max_size=8)
 #: Raw properties strings, including what encode never writes: repeated names, items without
-#: a separator, empty names, trailing separators, surrogates (surrogatepass) and bad UTF-8.
+#: a separator, empty names, trailing separators, surrogates and bad UTF-8 (both refused by the walk,
+#: as by message.decode(java_text=False): see columnar.java_row).
 prop_item = st.one_of(
     st.tuples(st.sampled_from(["TAGS", "KEYS", "a", "", "UNIQ_KEY"]), text).map(
         lambda kv: f"{kv[0]}\x01{kv[1]}"),
@@ -170,6 +171,41 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
             columnar._speedups = saved
         assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
+
+
+def _walk(data: bytes, strict: bool) -> tuple[list, tuple | None]:
+    """A walk of ``data`` as one commitlog file (:func:`columnar.walk_file`): each batch's columns, tags
+    hashes and index entries, then the error it ends in (type, position, message), if any."""
+    view = memoryview(data)
+    made = []
+    try:
+        for rows in columnar.walk_file(view, 0, len(data), 0, len(data), "f", strict=strict, batch_rows=3):
+            own = columnar.view_of(view, rows)
+            counts, hashes, tags = columnar.index_entries(own, rows)
+            made.append((columnar.build_batch(own, rows), columnar.tags_hashes(own, rows).tolist(),
+                         counts.tolist(), hashes.tolist(), tags.tolist()))
+    except CorruptDataError as err:
+        return made, (type(err), err.pos, err.message)
+    return made, None
+
+
+@needs_c
+@given(region(), st.booleans())
+def test_a_walk_reads_properties_that_are_not_utf8_as_java_in_c_as_in_the_reference(data, strict):
+    """RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` reads properties with ``new String(bytes,
+    UTF_8)``: a message whose properties are not UTF-8 (or hold a surrogate's three bytes) is no damage.
+    The C walk stops at one and builds its row as Java reads it (``columnar.java_row``), then goes on in
+    C: the same batches, hashes and error as the message-by-message reference."""
+    c = _walk(data, strict)
+    saved = columnar._speedups
+    try:
+        columnar._speedups = None
+        py = _walk(data, strict)
+    finally:
+        columnar._speedups = saved
+    assert c[1] == py[1] and len(c[0]) == len(py[0])
+    for (c_batch, *c_hashes), (py_batch, *py_hashes) in zip(c[0], py[0], strict=True):
+        assert c_batch.equals(py_batch) and c_hashes == py_hashes
 
 
 @needs_c

@@ -162,7 +162,9 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, Cols
     }
     int32_t props_len = (int16_t)((d[at] << 8) | d[at + 1]);
     at += PROPERTIES_LENGTH_SIZE;
-    if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 1)) {
+    /* properties that are not UTF-8 (a surrogate's three bytes neither: Java reads them as U+FFFD) stop
+     * the walk there: columnar.java_row builds that row as Java reads it */
+    if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 0)) {
         return 0;
     }
     int32_t stored_crc = get_i32(d + 8);

@@ -19,8 +19,8 @@ put_text_n(uint8_t *o, const char *s, size_t n)
 #define put_text(o, lit) put_text_n((o), (lit), sizeof(lit) - 1)
 
 /* s[0:n] between the quotes of a JSON string as json.dumps(ensure_ascii=False) writes it, but a
- * lone surrogate (ED A0..BF xx, which the properties' surrogatepass reading lets through) escaped,
- * \ud800, as segstore.jsontext.dumps writes it: the line stays UTF-8. */
+ * lone surrogate (ED A0..BF xx; none comes from stored properties, which columnar.java_row reads as
+ * Java does) escaped, \ud800, as segstore.jsontext.dumps writes it: the line stays UTF-8. */
 static uint8_t *
 put_json_chars(uint8_t *o, const uint8_t *s, Py_ssize_t n)
 {

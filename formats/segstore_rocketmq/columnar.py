@@ -36,6 +36,7 @@ import numpy as np
 from segstore import speedups
 from segstore.columns import pooled
 from segstore.errors import CorruptDataError, SegstoreError
+from segstore.javatext import JAVA_REPLACE
 
 from .indexfile import IndexRequest, index_key_hashes, index_keys
 from .javacompat import string_hash
@@ -56,6 +57,7 @@ from .message import (
     RocketMQMessage,
     body_crc,
     decode,
+    stored_properties,
 )
 
 if TYPE_CHECKING:   # pyarrow loads where rows become columns: the walk itself (a store's open) needs none
@@ -112,9 +114,12 @@ class Rows:
     :data:`I8_FIELDS`, :data:`I4_FIELDS`, ``born_ip``/``store_ip`` (``n x 16``) and
     ``crc_ok``.  Arrow columns built from it share its memory, so a walk makes
     new rows for every batch.
+
+    ``view``: the bytes the ``*_pos`` fields index where they are not the walked file's (None: they
+    are): a row :func:`java_row` built.
     """
 
-    __slots__ = ("cap", "filled", "i4", "i8", "n", "u8")
+    __slots__ = ("cap", "filled", "i4", "i8", "n", "u8", "view")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -125,6 +130,7 @@ class Rows:
         self.i8 = pooled((len(I8_FIELDS), cap), np.int64)
         self.i4 = pooled((len(I4_FIELDS), cap), np.int32)
         self.u8 = pooled(U8_PER_ROW * cap, np.uint8)
+        self.view: memoryview | None = None
 
     def __len__(self) -> int:
         return self.n
@@ -154,6 +160,7 @@ class Rows:
         out = Rows(len(picked))
         out.n = len(picked)
         out.filled = self.filled
+        out.view = self.view
         out.i8[:] = self.i8[:, picked]
         out.i4[:] = self.i4[:, picked]
         cap, m = self.cap, out.n
@@ -208,8 +215,8 @@ def _fill_row(rows: Rows, n: int, msg: RocketMQMessage, pos: int, base: int) -> 
 
 
 def _decode_one_py(view: memoryview, pos: int, limit: int, strict: bool) -> RocketMQMessage | None:
-    try:
-        record = decode(view[:limit], pos, check_crc=strict)
+    try:     # properties that are not UTF-8 refused, as the C walk refuses them (see java_row)
+        record = decode(view[:limit], pos, check_crc=strict, java_text=False)
     except SegstoreError:
         return None
     return record if isinstance(record, RocketMQMessage) else None
@@ -312,8 +319,45 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 
     :raises CorruptDataError: always (a :class:`TruncatedDataError` where the record is cut short).
     """
-    record = decode(memoryview(view)[:limit], pos, path=path, check_crc=strict)
+    record = decode(memoryview(view)[:limit], pos, path=path, check_crc=strict, java_text=False)
     raise CorruptDataError(f"expected a message, found {record!r}", path, pos)
+
+
+def java_row(view: memoryview, pos: int, limit: int, base: int, strict: bool = True) -> Rows | None:
+    """The row of the message at ``view[pos:limit]`` when :func:`decode_region` stops there (:data:`BAD`)
+    only because its properties are not UTF-8 (a surrogate's three bytes ``ED A0 80`` neither), else
+    None (damage).
+
+    RocketMQ 4.9.7 reads such properties as ``new String(bytes, UTF_8)`` does (``CommitLog.
+    checkMessageAndReturnSize``, ``MessageDecoder.string2messageProperties``: a U+FFFD for each
+    malformed sequence) and keeps, dispatches and serves the message: its tags code and IndexFile
+    key hashes are those Java strings' ``hashCode()``.  The row's positions index its own bytes
+    (:attr:`Rows.view`): the message as stored, then its properties as Java reads them, written as
+    UTF-8, where ``props_pos``/``props_len`` point, so the property columns, the dump lines and the
+    hashes every reader makes of rows are those of Java's text; ``size`` and every other field are
+    the stored message's.  The walks build this one row in Python and go on in C after it
+    (:func:`walk_file`, ``recovery``): a store holding none pays nothing.  ``O(its size)``.
+    """
+    try:
+        msg = decode(memoryview(view)[:limit], pos, check_crc=strict, java_text=True)
+    except SegstoreError:
+        return None
+    if not isinstance(msg, RocketMQMessage):
+        return None
+    stored = stored_properties(view, pos)
+    text = stored.decode("utf-8", JAVA_REPLACE).encode("utf-8")
+    rows = Rows(1)
+    _fill_row(rows, 0, msg, 0, base + pos)
+    rows.i8[_I8["props_pos"], 0] = msg.size
+    rows.i4[_I4["props_len"], 0] = len(text)
+    rows.n = 1
+    rows.view = memoryview(bytes(memoryview(view)[pos:pos + msg.size]) + text)
+    return rows
+
+
+def view_of(view: memoryview, rows: Rows) -> memoryview:
+    """The bytes ``rows``' positions index: ``view`` (their file's), or the row's own (:func:`java_row`)."""
+    return view if rows.view is None else rows.view
 
 
 # -- step 2: columns --------------------------------------------------------------------------
@@ -609,8 +653,8 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
 
     msgs = messages(view, rows)
 
-    def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
-        return text.encode("utf-8", "surrogatepass")
+    def raw(text: str) -> bytes:      # properties are decoded as Java decodes them: no lone surrogate
+        return text.encode("utf-8")
 
     def items(m: RocketMQMessage) -> list[tuple[bytes, bytes]]:
         return [(raw(k), raw(v)) for k, v in m.properties.items()]
@@ -727,17 +771,23 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
                 kept = rows
         else:
             rows = kept
-        n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict, fill)
+        _, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict, fill)
+        odd = java_row(view, pos, limit, base, strict) if status == BAD else None
         reach.pos = pos
-        wrong = contradicting(rows)
-        if wrong is not None:
-            at = int(rows["position"][wrong])
-            why = contradiction(int(rows["physical_offset"][wrong]), int(rows["queue_id"][wrong]), at)
-            if wrong:
-                yield rows.select(slice(0, wrong))
-            raise CorruptDataError(str(why), path, at - base)
-        if n:
-            yield rows
+        for part in (rows, odd) if odd is not None else (rows,):
+            wrong = contradicting(part)
+            if wrong is not None:
+                at = int(part["position"][wrong])
+                why = contradiction(int(part["physical_offset"][wrong]), int(part["queue_id"][wrong]), at)
+                if wrong:
+                    yield part.select(slice(0, wrong))
+                raise CorruptDataError(str(why), path, at - base)
+            if len(part):
+                yield part
+        if odd is not None:     # a message whose properties are not UTF-8: the C walk goes on after it
+            pos += int(odd["size"][0])
+            reach.pos = pos
+            continue
         if status == BAD:
             raise_bad(view, pos, limit, path, strict)
         if status == BLANK and (blank < PREFIX.size or pos + blank != file_size):

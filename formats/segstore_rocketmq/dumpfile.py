@@ -129,7 +129,7 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
             raw_properties = None
             try:
                 try:
-                    record = decode(whole[:limit], pos, path=path)
+                    record = decode(whole[:limit], pos, path=path, java_text=False)
                 except CorruptDataError:
                     # properties that are not UTF-8: read as the broker reads them (new String(bytes,
                     # UTF_8), CommitLog.checkMessageAndReturnSize), their bytes kept for --json

@@ -513,10 +513,10 @@ class LifecycleMixin:
         if self._left_whole:
             path, pos, length, why = self._left_whole[0]
             raise UnrepairedDataError(
-                f"expected a message segstore reads, found a whole message of {length} bytes (its length, "
-                f"magic and body CRC check out) that it does not read ({why}): left in place, as the "
-                f"broker keeps it (its recovery checks none of this) and cutting it would lose it; every "
-                f"other repair is done", path, pos, actions=opened + lines)
+                f"expected a message whose header matches its place, found a whole message of {length} "
+                f"bytes (its length, magic and body CRC check out) whose header does not ({why}): left in "
+                f"place, as the broker keeps it (its recovery checks none of those fields) and cutting it "
+                f"would lose it; every other repair is done", path, pos, actions=opened + lines)
         return opened + lines
 
     def _checked_state(self: _Lifecycle) -> tuple[Any, ...]:

@@ -48,7 +48,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError, cut
-from segstore.javatext import SURROGATEPASS_JAVA_REPLACE
+from segstore.javatext import JAVA_REPLACE
 from segstore.records import CREATE_TIME, Header, Record
 
 from .javacompat import java_host
@@ -409,15 +409,15 @@ def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
 
     ``every_pair``: every item with a separator kept, empty name or value too (the pairs as
     written, to write them again byte for byte: not what a reader shows).  ``java_text``: bytes that
-    are not UTF-8 (nor a surrogate's three bytes) read as the broker reads them (``new String(bytes,
-    UTF_8)`` in ``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence) rather
-    than refused.
+    are not UTF-8 read as the broker reads them (``new String(bytes, UTF_8)`` in
+    ``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence, a surrogate's three
+    bytes ``ED A0 80`` too) rather than refused.
 
     :raises UnicodeDecodeError: without ``java_text``, bytes that are not UTF-8.
     """
     if not data:
         return {}
-    text = bytes(data).decode("utf-8", SURROGATEPASS_JAVA_REPLACE if java_text else "surrogatepass")
+    text = bytes(data).decode("utf-8", JAVA_REPLACE if java_text else "strict")
     props: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
@@ -578,12 +578,15 @@ def _read_host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
 
 
 def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, base_pos: int = 0,
-           check_crc: bool = True, java_text: bool = False) -> RocketMQMessage | Blank | End:
+           check_crc: bool = True, java_text: bool = True) -> RocketMQMessage | Blank | End:
     """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
 
     ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
     place in errors.  ``java_text``: properties that are not UTF-8 read as the broker reads them
-    (:func:`decode_properties`), not refused.  Runtime complexity: ``O(size)`` (the CRC).
+    (:func:`decode_properties`: RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` keeps such a
+    message); False refuses them, as the C walk does (``columnar.decode_region``, whose callers
+    build such a message's row with :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
+    (the CRC).
 
     :raises TruncatedDataError: the record runs past the end of ``buf``.
     :raises CorruptDataError: an unknown magic, inconsistent lengths or a CRC mismatch.

@@ -278,6 +278,11 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
             if n:
                 parts.append(_walked(view, rows, tags_code, topics))
                 found[i:i + n] = True
+            odd = (columnar.java_row(view, int(relative[i + n - first]), len(view), seg.base)
+                   if misplaced is None and i + n < stop else None)
+            if odd is not None and columnar.contradicting(odd) is None:     # properties not UTF-8
+                parts.append(_walked(columnar.view_of(view, odd), odd, tags_code, topics))
+                found[i + n] = True
             i += n + (i + n < stop)     # past the offset that holds no valid message
     walked = Walked.concat(parts, list(topics))
     rank = np.zeros(len(sorted_phys), np.intp)
@@ -474,7 +479,9 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
           tags_code: Callable[[RocketMQMessage], int], kept: list[columnar.Rows]) -> _Step:
     """Decode the messages of ``seg`` from ``pos`` that start before ``stop`` (at most a batch), as a
     walk takes them: the rows before a torn one (:func:`_torn_row`, which stops there with
-    :data:`.columnar.BAD`); ``topics`` gains their topics; ``kept`` holds the rows buffer reused."""
+    :data:`.columnar.BAD`), and a message whose properties are not UTF-8 where the C decode stops
+    at one (:func:`.columnar.java_row`: the broker reads it and dispatches it); ``topics`` gains
+    their topics; ``kept`` holds the rows buffer reused."""
     size = len(view)
     cap = max(1, min(columnar.BATCH_ROWS, (stop - pos) // columnar.MIN_MESSAGE_SIZE + 1))
     if not kept or kept[0].cap < cap:
@@ -488,6 +495,16 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
         status = columnar.BAD
         rows = rows.select(slice(0, n))
     batch = _walked(view, rows, tags_code, topics, numbers) if n else None
+    odd = None
+    if status == columnar.BAD and misplaced is None:
+        odd = columnar.java_row(view, end, size, seg.base)
+    if odd is not None:
+        own = columnar.view_of(view, odd)
+        wrong, numbers = _torn_row(own, odd, topics)
+        if wrong is None:
+            extra = _walked(own, odd, tags_code, topics, numbers)
+            batch = extra if batch is None else Walked.concat([batch, extra], list(topics))
+            n, end, status = n + 1, end + int(odd["size"][0]), columnar.DONE
     return _Step(pos, n, end, status, blank, batch)
 
 
@@ -757,20 +774,13 @@ def whole_but_misplaced(seg: CommitLogFile, pos: int) -> tuple[int, str] | None:
 
     Such a message was written whole and damaged after: RocketMQ 4.9.7's recovery checks none of
     those fields (``checkMessageAndReturnSize``), keeps it and every message after it, and its queue
-    entry serves it.  So is a whole message whose properties are not UTF-8, which segstore does not
-    read: the broker reads them with ``new String(bytes, UTF_8)`` (a U+FFFD for each malformed
-    sequence) and keeps it.  ``O(its bytes)``.
+    entry serves it.  (A message whose properties are not UTF-8 is valid: the broker reads them with
+    ``new String(bytes, UTF_8)``, and so does the walk, :func:`.columnar.java_row`.)  ``O(its bytes)``.
     """
     try:
         record = decode(seg.file.view(), pos, path=seg.path)
     except CorruptDataError:
-        try:
-            record = decode(seg.file.view(), pos, path=seg.path, java_text=True)
-        except CorruptDataError:
-            return None
-        if isinstance(record, RocketMQMessage):
-            return record.size, ("its properties are not UTF-8: the broker reads them as new String(bytes, "
-                                 "UTF_8) does, a U+FFFD for each malformed sequence")
+        return None
     if not isinstance(record, RocketMQMessage):
         return None
     why = columnar.contradiction(record.physical_offset, record.queue_id, seg.base + pos)
@@ -1169,9 +1179,17 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray,
             hit = _holds_key(offsets, own, ordinals[done:done + n], hashes[done:done + n])
             if not hit.all():
                 return done + int(np.flatnonzero(~hit)[0])
-        if done + n < stop:
-            return done + n
-        done = stop
+        done += n
+        if done < stop:     # no valid message there, or one whose properties are not UTF-8
+            odd = columnar.java_row(view, int(phys[done]) - seg.base, len(view), seg.base) \
+                if misplaced is None else None
+            if odd is None or columnar.contradicting(odd) is not None:
+                return done
+            counts, own, _ = columnar.index_entries(columnar.view_of(view, odd), odd)
+            if not _holds_key(np.array([0, int(counts[0])], np.int64), own, ordinals[done:done + 1],
+                              hashes[done:done + 1]).all():
+                return done
+            done += 1
     return None
 
 
@@ -1554,8 +1572,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
                 f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
             )
     for path, pos, length, why in ctx.whole:
-        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, which segstore does "
-                     f"not read ({why}): the broker keeps it (its recovery checks none of this)")
+        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
+                     f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
     if newest:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores

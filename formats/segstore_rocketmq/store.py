@@ -1032,8 +1032,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 produced[name] = value
         # A lone surrogate ("\ud800" in a JSON line) is text no broker stores: Java's UTF-8 encoder
         # (MessageDecoder.messageProperties2String, then getBytes(UTF_8) in CommitLog's encoder)
-        # writes '?' for it, and the stored properties are read back with surrogatepass, so it
-        # would be written as the invalid bytes ED xx xx. Refused, as a body's is.
+        # writes '?' for it; written as the bytes ED xx xx, it would be read back as U+FFFD (new
+        # String(bytes, UTF_8)). Refused, as a body's is.
         for text in (*produced, *produced.values()):
             if not text.isascii():
                 text.encode("utf-8")
@@ -1758,9 +1758,9 @@ class RocketMQStore(LifecycleMixin, Store):
                      reuse: bool = False, fill: int = columnar.FILL_ALL, aligned: bool = False
                      ) -> Iterator[tuple[memoryview, columnar.Rows]]:
         """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
-        store's ends), with the view of their commitlog file (``reuse``, ``fill``: see
-        ``columnar.walk_file``).  The walk starts at the start of ``start``'s file, or (``aligned``:
-        ``start`` is known to be a message's first byte) at ``start``."""
+        store's ends), with the view of their commitlog file, or a row's own (``columnar.java_row``)
+        (``reuse``, ``fill``: see ``columnar.walk_file``).  The walk starts at the start of ``start``'s
+        file, or (``aligned``: ``start`` is known to be a message's first byte) at ``start``."""
         cl = self.commitlog
         for seg, lo, hi in cl.files_between(start, end):
             view = seg.file.view()
@@ -1773,7 +1773,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     rows = rows.select(rows["position"] >= lo)
                     if not len(rows):
                         continue
-                yield view, rows
+                yield columnar.view_of(view, rows), rows
 
     def _split_ranges(self, start: int | None, end: int | None, aligned: bool = False) -> Iterator[_Range]:
         """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`); each file's
@@ -1826,7 +1826,7 @@ class RocketMQStore(LifecycleMixin, Store):
                         rows = rows.select(rows["position"] >= seg.base + lo)
                         if not len(rows):
                             continue
-                    made.append(make(view, rows))
+                    made.append(make(columnar.view_of(view, rows), rows))
             except SegstoreError as err:
                 return at, stop, reach, made, err
             return at, stop, reach, made, None
@@ -1923,9 +1923,10 @@ class RocketMQStore(LifecycleMixin, Store):
                 last = lo + int(np.searchsorted(phys[lo:hi], walked[-1], side="right"))
                 if first == last:
                     continue
-                hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
+                own = columnar.view_of(view, rows)
+                hits, wrong, identity = columnar.match_entries(own, rows, table, first, last, met)
                 if len(hits):
-                    yield view, rows if identity else rows.select(hits)
+                    yield own, rows if identity else rows.select(hits)
                 if wrong >= 0:
                     self._wrong_queue_entry(queues, table, wrong)
         missed = np.flatnonzero(~met)
@@ -2033,20 +2034,37 @@ class RocketMQStore(LifecycleMixin, Store):
             view = seg.file.view()
             rows = columnar.Rows(cut)
             n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows, fill=fill)
-            wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
-                     | (rows["queue_offset"] != position + np.arange(n))
-                     | ~columnar.topic_is(view, rows, topic))
-            for i in np.flatnonzero(wrong).tolist():     # a multi-dispatch (LMQ) queue's entries
-                if not multidispatch.is_entry(cl.read(int(phys[i])), topic, partition, position + i,
-                                              int(sizes[i])):
-                    break
-                wrong[i] = False
-            bad = int(np.argmax(wrong)) if wrong.any() else n
+            bad = self._queue_rows_end(view, rows, topic, partition, position, phys, sizes)
             if bad:
                 yield from build(view, rows if bad == n else rows.select(slice(0, bad)))
             if bad < len(phys):
-                self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
+                # a message whose properties are not UTF-8 (the C decode stops at it): its own row
+                odd = None if bad < n else columnar.java_row(view, int(phys[n]) - seg.base, len(view),
+                                                             seg.base)
+                own = view if odd is None else columnar.view_of(view, odd)
+                if odd is None or not self._queue_rows_end(own, odd, topic, partition, position + n, phys[n:],
+                                                           sizes[n:]):
+                    self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
+                else:
+                    yield from build(own, odd)
+                    cut = n + 1
             position += cut
+
+    def _queue_rows_end(self, view: memoryview, rows: columnar.Rows, topic: str, partition: int,
+                        position: int, phys: np.ndarray, sizes: np.ndarray) -> int:
+        """How many of ``rows`` (decoded at the queue's entries from queue offset ``position`` on:
+        ``phys``, ``sizes``) are those entries' messages before the first that is not (its size, queue,
+        queue offset and topic; or a multi-dispatch (LMQ) queue's message the entry names)."""
+        n = len(rows)
+        wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
+                 | (rows["queue_offset"] != position + np.arange(n))
+                 | ~columnar.topic_is(view, rows, topic))
+        for i in np.flatnonzero(wrong).tolist():     # a multi-dispatch (LMQ) queue's entries
+            if not multidispatch.is_entry(self.commitlog.read(int(phys[i])), topic, partition, position + i,
+                                          int(sizes[i])):
+                break
+            wrong[i] = False
+        return int(np.argmax(wrong)) if wrong.any() else n
 
     def _entry_message(self, topic: str, partition: int, queue_offset: int, phys: int, size: int,
                        checks_offset: bool, *, check_crc: bool = True) -> RocketMQMessage:
@@ -2769,6 +2787,6 @@ def _has_compressed(rows: columnar.Rows) -> bool:
 
 
 def _json_line(record: dict[str, Any]) -> bytes:
-    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference): a lone surrogate (stored
-    ``ED A0 80``..., read with ``surrogatepass``) escaped, ``\\ud800``, so the line is UTF-8."""
+    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference): a lone surrogate escaped,
+    ``\\ud800``, so the line is UTF-8 (none comes from stored properties, read as Java reads them)."""
     return (jsontext.dumps(record) + "\n").encode("utf-8")
