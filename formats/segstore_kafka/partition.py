@@ -209,6 +209,22 @@ def _config_int(name: str, raw: Any) -> int:
     raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")
 
 
+#: The smallest ``segment.index.bytes`` a segment's indexes can be created with: one ``.timeindex`` entry.
+MIN_INDEX_BYTES = 12
+
+
+def index_size_below_an_entry(raw: Any) -> int | None:
+    """``raw`` as ``segment.index.bytes`` where Kafka 3.8.0's ``LogConfig`` takes it (an INT,
+    ``atLeast(4)``) but no index can be created with it (below :data:`MIN_INDEX_BYTES`: ``AbstractIndex``
+    throws ``IllegalArgumentException("Invalid max index size")`` creating a ``.timeindex`` smaller than
+    one 12-byte entry), else None."""
+    try:
+        value = _config_int("segment.index.bytes", raw)
+    except ConfigError:
+        return None
+    return value if _RANGES["segment_index_bytes"][0] <= value < MIN_INDEX_BYTES else None
+
+
 # Kafka 3.8.0 ListOffsetsRequest's codes for what a ListOffsets request asks in place of a time
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -304,7 +320,7 @@ class KafkaConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
                                   f"found {getattr(self, name)}")
-        if self.segment_index_bytes < 12:
+        if self.segment_index_bytes < MIN_INDEX_BYTES:
             # LogConfig takes 4 and up (atLeast(4)), but Kafka 3.8.0's AbstractIndex constructor refuses to
             # create an index smaller than one entry: a .timeindex (12-byte entries) of fewer bytes throws
             # IllegalArgumentException("Invalid max index size"), so no segment can be created with it
@@ -712,8 +728,12 @@ class Partition:
     """
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
-                 clock: Callable[[], int] = now_ms, recovery_point: int = 0) -> None:
+                 clock: Callable[[], int] = now_ms, recovery_point: int = 0,
+                 unwritable: str | None = None) -> None:
+        """``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
+        ``segment.index.bytes`` no index can be created with); every append raises it."""
         self.path = path
+        self.unwritable = unwritable
         self.recovery_point = recovery_point
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
@@ -1049,7 +1069,12 @@ class Partition:
         the batch replaying records a broker already took at their own times (a conversion, as a
         follower's).
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
+
+        :raises ConfigError: the topic's config is one the broker appends nothing with
+            (:attr:`unwritable`).
         """
+        if self.unwritable is not None:
+            raise ConfigError(self.unwritable, self.path)
         header = codec.read_batch_header(data, 0, path=self.path)
         past_end = header.base_offset > self.next_offset
         if keep_offsets and past_end and not any(s.size for s in self.log.segments):

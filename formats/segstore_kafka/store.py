@@ -741,14 +741,17 @@ class KafkaStore(Store):
         try:
             if self.single:
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
-                self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
+                self._part: Partition | None = Partition(
+                    path, topic_config, writable=writable, clock=clock,
+                    unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
                     forget_clean_shutdown(os.path.dirname(os.path.abspath(path)))
                 self._dir: LogDir | None = None
             else:
                 self._part = None
-                self._dir = LogDir(path, self.topic_configs.config_for, writable=writable, clock=clock)
+                self._dir = LogDir(path, self.topic_configs.config_for, writable=writable, clock=clock,
+                                   unwritable=self.topic_configs.unwritable)
         except BaseException:
             self._release_locks()
             raise
@@ -1220,9 +1223,14 @@ class KafkaStore(Store):
 
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
-        this partition directory's."""
+        this partition directory's.
+        :raises ConfigError: a topic whose config in the files the broker appends nothing with
+        (:meth:`.topicconfig.TopicConfigs.unwritable`)."""
         known = self._cluster_topics()
         for topic, partition in keys:
+            refused = self.topic_configs.unwritable(topic)
+            if refused is not None:
+                raise ConfigError(refused, self._partition_path(topic, partition))
             if self._part is not None:
                 self.partition_of(topic, partition)
             else:
