@@ -599,15 +599,9 @@ def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, pa
 
     :raises InvalidMessageError: naming the record's offset and the range, as the broker's message does.
     """
-    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     if not config.checks_timestamps or batch.is_control:
         return      # no bound; or markers, the coordinator's (appendAsLeader, origin COORDINATOR)
-    for record in batch.records():
-        if time_out_of_range(config, record.timestamp, now):
-            raise InvalidMessageError(
-                f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
-                f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
-                path)
+    _refuse_times(batch.records(), config, now, path)
 
 
 def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None:
@@ -619,9 +613,46 @@ def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None
     """
     if not config.compact or batch.is_control:
         return      # markers carry their own key; the coordinator writes them (origin COORDINATOR)
-    for record in batch.records():
+    _refuse_keyless(batch.records(), config, path)
+
+
+def check_records(batch: codec.RecordBatch, config: KafkaConfig, now: int, path: str) -> None:
+    """:func:`check_keys` then :func:`check_timestamps` (what 3.8 ``LogValidator.validateRecord`` checks
+    of each record) over one decode of the records, none where neither applies.
+
+    :raises InvalidMessageError: a record without a key on a compacted topic (the first), else one
+        whose time is out of range (the first).
+    """
+    keys, times = config.compact, config.checks_timestamps
+    if batch.is_control or not (keys or times):
+        return
+    records = batch.records()
+    if keys:
+        _refuse_keyless(records, config, path)
+    if times:
+        _refuse_times(records, config, now, path)
+
+
+def _refuse_keyless(records: list[codec.Record], config: KafkaConfig, path: str) -> None:
+    """:func:`check_keys` of decoded ``records``."""
+    for record in records:
         if record.key is None:
             raise InvalidMessageError(no_key_message(f"the record at offset {record.offset}", config), path)
+
+
+def _refuse_times(records: list[codec.Record], config: KafkaConfig, now: int, path: str) -> None:
+    """:func:`check_timestamps` of decoded ``records``: numpy over their times, in int64 as Java's longs
+    wrap (:func:`time_out_of_range`, one record at a time, took most of an append's time)."""
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    stamps = np.fromiter((record.timestamp for record in records), np.int64, len(records))
+    diff = np.int64(_java_long(now)) - stamps
+    bad = np.flatnonzero((stamps != codec.NO_TIMESTAMP) & ((diff > before) | (-diff > after)))
+    if len(bad):
+        record = records[int(bad[0])]
+        raise InvalidMessageError(
+            f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+            f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
+            path)
 
 
 def no_key_message(which: str, config: KafkaConfig) -> str:

@@ -80,8 +80,7 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
-    check_keys,
-    check_timestamps,
+    check_records,
     encode_columns,
     encode_records,
     no_key_message,
@@ -1106,8 +1105,9 @@ class KafkaStore(Store):
                           datas: list[bytes]) -> None:
         """Refuse a batch of ``datas`` (encoded for ``topic``-``partition`` under ``config`` at ``now``)
         with a record time the topic's ``message.timestamp.before/after.max.ms`` refuse
-        (:func:`check_timestamps`), or, on a compacted topic, a record without a key (:func:`check_keys`,
-        as ``LogValidator.validateRecord`` checks both); called before anything is written, so the
+        (:func:`.partition.check_timestamps`), or, on a compacted topic, a record without a key
+        (:func:`.partition.check_keys`, as ``LogValidator.validateRecord`` checks both: one decode of each
+        batch's records, :func:`.partition.check_records`); called before anything is written, so the
         append is all or none.
 
         :raises InvalidMessageError: naming the record.
@@ -1115,9 +1115,7 @@ class KafkaStore(Store):
         if config.checks_timestamps or config.compact:
             path = self._partition_path(topic, partition)
             for data in datas:
-                header = codec.read_batch_header(data, 0, path=path)
-                check_keys(header, config, path)
-                check_timestamps(header, config, now, path)
+                check_records(codec.read_batch_header(data, 0, path=path), config, now, path)
 
     def _check_plan_times(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
