@@ -1095,10 +1095,11 @@ class Partition:
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
-        ``check_times`` False: the record times are not checked against ``message.timestamp.*.max.ms``
-        here, the caller having checked them before writing any partition (an append of several), or
-        the batch replaying records a broker already took at their own times (a conversion, as a
-        follower's).
+        ``check_times`` False: the records are not checked here as ``LogValidator.validateRecord``
+        checks a leader's append (:func:`check_records`: their times against
+        ``message.timestamp.*.max.ms``, and on a compacted topic their keys), the caller having checked
+        them before writing any partition (an append of several), or the batch replaying records a
+        broker already took at their own times (a conversion, as a follower's).
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
 
         :raises ConfigError: the topic's config is one the broker appends nothing with
@@ -1118,7 +1119,7 @@ class Partition:
         check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
         if check_times and not keep_offsets:    # a follower's append (appendAsFollower) is not validated
-            check_timestamps(header, self.config, now, self.path)
+            check_records(header, self.config, now, self.path)
         if header.producer_id >= 0 and header.magic >= codec.MAGIC_V2 and not tracked(header):
             # ProducerAppendInfo.appendDataBatch (a leader's append and a follower's alike): a plain batch
             # of a producer in a transaction is an InvalidTxnStateException; a log holding one does not
