@@ -514,11 +514,13 @@ def test_a_kafka_key_that_is_not_utf8_is_found_by_its_keys_text(tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["compact", "delete,compact"])
-@pytest.mark.parametrize("how", ["append", "append_batch", "message", "append_arrow", "transaction"])
+@pytest.mark.parametrize("how", ["append", "append_batch", "message", "append_arrow", "transaction",
+                                 "append_records"])
 def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothing(tmp_path, policy, how):
     # Kafka 3.8 LogValidator.validateKey: with cleanup.policy holding compact (LogConfig.compact) a record
     # without a key fails the whole batch, InvalidRecordException "Compacted topic cannot accept message
-    # without key"; an empty key is a key (Record.hasKey).  Before: every append path wrote it.
+    # without key"; an empty key is a key (Record.hasKey).  Before: every append path wrote it, and
+    # Partition.append_encoded (append_records, write --spec) after the others were fixed.
     pa = pytest.importorskip("pyarrow")
     keyless = {"topic": "c", "value": b"v"}
     calls = {
@@ -528,6 +530,7 @@ def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothi
         "append_arrow": lambda s: s.append_arrow(pa.table({"topic": ["c", "c"], "key": [b"k", None],
                                                            "value": [b"v", b"v"]})),
         "transaction": lambda s: s.transaction(7).append_batch([{**keyless, "key": b"k"}, keyless]),
+        "append_records": lambda s: s.partition_of("c", 0).append_records([(b"k", b"v", 1), (None, b"v", 1)]),
     }
     with segstore.open(tmp_path / "s", format="kafka", mode="a", **{"cleanup.policy": policy}) as s:
         s.append({"topic": "c", "value": b"v", "key": b""})
@@ -535,6 +538,26 @@ def test_a_compacted_kafka_topic_refuses_a_record_without_a_key_and_writes_nothi
                                                       "expected a key on every record"):
             calls[how](s)
         assert s.offset_range("c", 0) == (0, 1)
+
+
+def test_write_spec_refuses_a_record_without_a_key_on_a_compacted_topic(tmp_path, capsys):
+    # Kafka 3.8 LogValidator.validateRecord -> validateKey, as above: write --spec (Partition.append_encoded)
+    # checked the records' times, not their keys, and wrote the keyless record (exit 0)
+    import json
+
+    from segstore.cli import main
+
+    spec = tmp_path / "spec.json"
+    records = [{"key": "a", "value": "1", "timestamp": 1}, {"key": None, "value": "2", "timestamp": 2}]
+    spec.write_text(json.dumps({"config": {"cleanup.policy": "compact"}, "batches": [{"records": records}]}))
+    out = tmp_path / "out" / "t-0"
+    assert main(["write", str(out), "--format", "kafka", "--spec", str(spec)]) == 1
+    assert "Compacted topic cannot accept message without key: expected a key on every record " \
+           "(cleanup.policy=compact), found none on the record at offset 1" in capsys.readouterr().err
+    assert not out.exists()
+    records[1]["key"] = ""      # an empty key is a key
+    spec.write_text(json.dumps({"config": {"cleanup.policy": "compact"}, "batches": [{"records": records}]}))
+    assert main(["write", str(out), "--format", "kafka", "--spec", str(spec)]) == 0
 
 
 @pytest.mark.parametrize("timestamp", [-2, -5, -(2**63)])

@@ -336,7 +336,8 @@ def test_the_map_of_a_segment_ending_in_a_gap_reaches_the_next_segment(tmp_path:
         part.append_records([(key, b"1", T0, [])])
     _roll(part)
     for key in (b"a", b"b", None, None):                     # 6 and 7: keyless, dropped by the clean
-        part.append_records([(key, b"2", T0, [])])
+        # (unvalidated, as a follower copies them: a leader refuses them, LogValidator.validateKey)
+        part.append_records([(key, b"2", T0, [])], check_times=False)
     _roll(part)
     part.append_records([(b"z", b"3", T0, [])])
     part.close()

@@ -412,3 +412,40 @@ def test_a_segment_index_size_below_one_time_index_entry_is_refused_saying_why(s
     with pytest.raises(ConfigError, match=f"at least 12 .*Invalid max index size.*found {size}"):
         KafkaConfig.from_mapping({"segment.index.bytes": size})
     assert KafkaConfig.from_mapping({"segment.index.bytes": 12}).segment_index_bytes == 12
+
+
+def test_an_appends_time_check_over_a_batch_is_the_one_record_check_at_javas_long_edges():
+    """``check_records`` (one decode of a batch for ``LogValidator.validateRecord``'s key and time checks,
+    the times compared with numpy) refuses exactly what ``time_out_of_range`` (3.8
+    ``recordHasInvalidTimestamp``, one record at a time in Java's wrapping long arithmetic) refuses, at
+    the first such record: before, a compacted topic with a bound decoded each batch twice and took
+    the time check per record in Python (most of an append's time)."""
+    import random
+
+    from segstore_kafka.batch import encode_batch, read_batch_header
+    from segstore_kafka.partition import check_records, time_out_of_range
+
+    lo, hi = -2**63, 2**63 - 1
+    edges = [lo, lo + 1, -2, -1, 0, 1, hi - 1, hi]
+    rng = random.Random(5)
+    outcomes = set()
+    for _ in range(300):
+        now = rng.choice([*edges, T0, rng.randrange(lo, hi)])
+        config = KafkaConfig.from_mapping({
+            "cleanup.policy": rng.choice(["delete", "compact"]),
+            "message.timestamp.before.max.ms": rng.choice([0, 1, 1000, hi - 1, hi]),
+            "message.timestamp.after.max.ms": rng.choice([0, 1, 1000, hi])})
+        # a batch's times lie within a long of its base time (their deltas are varlongs)
+        center = rng.choice([*edges, now, now - 1000, now + 1000, rng.randrange(lo, hi)])
+        stamps = [max(lo, min(hi, center + rng.choice([0, -1, 1, -1000, 1000, rng.randrange(-2**61, 2**61)])))
+                  for _ in range(4)]
+        batch = read_batch_header(encode_batch([(b"k", b"v", s) for s in stamps], base_offset=0), 0)
+        first = next((i for i, s in enumerate(stamps) if s != -1 and time_out_of_range(config, s, now)), None)
+        outcomes.add(first)
+        if first is None:
+            check_records(batch, config, now, "p")
+            continue
+        with pytest.raises(InvalidMessageError, match=f"Timestamp {stamps[first]} of message with offset "
+                                                      f"{first} is out of range"):
+            check_records(batch, config, now, "p")
+    assert outcomes == {None, 0, 1, 2, 3}

@@ -469,3 +469,48 @@ def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(tmp_path, capsys):
     code, out, _ = _run(capsys, "retention", str(logs / "orders-0"), "--config", "cleanup.policy=",
                         "--config", "retention.bytes=0", "--json", "--dry-run")
     assert code == 0 and _results(out)["orders-0"]["deleted_segments"] == []
+
+
+@pytest.mark.parametrize("size", ["4", "8", " 11 "])
+def test_a_metadata_logs_segment_index_size_below_an_entry_refuses_appends_as_the_broker_cannot(
+        tmp_path, capsys, size):
+    """Kafka 3.8.0 ``LogConfig`` takes ``segment.index.bytes`` from 4 (``atLeast(4)``); the broker then
+    creates no index of the topic: ``AbstractIndex``'s constructor throws ``IllegalArgumentException
+    ("Invalid max index size")`` for a new ``.timeindex`` below one 12-byte entry (``LogLoader.load``'s
+    ``resizeIndexes`` of a new log's first segment, a roll's new segment, the cleaner's cleaned segment:
+    ``LogCleaner`` marks the partition uncleanable).  segstore dropped the value ("not applied") and
+    wrote the topic with the 10 MiB default.  Now appends to it (and its new partitions) are refused
+    before anything is written, and compact leaves it alone; reads and other topics are unaffected."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "cleanup.policy", "compact"),
+                              config("orders", "segment.index.bytes", size)])
+    before = sorted((p.name, p.stat().st_size) for p in (logs / "orders-0").iterdir())
+    refused = rf"expected segment.index.bytes of at least 12 for orders, found {size.strip()} in the " \
+              r"metadata log: .*Invalid max index size"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for message in (Message("orders", b"v", key=b"k", partition=0, timestamp=T0),
+                        Message("orders", b"v", key=b"k", partition=1, timestamp=T0)):
+            with pytest.raises(ConfigError, match=refused):
+                store.append(message)
+        with pytest.raises(ConfigError, match=refused):   # one refused topic: nothing of the call written
+            store.append_batch([{"topic": "other", "partition": 0, "value": b"v", "timestamp": T0},
+                                {"topic": "orders", "partition": 0, "value": b"v", "timestamp": T0}])
+        assert not (logs / "other-0").exists() and not (logs / "orders-1").exists()
+        part = store.partition_of("orders", 0)
+        with pytest.raises(ConfigError, match=refused):
+            part.append_encoded(b"")
+        assert len(list(store.read("orders", 0, 0))) == 6
+        store.append(Message("other", b"v", partition=0, timestamp=T0))
+    assert sorted((p.name, p.stat().st_size) for p in (logs / "orders-0").iterdir()) == before
+    code, out, err = _run(capsys, "compact", str(logs), "--json")
+    assert code == 0 and "Invalid max index size" in _results(out)["orders-0"]["skipped"]
+    assert "orders: segment.index.bytes=" in err and "appends to the topic are refused" in err
+    assert sorted((p.name, p.stat().st_size) for p in (logs / "orders-0").iterdir()) == before
+    # one entry of each index: taken
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "12")])
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append(Message("orders", b"v", key=b"k", partition=0, timestamp=T0))
+        assert store.partition_of("orders", 0).config.segment_index_bytes == 12

@@ -438,3 +438,81 @@ def test_a_plain_batch_of_a_producer_in_a_transaction_is_refused_as_kafka_refuse
         store.append_encoded("t", 0, encode_batch([(b"k2", b"v2", 2)], base_offset=2, producer_id=5,
                                                   producer_epoch=0, base_sequence=1))
         assert store.offset_range("t", 0) == (0, 3)
+
+
+def test_verify_names_a_plain_batch_of_a_producer_in_a_transaction_written_by_hand(tmp_path):
+    """Kafka 3.8.0 ``ProducerAppendInfo.appendDataBatch`` throws ``InvalidTxnStateException`` ("Expected
+    transactional write from producer") on a non-transactional data batch of a producer whose transaction
+    is open, also where it replays a log's producer state (``LogSegment.recover``,
+    ``UnifiedLog.rebuildProducerState``), uncaught: the broker does not load such a log.  verify said ok
+    of one.  Named once per open transaction and segment at its first such batch, also when the
+    transaction opened in an earlier segment; other producers' plain batches, and the producer's after
+    its marker, are fine."""
+    from segstore_kafka.batch import encode_batch, encode_control_batch
+
+    def data(offset: int, pid: int, seq: int, txn: bool = False) -> bytes:
+        return encode_batch([(b"k", b"v", offset)], base_offset=offset, producer_id=pid, producer_epoch=0,
+                            base_sequence=seq, is_transactional=txn)
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    first = data(0, 5, 0, txn=True) + data(1, 6, 0)
+    (part / "00000000000000000000.log").write_bytes(first)
+    second = [data(2, 6, 1, txn=True), data(3, 5, 1), data(4, 5, 2), data(5, 7, 0), data(6, 6, 2),
+              encode_control_batch("COMMIT", base_offset=7, producer_id=5, producer_epoch=0,
+                                   coordinator_epoch=0, timestamp=7),
+              data(8, 5, 3)]
+    (part / "00000000000000000002.log").write_bytes(b"".join(second))
+    with KafkaStore(str(tmp_path), "r") as store:     # (the closed segment's missing time index aside)
+        problems = [p for p in store.verify() if p.path.endswith(".log")]
+    log = str(part / "00000000000000000002.log")
+    pos = {offset: sum(map(len, second[:i])) for i, offset in enumerate((2, 3, 4, 5, 6, 7, 8))}
+    assert [(p.path, p.pos) for p in problems] == [(log, pos[3]), (log, pos[6])]
+    assert "expected a transactional batch from producer 5, which has a transaction open from offset 0, " \
+           "found a non-transactional one at offset 3" in problems[0].message
+    assert "InvalidTxnStateException" in problems[0].message
+    assert "producer 6, which has a transaction open from offset 2, found a non-transactional one at " \
+           "offset 6" in problems[1].message
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_verify_names_plain_batches_in_transactions_as_a_batch_by_batch_replay(tmp_path, seed):
+    """The plain batches verify names (numpy over a segment's batches at once) are those a batch by batch
+    replay of ``ProducerAppendInfo.appendDataBatch``'s check finds, the first of each open transaction
+    and segment, over random interleavings of three producers across three segments."""
+    import random
+
+    from segstore_kafka.batch import encode_batch, encode_control_batch
+
+    rng = random.Random(seed)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    open_from: dict[int, int] = {}
+    expected = []
+    offset = 0
+    for base in (0, 40, 80):
+        log, data, reported = part / f"{base:020d}.log", b"", set()
+        for offset in range(base, base + 40):
+            pid, kind = rng.choice((1, 2, 3)), rng.choice(("txn", "plain", "plain", "COMMIT", "ABORT"))
+            if kind in ("COMMIT", "ABORT"):
+                batch = encode_control_batch(kind, base_offset=offset, producer_id=pid, producer_epoch=0,
+                                             coordinator_epoch=0, timestamp=offset)
+                open_from.pop(pid, None)
+            else:
+                batch = encode_batch([(b"k", b"v", offset)], base_offset=offset, producer_id=pid,
+                                     producer_epoch=0, base_sequence=offset, is_transactional=kind == "txn")
+                if kind == "txn":
+                    open_from.setdefault(pid, offset)
+                elif pid in open_from and (pid, open_from[pid]) not in reported:
+                    reported.add((pid, open_from[pid]))
+                    expected.append((str(log), len(data), f"producer {pid}, which has a transaction open "
+                                     f"from offset {open_from[pid]}, found a non-transactional one at offset "
+                                     f"{offset}:"))
+            data += batch
+        log.write_bytes(data)
+    with KafkaStore(str(tmp_path), "r") as store:
+        found = [p for p in store.verify() if "non-transactional" in p.message]
+    assert len(found) == len(expected) > 0
+    for problem, (path, pos, text) in zip(found, expected, strict=True):
+        assert (problem.path, problem.pos) == (path, pos)
+        assert text in problem.message

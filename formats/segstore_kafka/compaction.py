@@ -906,8 +906,10 @@ def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, top
 
     Left alone, with the reason in the result: the KRaft metadata log (the cleaner never runs on it),
     and a topic whose ``cleanup.policy`` is known without ``compact``: from the command line, or for a
-    topic the files describe (its ConfigRecord, else the broker default ``delete``; :mod:`.topicconfig`).
-    A topic nothing says anything of is compacted as asked.  The partition's extra indexes drop their
+    topic the files describe (its ConfigRecord, else the broker default ``delete``; :mod:`.topicconfig`),
+    and a topic whose files set a ``segment.index.bytes`` no index can be created with (the broker's
+    cleaner fails creating the cleaned segment's and marks the partition uncleanable).  A topic nothing
+    says anything of is compacted as asked.  The partition's extra indexes drop their
     entries before records move (:func:`segstore.layouts.forget_from`)."""
     from segstore.layouts import forget_from
 
@@ -936,4 +938,6 @@ def _not_compacted(store: Any, part: Partition) -> str | None:
                                      or "cleanup_policy" in configs.explicit)
     if known and "compact" not in part.config.cleanup_policy.split(","):
         return f"cleanup.policy={part.config.cleanup_policy}: the log cleaner does not compact this topic"
+    if part.unwritable is not None:     # the cleaned segment's indexes cannot be created: uncleanable
+        return part.unwritable
     return None

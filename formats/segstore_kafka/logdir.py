@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from segstore import files, overlap
-from segstore.errors import CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
+from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -153,12 +153,16 @@ class LogDir:
 
     :param config: every partition's config, or (a callable) each topic's own
         (:meth:`.topicconfig.TopicConfigs.config_for`).
+    :param unwritable: why the broker appends nothing to a topic, None where it does
+        (:meth:`.topicconfig.TopicConfigs.unwritable`): its partitions refuse appends and creation.
     """
 
     def __init__(self, path: str, config: KafkaConfig | Callable[[str], KafkaConfig], *,
-                 writable: bool = False, clock: Callable[[], int] = now_ms) -> None:
+                 writable: bool = False, clock: Callable[[], int] = now_ms,
+                 unwritable: Callable[[str], str | None] = lambda topic: None) -> None:
         self.path = path
         self.config_for: Callable[[str], KafkaConfig] = config if callable(config) else _same(config)
+        self.unwritable = unwritable
         self.writable = writable
         self.clock = clock
         if writable:
@@ -185,7 +189,8 @@ class LogDir:
             for name in names:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
-                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0))
+                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
+                                 unwritable=unwritable(topic))
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
@@ -278,8 +283,11 @@ class LogDir:
         if part is None and create:
             validate_topic(topic, partition)    # a collision is the caller's to check, per call
             self._check_no_other_directory(topic, partition)
-            part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
-                             writable=True, clock=self.clock)
+            path = os.path.join(self.path, f"{topic}-{partition}")
+            refused = self.unwritable(topic)
+            if refused is not None:     # the broker's LogLoader fails creating its first segment's indexes
+                raise ConfigError(refused, path)
+            part = Partition(path, self.config_for(topic), writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part
             self._widen((topic, partition))
         return part

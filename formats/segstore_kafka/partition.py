@@ -64,6 +64,7 @@ from .segment import (
     TIME_INDEX_SUFFIX,
     ChunkSource,
     LogSegment,
+    ProducerBatches,
     RecoverResult,
     TimestampAndOffset,
     TransactionTracker,
@@ -209,6 +210,22 @@ def _config_int(name: str, raw: Any) -> int:
     raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")
 
 
+#: The smallest ``segment.index.bytes`` a segment's indexes can be created with: one ``.timeindex`` entry.
+MIN_INDEX_BYTES = 12
+
+
+def index_size_below_an_entry(raw: Any) -> int | None:
+    """``raw`` as ``segment.index.bytes`` where Kafka 3.8.0's ``LogConfig`` takes it (an INT,
+    ``atLeast(4)``) but no index can be created with it (below :data:`MIN_INDEX_BYTES`: ``AbstractIndex``
+    throws ``IllegalArgumentException("Invalid max index size")`` creating a ``.timeindex`` smaller than
+    one 12-byte entry), else None."""
+    try:
+        value = _config_int("segment.index.bytes", raw)
+    except ConfigError:
+        return None
+    return value if _RANGES["segment_index_bytes"][0] <= value < MIN_INDEX_BYTES else None
+
+
 # Kafka 3.8.0 ListOffsetsRequest's codes for what a ListOffsets request asks in place of a time
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -316,7 +333,7 @@ class KafkaConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
                                   f"found {getattr(self, name)}")
-        if self.segment_index_bytes < 12:
+        if self.segment_index_bytes < MIN_INDEX_BYTES:
             # LogConfig takes 4 and up (atLeast(4)), but Kafka 3.8.0's AbstractIndex constructor refuses to
             # create an index smaller than one entry: a .timeindex (12-byte entries) of fewer bytes throws
             # IllegalArgumentException("Invalid max index size"), so no segment can be created with it
@@ -595,15 +612,9 @@ def check_timestamps(batch: codec.RecordBatch, config: KafkaConfig, now: int, pa
 
     :raises InvalidMessageError: naming the record's offset and the range, as the broker's message does.
     """
-    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     if not config.checks_timestamps or batch.is_control:
         return      # no bound; or markers, the coordinator's (appendAsLeader, origin COORDINATOR)
-    for record in batch.records():
-        if time_out_of_range(config, record.timestamp, now):
-            raise InvalidMessageError(
-                f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
-                f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
-                path)
+    _refuse_times(batch.records(), config, now, path)
 
 
 def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None:
@@ -615,9 +626,46 @@ def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None
     """
     if not config.compact or batch.is_control:
         return      # markers carry their own key; the coordinator writes them (origin COORDINATOR)
-    for record in batch.records():
+    _refuse_keyless(batch.records(), config, path)
+
+
+def check_records(batch: codec.RecordBatch, config: KafkaConfig, now: int, path: str) -> None:
+    """:func:`check_keys` then :func:`check_timestamps` (what 3.8 ``LogValidator.validateRecord`` checks
+    of each record) over one decode of the records, none where neither applies.
+
+    :raises InvalidMessageError: a record without a key on a compacted topic (the first), else one
+        whose time is out of range (the first).
+    """
+    keys, times = config.compact, config.checks_timestamps
+    if batch.is_control or not (keys or times):
+        return
+    records = batch.records()
+    if keys:
+        _refuse_keyless(records, config, path)
+    if times:
+        _refuse_times(records, config, now, path)
+
+
+def _refuse_keyless(records: list[codec.Record], config: KafkaConfig, path: str) -> None:
+    """:func:`check_keys` of decoded ``records``."""
+    for record in records:
         if record.key is None:
             raise InvalidMessageError(no_key_message(f"the record at offset {record.offset}", config), path)
+
+
+def _refuse_times(records: list[codec.Record], config: KafkaConfig, now: int, path: str) -> None:
+    """:func:`check_timestamps` of decoded ``records``: numpy over their times, in int64 as Java's longs
+    wrap (:func:`time_out_of_range`, one record at a time, took most of an append's time)."""
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    stamps = np.fromiter((record.timestamp for record in records), np.int64, len(records))
+    diff = np.int64(_java_long(now)) - stamps
+    bad = np.flatnonzero((stamps != codec.NO_TIMESTAMP) & ((diff > before) | (-diff > after)))
+    if len(bad):
+        record = records[int(bad[0])]
+        raise InvalidMessageError(
+            f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+            f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]",
+            path)
 
 
 def no_key_message(which: str, config: KafkaConfig) -> str:
@@ -724,8 +772,12 @@ class Partition:
     """
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
-                 clock: Callable[[], int] = now_ms, recovery_point: int = 0) -> None:
+                 clock: Callable[[], int] = now_ms, recovery_point: int = 0,
+                 unwritable: str | None = None) -> None:
+        """``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
+        ``segment.index.bytes`` no index can be created with); every append raises it."""
         self.path = path
+        self.unwritable = unwritable
         self.recovery_point = recovery_point
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
@@ -1056,12 +1108,18 @@ class Partition:
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
-        ``check_times`` False: the record times are not checked against ``message.timestamp.*.max.ms``
-        here, the caller having checked them before writing any partition (an append of several), or
-        the batch replaying records a broker already took at their own times (a conversion, as a
-        follower's).
+        ``check_times`` False: the records are not checked here as ``LogValidator.validateRecord``
+        checks a leader's append (:func:`check_records`: their times against
+        ``message.timestamp.*.max.ms``, and on a compacted topic their keys), the caller having checked
+        them before writing any partition (an append of several), or the batch replaying records a
+        broker already took at their own times (a conversion, as a follower's).
         A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
+
+        :raises ConfigError: the topic's config is one the broker appends nothing with
+            (:attr:`unwritable`).
         """
+        if self.unwritable is not None:
+            raise ConfigError(self.unwritable, self.path)
         header = codec.read_batch_header(data, 0, path=self.path)
         past_end = header.base_offset > self.next_offset
         if keep_offsets and past_end and not any(s.size for s in self.log.segments):
@@ -1074,7 +1132,7 @@ class Partition:
         check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
         if check_times and not keep_offsets:    # a follower's append (appendAsFollower) is not validated
-            check_timestamps(header, self.config, now, self.path)
+            check_records(header, self.config, now, self.path)
         if header.producer_id >= 0 and header.magic >= codec.MAGIC_V2 and not tracked(header):
             # ProducerAppendInfo.appendDataBatch (a leader's append and a follower's alike): a plain batch
             # of a producer in a transaction is an InvalidTxnStateException; a log holding one does not
@@ -1354,7 +1412,8 @@ class Partition:
         for seg in self.segments:
             before = expected_offset
             found, expected_offset, txns = self._check_segment(
-                seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
+                seg, expected_offset, closed=seg is not self.log.active, decoded=decoded,
+                in_transaction=tracker is not None and bool(tracker.open_transactions()))
             if previous is not None and before is not None and seg.base < before \
                     and not any(pos == 0 and path == seg.path for path, pos, _ in found):
                 problems.append(_overlapping_name_problem(seg, previous, before))
@@ -1367,8 +1426,10 @@ class Partition:
             # the aborts a segment completes depend on every transactional batch before it
             tracker = tracker if txns is not None else None
             if tracker is not None and txns is not None:
+                aborted, refused = _walk_producers(seg, txns, tracker)
+                problems += refused
                 problems += [(path, pos, f"{message} (run recover)")
-                             for path, pos, message in _txn_index_problems(seg, txns, tracker)]
+                             for path, pos, message in _txn_index_problems(seg, aborted)]
             progress.advance(seg.size)
         return problems
 
@@ -1384,24 +1445,28 @@ class Partition:
                         for chunk in seg.header_chunks()]
             except CorruptDataError:
                 break
-            problems = _txn_index_problems(seg, np.concatenate(txns or [np.zeros(0, np.int64)]), tracker)
+            none = np.zeros(0, np.int64)
+            aborted, _ = _walk_producers(seg, ProducerBatches(np.concatenate(txns or [none]), none, none),
+                                         tracker)
+            problems = _txn_index_problems(seg, aborted)
             if problems:
                 found[seg.base] = problems
         return found
 
     @staticmethod
     def _check_segment(seg: LogSegment, expected_offset: int | None, *, closed: bool,
-                       decoded: ChunkSource | None = None
-                       ) -> tuple[list[tuple[str, int | None, str]], int | None, np.ndarray | None]:
-        """The problems of one segment's log and indexes, the offset the next batch must reach, and the
-        positions of its transactional batches (None: the walk did not reach the log's end).
+                       decoded: ChunkSource | None = None, in_transaction: bool = False
+                       ) -> tuple[list[tuple[str, int | None, str]], int | None, ProducerBatches | None]:
+        """The problems of one segment's log and indexes, the offset the next batch must reach, and its
+        producer batches (None: the walk did not reach the log's end; ``in_transaction``: as
+        :meth:`LogSegment.check_log`'s).
 
         A closed segment's time index ends at the segment's largest timestamp
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
         problems, starts, lasts, walked, expected_offset, largest, txns, largest_any = seg.check_log(
-            expected_offset, decoded)
+            expected_offset, decoded, in_transaction=in_transaction)
         log_clean = not problems
         entries = seg.offset_index
         whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
@@ -1500,22 +1565,94 @@ def _time_entry_problems(seg: LogSegment, last_offset: int, largest: int
              f"expected the entry of slot {slot} to name a batch of the segment, found {found}")]
 
 
-def _txn_index_problems(seg: LogSegment, positions: np.ndarray, tracker: TransactionTracker
-                        ) -> list[tuple[str, int | None, str]]:
-    """The aborted transactions the transactional batches of ``seg`` at ``positions`` complete (as
-    ``LogSegment.recover`` finds them, Kafka 3.8; ``tracker`` carries the open ones from segment to
-    segment) that its ``.txnindex`` has no entry for: ``read_committed`` readers would return their
-    records.  An entry matches by producer id and marker offset and may start earlier (the cleaner
-    removes aborted batches and keeps their entry); the last stable offset is not compared (cleaning
-    changes what was open).  Python per transactional batch."""
+def _walk_producers(seg: LogSegment, batches: ProducerBatches, tracker: TransactionTracker
+                    ) -> tuple[list[AbortedTxn], list[tuple[str, int | None, str]]]:
+    """Observe the transactional batches of ``seg`` (``batches.tracked``) in ``tracker``, which carries
+    the open transactions from segment to segment: the aborted transactions they complete (as
+    ``LogSegment.recover`` finds them, Kafka 3.8), and the first non-transactional data batch
+    (``batches.plain``) of each transaction open at it (once a segment: its later ones share the cause).
+    Kafka 3.8.0 ``ProducerAppendInfo.appendDataBatch`` throws ``InvalidTxnStateException`` on that one
+    ("Expected transactional write from producer") where it replays the log's producer state
+    (``LogSegment.recover``, ``UnifiedLog.rebuildProducerState``), which the broker does not catch: it
+    does not load the log.  Python per transactional batch; the plain batches with numpy, once
+    (``O(n log n)``: each takes its producer's state after the last transactional batch of that
+    producer before it, else the state where the segment starts)."""
+    at_start = tracker.open_transactions()
+    follow = len(batches.plain) > 0
     expected = []
-    for position in positions.tolist():
+    seen: list[tuple[int, int, int]] = []     # (position, producer id, open from after it, -1: none)
+    for position in batches.tracked.tolist():
         try:
-            aborted = tracker.observe(codec.read_batch_header(seg.log.view(), position, path=seg.path))
-        except CorruptDataError:        # a marker whose record does not read: the log's own check names it
+            header = codec.read_batch_header(seg.log.view(), position, path=seg.path)
+        except CorruptDataError:        # the log's own check names it
             continue
+        try:
+            aborted = tracker.observe(header)
+        except CorruptDataError:        # a marker whose record does not read: the log's own check names it
+            aborted = None
         if aborted is not None:
             expected.append(aborted)
+        if follow:
+            after = tracker.open_from(header.producer_id)
+            seen.append((position, header.producer_id, -1 if after is None else after))
+    refused = []
+    reported: set[tuple[int, int]] = set()
+    for pos, pid, first in _plain_in_transactions(batches, seen, at_start):
+        if (pid, first) not in reported:
+            reported.add((pid, first))
+            refused.append(_plain_in_transaction(seg, pos, pid, first))
+    return expected, refused
+
+
+def _plain_in_transactions(batches: ProducerBatches, seen: list[tuple[int, int, int]],
+                           at_start: dict[int, int]) -> list[tuple[int, int, int]]:
+    """``(position, producer id, open from)`` of each plain batch (``batches.plain``) whose producer has a
+    transaction open at it, in position order: the state after the producer's last transactional batch
+    before it (``seen``: ``(position, producer id, open from after it or -1)``, positions rising), else
+    at the segment's start (``at_start``).  Sorted by (producer, position), a plain row takes the last
+    transactional row above it (a running maximum of their ranks) when that row is its producer's."""
+    if not len(batches.plain) or not (seen or at_start):
+        return []
+    events = np.array(seen, np.int64).reshape(-1, 3)
+    positions = np.concatenate([events[:, 0], batches.plain])
+    pids = np.concatenate([events[:, 1], batches.plain_ids])
+    order = np.lexsort((positions, pids))
+    ranks = np.where(order < len(events), np.arange(len(order)), -1)
+    last = np.maximum.accumulate(ranks)
+    plain_rows = np.flatnonzero(order >= len(events))
+    last_rows = last[plain_rows]
+    has_event = (last_rows >= 0) & (pids[order[np.maximum(last_rows, 0)]] == pids[order[plain_rows]])
+    states = np.full(len(plain_rows), -1, np.int64)
+    states[has_event] = events[order[last_rows[has_event]], 2]
+    if at_start:
+        fresh = ~has_event & np.isin(pids[order[plain_rows]], list(at_start))
+        states[fresh] = [at_start[int(pid)] for pid in pids[order[plain_rows[fresh]]].tolist()]
+    hits = order[plain_rows[states >= 0]] - len(events)
+    firsts = states[states >= 0]
+    return sorted(zip(batches.plain[hits].tolist(), batches.plain_ids[hits].tolist(), firsts.tolist(),
+                      strict=True))
+
+
+def _plain_in_transaction(seg: LogSegment, pos: int, producer_id: int, open_from: int
+                          ) -> tuple[str, int | None, str]:
+    """The problem of a non-transactional data batch of a producer whose transaction is open
+    (:func:`_walk_producers`)."""
+    try:
+        where = f"at offset {codec.read_batch_header(seg.log.view(), pos, path=seg.path).base_offset}"
+    except CorruptDataError:
+        where = "here"
+    return (seg.path, pos, f"expected a transactional batch from producer {producer_id}, which has a "
+            f"transaction open from offset {open_from}, found a non-transactional one {where}: Kafka's "
+            "ProducerAppendInfo.appendDataBatch throws InvalidTxnStateException on it when it loads the "
+            "producer state (LogSegment.recover, UnifiedLog.rebuildProducerState) and the broker does not "
+            "load the log")
+
+
+def _txn_index_problems(seg: LogSegment, expected: list[AbortedTxn]) -> list[tuple[str, int | None, str]]:
+    """The aborted transactions of ``seg`` (``expected``, :func:`_walk_producers`) that its ``.txnindex``
+    has no entry for: ``read_committed`` readers would return their records.  An entry matches by
+    producer id and marker offset and may start earlier (the cleaner removes aborted batches and keeps
+    their entry); the last stable offset is not compared (cleaning changes what was open)."""
     if not expected or seg.txn_index.error is not None:     # an unreadable file is reported as such
         return []
     firsts = {(e.producer_id, e.last_offset): e.first_offset for e in seg.txn_index.all()}

@@ -123,6 +123,25 @@ def transactional_rows(batches: np.ndarray) -> np.ndarray:
             & (batches["attributes"] & (codec.TRANSACTIONAL_FLAG | codec.CONTROL_FLAG) != 0))
 
 
+def plain_producer_rows(batches: np.ndarray) -> np.ndarray:
+    """Which rows of a chunk's batch headers are a producer's non-transactional v2 data batches: the ones
+    Kafka 3.8.0 ``ProducerAppendInfo.appendDataBatch`` refuses while that producer's transaction is open
+    (:meth:`TransactionTracker.open_from`)."""
+    return ((batches["magic"] >= codec.MAGIC_V2) & (batches["producer_id"] >= 0)
+            & (batches["attributes"] & (codec.TRANSACTIONAL_FLAG | codec.CONTROL_FLAG) == 0))
+
+
+class ProducerBatches(NamedTuple):
+    """A segment's producer batches, as :meth:`LogSegment.check_log` finds them (positions rise)."""
+
+    #: positions of the batches :class:`TransactionTracker` observes (:func:`transactional_rows`)
+    tracked: np.ndarray
+    #: positions of the non-transactional data batches of a producer (:func:`plain_producer_rows`)
+    plain: np.ndarray
+    #: their producer ids
+    plain_ids: np.ndarray
+
+
 def tracked(batch: codec.RecordBatch) -> bool:
     """Whether :class:`TransactionTracker` observes ``batch``: a producer's transactional batch, or its
     control batch whether or not that is flagged transactional (Kafka 3.8.0 ``ProducerAppendInfo.append``
@@ -149,6 +168,10 @@ class TransactionTracker:
     def open_from(self, producer_id: int) -> int | None:
         """The first offset of ``producer_id``'s open transaction, None when it has none open."""
         return self._open.get(producer_id)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> the first offset of its open transaction (a copy)."""
+        return dict(self._open)
 
     def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
         """Update with one batch; returns the aborted transaction it completes, if any."""
@@ -432,14 +455,15 @@ class LogSegment:
             pos += header_fields(self._batch_view(pos), pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
         return pos
 
-    def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
+    def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None, *,
+                  in_transaction: bool = False
                   ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int,
-                             np.ndarray, int]:
+                             ProducerBatches, int]:
         """The log's problems for ``verify``: ``(problems, batch positions, their last offsets, bytes
         walked, the offset the next segment must reach, the largest max timestamp of its v2 batches
-        (-1: none), the positions of its transactional v2 batches, the largest max timestamp of the
-        batches whose records decoded, of any magic)``; the positions (int64) rise strictly (the walk
-        only goes forward).
+        (-1: none), its producers' v2 batches (:class:`ProducerBatches`), the largest max timestamp of
+        the batches whose records decoded, of any magic)``; the positions (int64) rise strictly (the
+        walk only goes forward).
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -448,13 +472,18 @@ class LogSegment:
         there.  A batch below ``expected_offset`` (the last one's end) is a problem.
         ``decoded``: where the chunks come from (``decoded(segment, pos)``, as
         ``columnar.decode(view, start=pos, want=0)`` gives them: decoded ahead on other threads);
-        the log decoded here when None.  ``O(bytes)``, per chunk numpy (no Python per batch but
-        for the problems); memory bounded by one chunk (plus two int64 per batch).
+        the log decoded here when None.  ``in_transaction``: a transaction is open where the segment
+        starts; the plain producer batches are collected from there, else from the first chunk holding
+        a transactional batch (none of a log without transactions: only they can be in one).
+        ``O(bytes)``, per chunk numpy (no Python per batch but for the problems); memory bounded by one
+        chunk (plus two int64 per batch, two more per plain producer batch collected).
         """
         problems: list[tuple[str, int | None, str]] = []
         starts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         transactional: list[np.ndarray] = []
+        plain: list[np.ndarray] = []
+        plain_ids: list[np.ndarray] = []
         largest = largest_any = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
@@ -474,6 +503,11 @@ class LogSegment:
                     ends.append(lasts)
                     v2 = batches["magic"] >= codec.MAGIC_V2
                     transactional.append(positions[transactional_rows(batches)])
+                    in_transaction = in_transaction or len(transactional[-1]) > 0
+                    if in_transaction:
+                        own = plain_producer_rows(batches)
+                        plain.append(positions[own])
+                        plain_ids.append(batches["producer_id"][own].astype(np.int64))
                     # v2 batches: Kafka 0.11 and later, which always wrote a time index
                     stamped = batches["max_timestamp"][v2]
                     if len(stamped):
@@ -522,7 +556,10 @@ class LogSegment:
                 pos += header.size
         empty = [np.zeros(0, np.int64)]
         return (problems, np.concatenate(starts or empty), np.concatenate(ends or empty), pos,
-                expected_offset, largest, np.concatenate(transactional or empty), largest_any)
+                expected_offset, largest,
+                ProducerBatches(np.concatenate(transactional or empty), np.concatenate(plain or empty),
+                                np.concatenate(plain_ids or empty)),
+                largest_any)
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")

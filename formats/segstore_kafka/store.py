@@ -81,8 +81,7 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
-    check_keys,
-    check_timestamps,
+    check_records,
     encode_columns,
     encode_records,
     no_key_message,
@@ -749,14 +748,17 @@ class KafkaStore(Store):
         try:
             if self.single:
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
-                self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
+                self._part: Partition | None = Partition(
+                    path, topic_config, writable=writable, clock=clock,
+                    unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
                     forget_clean_shutdown(os.path.dirname(os.path.abspath(path)))
                 self._dir: LogDir | None = None
             else:
                 self._part = None
-                self._dir = LogDir(path, self.topic_configs.config_for, writable=writable, clock=clock)
+                self._dir = LogDir(path, self.topic_configs.config_for, writable=writable, clock=clock,
+                                   unwritable=self.topic_configs.unwritable)
         except BaseException:
             self._release_locks()
             raise
@@ -1111,8 +1113,9 @@ class KafkaStore(Store):
                           datas: list[bytes]) -> None:
         """Refuse a batch of ``datas`` (encoded for ``topic``-``partition`` under ``config`` at ``now``)
         with a record time the topic's ``message.timestamp.before/after.max.ms`` refuse
-        (:func:`check_timestamps`), or, on a compacted topic, a record without a key (:func:`check_keys`,
-        as ``LogValidator.validateRecord`` checks both); called before anything is written, so the
+        (:func:`.partition.check_timestamps`), or, on a compacted topic, a record without a key
+        (:func:`.partition.check_keys`, as ``LogValidator.validateRecord`` checks both: one decode of each
+        batch's records, :func:`.partition.check_records`); called before anything is written, so the
         append is all or none.
 
         :raises InvalidMessageError: naming the record.
@@ -1120,9 +1123,7 @@ class KafkaStore(Store):
         if config.checks_timestamps or config.compact:
             path = self._partition_path(topic, partition)
             for data in datas:
-                header = codec.read_batch_header(data, 0, path=path)
-                check_keys(header, config, path)
-                check_timestamps(header, config, now, path)
+                check_records(codec.read_batch_header(data, 0, path=path), config, now, path)
 
     def _check_plan_times(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
@@ -1228,9 +1229,14 @@ class KafkaStore(Store):
 
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
-        this partition directory's."""
+        this partition directory's.
+        :raises ConfigError: a topic whose config in the files the broker appends nothing with
+        (:meth:`.topicconfig.TopicConfigs.unwritable`)."""
         known = self._cluster_topics()
         for topic, partition in keys:
+            refused = self.topic_configs.unwritable(topic)
+            if refused is not None:
+                raise ConfigError(refused, self._partition_path(topic, partition))
             if self._part is not None:
                 self.partition_of(topic, partition)
             else:

@@ -26,7 +26,7 @@ from segstore.errors import ConfigError
 
 from .brokerconfig import BROKER_SYNONYMS, resolve
 from .kraft import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
-from .partition import KafkaConfig
+from .partition import MIN_INDEX_BYTES, KafkaConfig, index_size_below_an_entry
 
 #: Topics the broker always compacts.
 COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -65,6 +65,9 @@ class TopicConfig:
     #: the files describe the topic (the metadata log holds it, or the broker always compacts it): its
     #: ``cleanup.policy`` is known, set or the default
     described: bool = False
+    #: why the broker appends nothing to the topic (None: it does): the files set a
+    #: ``segment.index.bytes`` that Kafka's ``LogConfig`` takes but no index can be created with
+    unwritable: str | None = None
 
 
 class TopicConfigs:
@@ -91,6 +94,10 @@ class TopicConfigs:
     def config_for(self, topic: str) -> KafkaConfig:
         return self.for_topic(topic).config
 
+    def unwritable(self, topic: str) -> str | None:
+        """Why the broker appends nothing to ``topic`` (:attr:`TopicConfig.unwritable`), None if it does."""
+        return self.for_topic(topic).unwritable
+
     def for_topic(self, topic: str) -> TopicConfig:
         found = self._cache.get(topic)
         if found is None:
@@ -109,6 +116,7 @@ class TopicConfigs:
         applied: dict[str, str] = {}
         overridden: dict[str, tuple[str, str]] = {}
         notes: list[str] = []
+        unwritable = None
         if files.get("remote.storage.enable", "").strip().lower() == "true":
             # LogConfig.remoteStorageEnable: UnifiedLog.deleteOldSegments deletes local segments by
             # local.retention.* once copied to remote storage, which the log directory does not show
@@ -131,6 +139,18 @@ class TopicConfigs:
             try:
                 parsed = KafkaConfig.from_mapping({name: value})
             except ConfigError as err:
+                size = index_size_below_an_entry(value) if attr == "segment_index_bytes" else None
+                if size is not None:
+                    # the broker takes it (LogConfig: atLeast(4)) and then creates no index of the topic:
+                    # AbstractIndex refuses a .timeindex below one entry (LogLoader, a roll, the cleaner)
+                    unwritable = (f"expected segment.index.bytes of at least {MIN_INDEX_BYTES} for {topic}, "
+                                  f"found {size} in {METADATA_LOG_SOURCE}: Kafka's LogConfig takes it, but "
+                                  "its AbstractIndex cannot create a .timeindex smaller than one 12-byte "
+                                  "entry ('Invalid max index size'): the broker appends nothing to the "
+                                  "topic and its cleaner marks it uncleanable, and segstore does likewise")
+                    notes.append(f"{topic}: {name}={value} from {METADATA_LOG_SOURCE}: appends to the topic "
+                                 f"are refused ({unwritable})")
+                    continue
                 notes.append(f"{topic}: {name}={value} from {METADATA_LOG_SOURCE} not applied "
                              f"({err.message})")
                 continue
@@ -141,8 +161,9 @@ class TopicConfigs:
             config._validate()
         except ConfigError as err:
             return TopicConfig(self.base, {}, {}, (*notes, f"{topic}: the configs of {METADATA_LOG_SOURCE} "
-                                                          f"not applied ({err.message})"), described)
-        return TopicConfig(config, applied, overridden, tuple(notes), described)
+                                                          f"not applied ({err.message})"), described,
+                               unwritable)
+        return TopicConfig(config, applied, overridden, tuple(notes), described, unwritable)
 
     def _same(self, name: str, value: str, attr: str) -> bool:
         """Whether the files' ``name=value`` is what the command line gave (then it overrides nothing)."""
