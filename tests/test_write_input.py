@@ -341,30 +341,117 @@ def test_a_dump_without_its_markers_names_the_transactions_it_leaves_open(tmp_pa
     assert (code, err) == (0, "")                           # the markers came with it
 
 
-def test_a_copy_after_delete_records_starts_where_the_dump_does(tmp_path, capsys):
+def test_a_copy_after_delete_records_starts_where_the_source_does(tmp_path, capsys):
     """docs/cli.md, "JSON-lines input": a dump starts at the log start offset, as a consumer reads
     (Kafka 3.8 ``UnifiedLog.deleteOldSegments``/``maybeIncrementLogStartOffset`` leave the batch holding
     it in place, ``LocalLog.read`` serves from it), so a DeleteRecords inside a batch comes back as that
-    batch's records from the log start only: the same dump, other ``.log`` bytes, the copy's own log start."""
+    batch's records from the log start only (other ``.log`` bytes).  Its lines carry the log start and
+    the segment's base, so the copy's log starts where the source's does: the same segment names and a
+    ``log-start-offset-checkpoint`` entry, as ``LogLoader.load`` reads the log start back
+    (``max(checkpoint, first segment base)``).  It used to start at the trimmed batch's base offset,
+    where offsets the source answers OFFSET_OUT_OF_RANGE for were readable."""
     source = tmp_path / "src" / "topic-0"
     source.mkdir(parents=True)
     for p in (FIXTURES / "kafka" / "uncompressed" / "topic-0").iterdir():
         (source / p.name).write_bytes(p.read_bytes())
     first = next(o["batch"] for o in _dump(source) if o["batch"]["last_offset"] > o["batch"]["base_offset"])
     inside = first["base_offset"] + 1
+    assert first["base_offset"] > 0     # a batch before it: the segment is named below the trimmed batch
     assert run(capsys, "delete-records", source, "--before", str(inside))[0] == 0
     before = _dump(source)
     assert before[0]["offset"] == inside
     target = tmp_path / "dst" / "topic-0"
     done = pipe(source, target)
     assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.offset_range("topic", 0) == old.offset_range("topic", 0) == (inside, 300)
+    assert {o["log_start_offset"] for o in before} == {inside}
     after = _dump(target)
     differ = {"crc", "size", "position"}
     assert [{**o, "batch": None} for o in after] == [{**o, "batch": None} for o in before]
     assert [{k: v for k, v in o["batch"].items() if k not in differ} for o in after] == \
         [{k: v for k, v in o["batch"].items() if k not in differ} for o in before]
     assert after[0]["batch"]["size"] < before[0]["batch"]["size"]      # the records below it are not there
-    assert min(p.name for p in target.glob("*.log")) == f"{first['base_offset']:020d}.log"
+    assert sorted(p.name for p in target.glob("*.log")) == sorted(p.name for p in source.glob("*.log"))
+    assert (tmp_path / "dst" / "log-start-offset-checkpoint").read_text() == f"0\n1\ntopic 0 {inside}\n"
+    for store in (source, target):      # below the log start: OFFSET_OUT_OF_RANGE from both
+        code, out, err = run(capsys, "query", store, "--topic", "topic", "--partition", "0", "--offset",
+                             str(first["base_offset"]))
+        assert (code, out) == (1, ""), err
+        assert f"from its first held, {inside} (the messages before it were deleted)" in err
+
+
+def test_a_copy_of_a_compacted_partition_keeps_its_log_start_and_segment_names(tmp_path, capsys):
+    """The log cleaner keeps a cleaned segment's base offset (Kafka 3.8 ``Cleaner.cleanSegments``:
+    ``UnifiedLog.createNewCleanedSegment(..., segments.head.baseOffset)``), so a compacted partition's
+    log starts below its first record, and a segment is named below its first batch, or holds none.  A
+    copy starts its log there too (each line carries ``log_start_offset``, each batch its
+    ``segment_base_offset``): a consumer at an offset between the log start and the first record reads
+    on from that record in both, where the copy used to start at the first batch and answer
+    OFFSET_OUT_OF_RANGE."""
+    lines = tmp_path / "in.jsonl"
+    keys = [f"k{i % 10}" if i < 50 else f"u{i}" for i in range(60)]
+    lines.write_text("".join(json.dumps({"topic": "c", "partition": 0, "key": key, "value": f"v{i}",
+                                         "timestamp": 1700000000000 + i}) + "\n"
+                             for i, key in enumerate(keys)))
+    config = ("--config", "segment.bytes=400", "--config", "cleanup.policy=compact")
+    source = tmp_path / "src"
+    assert run(capsys, "write", source, "--input", lines, "--format", "kafka", *config)[0] == 0
+    assert run(capsys, "compact", source, *config, "--now-ms", "1800000000000")[0] == 0
+    before = _dump(source)
+    assert before[0]["batch"]["base_offset"] > 0      # the cleaned log starts below its first batch
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.offset_range("c", 0) == old.offset_range("c", 0) == (0, 60)
+    outs = [run(capsys, "query", store, "--topic", "c", "--partition", "0", "--offset", "5")[:2]
+            for store in (source, target)]
+    assert outs[0] == outs[1] and outs[0][0] == 0
+    assert before[0]["log_start_offset"] == 0
+    assert any(o["batch"]["segment_base_offset"] < o["offset"] for o in before if o["batch"]["position"] == 0)
+    assert _dump(target) == before
+    assert _files(target, "c-0/*.log") == _files(source, "c-0/*.log")     # the segments holding records
+    assert (target / "c-0" / "00000000000000000000.log").read_bytes() == b""
+
+
+def test_a_dump_of_an_older_segstore_is_still_written(tmp_path, capsys):
+    """The dump's ``log_start_offset`` and ``segment_base_offset`` are optional on input: lines of a dump
+    without them (an older segstore's) are written as they were, the log starting at the first batch."""
+    source = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    old = [{k: v for k, v in o.items() if k != "log_start_offset"} for o in _dump(source)[3:]]
+    old = [{**o, "batch": {k: v for k, v in o["batch"].items() if k != "segment_base_offset"}} for o in old]
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in old))
+    code, _, err = run(capsys, "write", tmp_path / "logs" / "topic-0", "--input", lines)
+    assert code == 0, err
+    with segstore.open(tmp_path / "logs" / "topic-0") as store:
+        assert store.offset_range("topic", 0) == (old[0]["batch"]["base_offset"], 300)
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda o: {**o, "log_start_offset": o["offset"] + 1}, "expected a log_start_offset from 0 to the line's "
+                                                           "offset"),
+    (lambda o: {**o, "log_start_offset": "0"}, "expected a log_start_offset from 0"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": o["batch"]["base_offset"] + 1}},
+     "expected a batch segment_base_offset from 0 to the batch's base offset"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": -1}},
+     "expected a batch segment_base_offset from 0"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": True}},
+     "expected a batch segment_base_offset from 0"),
+])
+def test_a_dump_line_placing_its_log_impossibly_is_refused(tmp_path, capsys, edit, said):
+    """A log start past a line's offset would hide that record, a segment named past its batch's base
+    offset cannot hold it (Kafka's segment names its first offset or below): refused, exit 1, nothing
+    written."""
+    objs = _dump(FIXTURES / "kafka" / "uncompressed" / "topic-0")[:5]
+    objs[0] = edit(objs[0])
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    code, _, err = run(capsys, "write", tmp_path / "logs" / "topic-0", "--input", lines)
+    assert code == 1
+    assert said in err, err
+    assert not (tmp_path / "logs" / "topic-0").exists()
 
 
 def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys):
