@@ -454,10 +454,8 @@ def test_a_dump_line_placing_its_log_impossibly_is_refused(tmp_path, capsys, edi
     assert not (tmp_path / "logs" / "topic-0").exists()
 
 
-def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys):
-    """docs/cli.md, "JSON-lines input": the copy is written into an empty store, which starts at
-    commitlog and queue offset 0 (RocketMQ 4.9.7 ``DefaultMessageStore`` on an empty store dir), so a
-    source whose oldest files ``deleteExpiredFiles`` removed comes back with the same messages, moved down."""
+def _trimmed_rocketmq(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, list[str]]:
+    """A copy of the basic RocketMQ fixture whose oldest commitlog files retention deleted, and its config."""
     source = tmp_path / "src"
     fixture = FIXTURES / "rocketmq" / "basic" / "store"
     for p in fixture.rglob("*"):
@@ -467,10 +465,48 @@ def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys)
     config = _config_args(fixture.parent / "spec.json")
     assert run(capsys, "retention", source, *config, "--config", "fileReservedTime=1",
                "--now-ms", "2030-01-01T00:00:00Z")[0] == 0
+    return source, config
+
+
+def test_a_rocketmq_copy_of_a_trimmed_store_starts_where_the_source_does(tmp_path, capsys):
+    """docs/cli.md, "JSON-lines input": a source whose oldest files ``deleteExpiredFiles`` removed starts
+    its commitlog at a later file and each queue past 0 (RocketMQ 4.9.7 ``ConsumeQueue.correctMinOffset``,
+    ``DefaultMessageStore.getMinOffsetInQueue``).  Its copy, given the source's file sizes, starts there
+    too, as a slave's store starts at its master's (``MappedFileQueue.getLastMappedFile(startOffset)``
+    names the first file ``startOffset - startOffset % mappedFileSize``; ``ConsumeQueue
+    .putMessagePositionInfo`` starts a queue at its first message's queue offset, ``fillPreBlank``):
+    the same dump (queue and physical offsets, msgIds), commitlog files and queue offset ranges.  It
+    used to start at 0, its messages moved down, so a consumer's committed offset pointed elsewhere."""
+    source, config = _trimmed_rocketmq(tmp_path, capsys)
     before = _dump(source)
     assert before[0]["physical_offset"] > 0
     target = tmp_path / "dst"
     done = pipe(source, target, *config)
+    assert done.returncode == 0, done.stderr
+    assert _dump(target) == before
+    assert _files(target, "commitlog/*") == _files(source, "commitlog/*")
+    with segstore.open(source, **dict(a.split("=") for a in config[1::2])) as old, \
+            segstore.open(target) as new:
+        queues = [(t, q) for t in old.topics() for q in old.partitions(t)]
+        assert any(old.offset_range(t, q)[0] > 0 for t, q in queues)
+        assert [new.offset_range(t, q) for t, q in queues] == [old.offset_range(t, q) for t, q in queues]
+    assert run(capsys, "verify", target)[0] == 0
+    topic, queue = next((o["topic"], o["queue_id"]) for o in before if o["queue_offset"] > 0)
+    first = min(o["queue_offset"] for o in before if (o["topic"], o["queue_id"]) == (topic, queue))
+    for store in (source, target):      # below the queue's first offset: none in both (OFFSET_TOO_SMALL)
+        code, out, err = run(capsys, "query", store, "--topic", topic, "--queue", str(queue), "--offset",
+                             str(first - 1))
+        assert (code, out) == (1, ""), err
+
+
+def test_a_rocketmq_copy_into_other_file_sizes_starts_at_0(tmp_path, capsys):
+    """Without the source's ``mappedFileSizeCommitLog`` the file holding the first message is the copy's
+    first (0 here, in a 1 GiB file): its queues then start at 0 too, as an empty broker store does
+    (blank entries before a queue's first would read as messages in a commitlog starting at 0)."""
+    source, _ = _trimmed_rocketmq(tmp_path, capsys)
+    before = _dump(source)
+    target = tmp_path / "dst"
+    done = pipe(source, target)
     assert done.returncode == 0, done.stderr
     after = _dump(target)
     moved = {"physical_offset", "queue_offset", "msg_id"}
@@ -478,3 +514,18 @@ def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys)
         [{k: v for k, v in o.items() if k not in moved} for o in before]
     assert after[0]["physical_offset"] == 0
     assert sorted(p.name for p in (target / "commitlog").iterdir())[0] == f"{0:020d}"
+
+
+@pytest.mark.parametrize("edit", [{"physical_offset": -1}, {"physical_offset": "65536"},
+                                  {"queue_offset": -3}, {"queue_offset": 1.5}])
+def test_a_rocketmq_dump_line_placing_its_copy_impossibly_is_refused(tmp_path, capsys, edit):
+    """Where a copy starts comes from its first line's offsets: one that is no offset is refused (exit
+    1), nothing written."""
+    objs = _dump(FIXTURES / "rocketmq" / "basic" / "store")[:3]
+    objs[0] = {**objs[0], **edit}
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    code, _, err = run(capsys, "write", tmp_path / "out", "--input", lines)
+    assert code == 1
+    assert f"expected {next(iter(edit))} as an integer of at least 0" in err, err
+    assert not (tmp_path / "out").exists()
