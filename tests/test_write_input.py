@@ -429,6 +429,29 @@ def test_a_dump_of_an_older_segstore_is_still_written(tmp_path, capsys):
         assert store.offset_range("topic", 0) == (old[0]["batch"]["base_offset"], 300)
 
 
+@pytest.mark.parametrize(("segment_base", "named"), [(100, 100), (60, 137)])
+def test_a_dump_appended_after_other_records_names_its_segment_within_the_log(tmp_path, capsys, segment_base,
+                                                                              named):
+    """A batch that begins a segment in its source is rolled to a segment named by its
+    ``segment_base_offset`` where that lies at or past the log end; below it (the log held other
+    records there) by the batch's base offset, as before the field (Kafka names a segment at or past
+    the log end: ``UnifiedLog.roll``'s ``max(expectedNextOffset, logEndOffset)``)."""
+    objs = _dump(FIXTURES / "kafka" / "uncompressed" / "topic-0")
+    head = [o for o in objs if o["offset"] < 73]
+    tail = [{**o, "batch": {**o["batch"], "segment_base_offset": segment_base}} for o in objs
+            if o["batch"]["segment_base_offset"] == 137]
+    assert tail[0]["batch"]["position"] == 0 and tail[0]["batch"]["base_offset"] == 137
+    target = tmp_path / "logs" / "topic-0"
+    for name, part in (("head", head), ("tail", tail)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(o) + "\n" for o in part))
+        code, _, err = run(capsys, "write", target, "--input", tmp_path / f"{name}.jsonl")
+        assert code == 0, err
+    assert sorted(p.name for p in target.glob("*.log")) == [f"{0:020d}.log", f"{named:020d}.log"]
+    with segstore.open(target) as store:
+        assert store.offset_range("topic", 0) == (0, 217)
+        assert [r.offset for r in store.read("topic", 0, 73, 1)] == [137]
+
+
 @pytest.mark.parametrize(("edit", "said"), [
     (lambda o: {**o, "log_start_offset": o["offset"] + 1}, "expected a log_start_offset from 0 to the line's "
                                                            "offset"),

@@ -1047,9 +1047,9 @@ class Partition:
         ``segment_base`` (with ``keep_offsets``): the base offset the segment the batch begins (or an
         empty log's one segment) is named by, at or below the batch's base offset: a cleaned segment's,
         which keeps its first base when the cleaner removed its first batches (Kafka 3.8.0
-        ``LogCleaner.cleanSegments`` names the cleaned segment after the first segment of its group);
-        at least the log end offset, as ``UnifiedLog.roll`` takes ``max(expectedNextOffset,
-        logEndOffset)``.  ``log_start`` (with ``keep_offsets``): the log start offset of the log the
+        ``Cleaner.cleanSegments`` names the cleaned segment after the first segment of its group);
+        where it lies below the log end offset (a log that held other records), the batch's base offset
+        names it, as without it.  ``log_start`` (with ``keep_offsets``): the log start offset of the log the
         batch is restored from, taken where this log held no record before the batch, as
         ``LogLoader`` loads a log start above the first segment's base from ``log-start-offset-checkpoint``
         (``max(checkpoint, first segment base)``); at most the batch's last offset.
@@ -1097,8 +1097,9 @@ class Partition:
         # transaction already and leave the abort out of the .txnindex
         tracker = self._tracker() if tracked(header) else None
         active = self.active_segment()
-        named = header.base_offset if segment_base is None or not keep_offsets else max(segment_base,
-                                                                                          self.next_offset)
+        # the source's name where the log reaches no further (a log that held records past it: the batch's)
+        named = (segment_base if keep_offsets and segment_base is not None
+                 and segment_base >= self.next_offset else header.base_offset)
         if (new_segment and active.size) or (keep_offsets and segment_base is not None
                                              and segment_base > active.base):
             roll_at: int | None = named     # (an empty segment before it stays, as the cleaner left it)
