@@ -600,8 +600,8 @@ def _ints(bits: int, signed: bool = True):
                                _ints(31, False), _ints(32), _ints(32), _ints(31, False), _ints(32, False),
                                _ints(16), _ints(16), st.integers(0, 2)), max_size=20))
 def test_dump_json_batch_tails_are_json_dumps_of_batch_json(rows) -> None:
-    """``dump --json``'s batch objects from the batch columns: ``json.dumps(batch_json(batch))``, whatever
-    the magic, flags (transactional, control, delete horizon, timestamp type) and codec."""
+    """``dump --json``'s batch objects from the batch columns: ``json.dumps(batch_json(batch, base))``,
+    whatever the magic, flags (transactional, control, delete horizon, timestamp type) and codec."""
     from segstore_kafka.store import batch_json, batch_tails
 
     array = np.zeros(len(rows), columnar.BATCH_DTYPE)
@@ -610,10 +610,10 @@ def test_dump_json_batch_tails_are_json_dumps_of_batch_json(rows) -> None:
         attributes = attributes & ~0x07 | (abs(attributes) % 5)     # a codec Kafka has
         array[i] = (base, position, base_ts, max_ts, pid, delta, size, epoch, seq, count, crc, 0, attributes,
                     pepoch, magic, b"")
-    types, tails = batch_tails(array)
+    types, tails = batch_tails(array, 7)
     batches = [columnar.record_batch(row) for row in array.tolist()]
     assert types == [json.dumps(b.timestamp_type) for b in batches]
-    assert tails == [f', "batch": {json.dumps(batch_json(b))}}}\n' for b in batches]
+    assert tails == [f', "batch": {json.dumps(batch_json(b, 7))}}}\n' for b in batches]
 
 
 @pytest.mark.parametrize("accelerated", [True, False])

@@ -36,11 +36,17 @@ def _partition_dir(name: str) -> Path:
 
 
 def _expected_json(name: str) -> list[dict]:
-    """The real dump's batch and record lines in the shape of ``segstore dump --json``."""
+    """The real dump's batch and record lines in the shape of ``segstore dump --json``: each batch's
+    ``segment_base_offset`` the base offset of the segment the real dump lists it under, each record's
+    ``log_start_offset`` 0 (no fixture has a ``log-start-offset-checkpoint``: ``LogLoader`` starts the
+    log at the first segment's base)."""
     out = []
     batch = None
+    segment = None
     for d in _dump(name):
-        if d["type"] == "batch":
+        if d["type"] == "segment":
+            segment = d["baseOffset"]
+        elif d["type"] == "batch":
             batch = {"base_offset": d["baseOffset"], "last_offset": d["lastOffset"],
                      "position": d["position"],
                      "size": d["sizeInBytes"], "crc": d["crc"], "compression": d["compression"],
@@ -49,10 +55,11 @@ def _expected_json(name: str) -> list[dict]:
                      "base_sequence": d["baseSequence"], "partition_leader_epoch": d["partitionLeaderEpoch"],
                      "is_transactional": d["isTransactional"], "is_control": d["isControl"],
                      "max_timestamp": d["maxTimestamp"], "base_timestamp": d["baseTimestamp"],
-                     "delete_horizon_ms": d["deleteHorizonMs"]}
+                     "delete_horizon_ms": d["deleteHorizonMs"], "segment_base_offset": segment}
             timestamp_type = d["timestampType"]
         elif d["type"] == "record":
-            out.append({"topic": "topic", "partition": 0, "offset": d["offset"], "timestamp": d["timestamp"],
+            out.append({"topic": "topic", "partition": 0, "log_start_offset": 0, "offset": d["offset"],
+                        "timestamp": d["timestamp"],
                         "timestamp_type": timestamp_type, "key": d["key_b64"], "value": d["value_b64"],
                         "headers": [{"key": h["key"], "value": h["value_b64"]} for h in d["headers"]],
                         "batch": batch})

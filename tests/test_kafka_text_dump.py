@@ -127,7 +127,7 @@ def cut_chunks_match_the_reference(buf: bytes, skip: int, length: int, capacity)
         chunk, cut = _below(chunk, stop)
         if columnar._speedups is not None:
             lines.append(_text_chunk(chunk, start, None, buf))
-        json_rows += [json.loads(line) for line in _json_chunk("t", 0, None, chunk).splitlines()]
+        json_rows += [json.loads(line) for line in _json_chunk("t", 0, 0, 0, chunk).splitlines()]
         if cut:
             break
     if columnar._speedups is not None:

@@ -69,6 +69,34 @@ def test_a_scan_appended_to_an_empty_store_scans_equal(tmp_path):
     assert store_files(tmp_path / "a") == store_files(tmp_path / "b")
 
 
+def test_a_scan_of_a_trimmed_store_appended_where_it_starts_scans_equal(tmp_path):
+    """A store whose oldest commitlog files retention deleted starts past 0 (RocketMQ 4.9.7
+    ``ConsumeQueue.correctMinOffset``); ``append_arrow`` places rows at the store's next offsets, so an
+    empty store started where the source starts first (``start_commitlog_at``, ``start_queue_at``: a
+    slave's ``MappedFileQueue.getLastMappedFile(startOffset)`` and ``fillPreBlank``) scans equal to it,
+    queue and physical offsets and msgIds included, where it used to start at 0."""
+    fill(tmp_path / "a", messages(120))
+    with RocketMQStore(str(tmp_path / "a"), "a", {**SMALL, "fileReservedTime": 1}) as store:
+        store.retention(now_ms=4_000_000_000_000)     # every file but the last expired
+    source = scanned(tmp_path / "a")
+    with RocketMQStore(str(tmp_path / "a"), "r", SMALL) as src, \
+            RocketMQStore(str(tmp_path / "b"), "a", SMALL, clock=lambda: 1) as dst:
+        assert src.commitlog.min_offset > 0
+        assert dst.start_commitlog_at(src.commitlog.min_offset)
+        for topic in src.topics():
+            for queue in src.partitions(topic):
+                dst.start_queue_at(topic, queue, src.offset_range(topic, queue)[0])
+        for batch in source.to_batches(max_chunksize=17):
+            dst.append_arrow(batch)
+    assert scanned(tmp_path / "b").equals(source)
+    with RocketMQStore(str(tmp_path / "a"), "r", SMALL) as src, \
+            RocketMQStore(str(tmp_path / "b"), "r", SMALL) as dst:
+        queues = [(t, q) for t in src.topics() for q in src.partitions(t)]
+        assert any(src.offset_range(t, q)[0] > 0 for t, q in queues)
+        assert [dst.offset_range(t, q) for t, q in queues] == [src.offset_range(t, q) for t, q in queues]
+        assert dst.verify() == []
+
+
 @needs_c
 def test_the_columnar_path_writes_what_the_reference_writes(tmp_path, monkeypatch):
     """The rows the columnar path takes (v1, IPv4 hosts) are written by it, byte for byte as the

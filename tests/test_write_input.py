@@ -341,36 +341,144 @@ def test_a_dump_without_its_markers_names_the_transactions_it_leaves_open(tmp_pa
     assert (code, err) == (0, "")                           # the markers came with it
 
 
-def test_a_copy_after_delete_records_starts_where_the_dump_does(tmp_path, capsys):
+def test_a_copy_after_delete_records_starts_where_the_source_does(tmp_path, capsys):
     """docs/cli.md, "JSON-lines input": a dump starts at the log start offset, as a consumer reads
     (Kafka 3.8 ``UnifiedLog.deleteOldSegments``/``maybeIncrementLogStartOffset`` leave the batch holding
     it in place, ``LocalLog.read`` serves from it), so a DeleteRecords inside a batch comes back as that
-    batch's records from the log start only: the same dump, other ``.log`` bytes, the copy's own log start."""
+    batch's records from the log start only (other ``.log`` bytes).  Its lines carry the log start and
+    the segment's base, so the copy's log starts where the source's does: the same segment names and a
+    ``log-start-offset-checkpoint`` entry, as ``LogLoader.load`` reads the log start back
+    (``max(checkpoint, first segment base)``).  It used to start at the trimmed batch's base offset,
+    where offsets the source answers OFFSET_OUT_OF_RANGE for were readable."""
     source = tmp_path / "src" / "topic-0"
     source.mkdir(parents=True)
     for p in (FIXTURES / "kafka" / "uncompressed" / "topic-0").iterdir():
         (source / p.name).write_bytes(p.read_bytes())
     first = next(o["batch"] for o in _dump(source) if o["batch"]["last_offset"] > o["batch"]["base_offset"])
     inside = first["base_offset"] + 1
+    assert first["base_offset"] > 0     # a batch before it: the segment is named below the trimmed batch
     assert run(capsys, "delete-records", source, "--before", str(inside))[0] == 0
     before = _dump(source)
     assert before[0]["offset"] == inside
     target = tmp_path / "dst" / "topic-0"
     done = pipe(source, target)
     assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.offset_range("topic", 0) == old.offset_range("topic", 0) == (inside, 300)
+    assert {o["log_start_offset"] for o in before} == {inside}
     after = _dump(target)
     differ = {"crc", "size", "position"}
     assert [{**o, "batch": None} for o in after] == [{**o, "batch": None} for o in before]
     assert [{k: v for k, v in o["batch"].items() if k not in differ} for o in after] == \
         [{k: v for k, v in o["batch"].items() if k not in differ} for o in before]
     assert after[0]["batch"]["size"] < before[0]["batch"]["size"]      # the records below it are not there
-    assert min(p.name for p in target.glob("*.log")) == f"{first['base_offset']:020d}.log"
+    assert sorted(p.name for p in target.glob("*.log")) == sorted(p.name for p in source.glob("*.log"))
+    assert (tmp_path / "dst" / "log-start-offset-checkpoint").read_text() == f"0\n1\ntopic 0 {inside}\n"
+    for store in (source, target):      # below the log start: OFFSET_OUT_OF_RANGE from both
+        code, out, err = run(capsys, "query", store, "--topic", "topic", "--partition", "0", "--offset",
+                             str(first["base_offset"]))
+        assert (code, out) == (1, ""), err
+        assert f"from its first held, {inside} (the messages before it were deleted)" in err
 
 
-def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys):
-    """docs/cli.md, "JSON-lines input": the copy is written into an empty store, which starts at
-    commitlog and queue offset 0 (RocketMQ 4.9.7 ``DefaultMessageStore`` on an empty store dir), so a
-    source whose oldest files ``deleteExpiredFiles`` removed comes back with the same messages, moved down."""
+def test_a_copy_of_a_compacted_partition_keeps_its_log_start_and_segment_names(tmp_path, capsys):
+    """The log cleaner keeps a cleaned segment's base offset (Kafka 3.8 ``Cleaner.cleanSegments``:
+    ``UnifiedLog.createNewCleanedSegment(..., segments.head.baseOffset)``), so a compacted partition's
+    log starts below its first record, and a segment is named below its first batch, or holds none.  A
+    copy starts its log there too (each line carries ``log_start_offset``, each batch its
+    ``segment_base_offset``): a consumer at an offset between the log start and the first record reads
+    on from that record in both, where the copy used to start at the first batch and answer
+    OFFSET_OUT_OF_RANGE."""
+    lines = tmp_path / "in.jsonl"
+    keys = [f"k{i % 10}" if i < 50 else f"u{i}" for i in range(60)]
+    lines.write_text("".join(json.dumps({"topic": "c", "partition": 0, "key": key, "value": f"v{i}",
+                                         "timestamp": 1700000000000 + i}) + "\n"
+                             for i, key in enumerate(keys)))
+    config = ("--config", "segment.bytes=400", "--config", "cleanup.policy=compact")
+    source = tmp_path / "src"
+    assert run(capsys, "write", source, "--input", lines, "--format", "kafka", *config)[0] == 0
+    assert run(capsys, "compact", source, *config, "--now-ms", "1800000000000")[0] == 0
+    before = _dump(source)
+    assert before[0]["batch"]["base_offset"] > 0      # the cleaned log starts below its first batch
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.offset_range("c", 0) == old.offset_range("c", 0) == (0, 60)
+    outs = [run(capsys, "query", store, "--topic", "c", "--partition", "0", "--offset", "5")[:2]
+            for store in (source, target)]
+    assert outs[0] == outs[1] and outs[0][0] == 0
+    assert before[0]["log_start_offset"] == 0
+    assert any(o["batch"]["segment_base_offset"] < o["offset"] for o in before if o["batch"]["position"] == 0)
+    assert _dump(target) == before
+    assert _files(target, "c-0/*.log") == _files(source, "c-0/*.log")     # the segments holding records
+    assert (target / "c-0" / "00000000000000000000.log").read_bytes() == b""
+
+
+def test_a_dump_of_an_older_segstore_is_still_written(tmp_path, capsys):
+    """The dump's ``log_start_offset`` and ``segment_base_offset`` are optional on input: lines of a dump
+    without them (an older segstore's) are written as they were, the log starting at the first batch."""
+    source = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    old = [{k: v for k, v in o.items() if k != "log_start_offset"} for o in _dump(source)[3:]]
+    old = [{**o, "batch": {k: v for k, v in o["batch"].items() if k != "segment_base_offset"}} for o in old]
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in old))
+    code, _, err = run(capsys, "write", tmp_path / "logs" / "topic-0", "--input", lines)
+    assert code == 0, err
+    with segstore.open(tmp_path / "logs" / "topic-0") as store:
+        assert store.offset_range("topic", 0) == (old[0]["batch"]["base_offset"], 300)
+
+
+@pytest.mark.parametrize(("segment_base", "named"), [(100, 100), (60, 137)])
+def test_a_dump_appended_after_other_records_names_its_segment_within_the_log(tmp_path, capsys, segment_base,
+                                                                              named):
+    """A batch that begins a segment in its source is rolled to a segment named by its
+    ``segment_base_offset`` where that lies at or past the log end; below it (the log held other
+    records there) by the batch's base offset, as before the field (Kafka names a segment at or past
+    the log end: ``UnifiedLog.roll``'s ``max(expectedNextOffset, logEndOffset)``)."""
+    objs = _dump(FIXTURES / "kafka" / "uncompressed" / "topic-0")
+    head = [o for o in objs if o["offset"] < 73]
+    tail = [{**o, "batch": {**o["batch"], "segment_base_offset": segment_base}} for o in objs
+            if o["batch"]["segment_base_offset"] == 137]
+    assert tail[0]["batch"]["position"] == 0 and tail[0]["batch"]["base_offset"] == 137
+    target = tmp_path / "logs" / "topic-0"
+    for name, part in (("head", head), ("tail", tail)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(o) + "\n" for o in part))
+        code, _, err = run(capsys, "write", target, "--input", tmp_path / f"{name}.jsonl")
+        assert code == 0, err
+    assert sorted(p.name for p in target.glob("*.log")) == [f"{0:020d}.log", f"{named:020d}.log"]
+    with segstore.open(target) as store:
+        assert store.offset_range("topic", 0) == (0, 217)
+        assert [r.offset for r in store.read("topic", 0, 73, 1)] == [137]
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda o: {**o, "log_start_offset": o["offset"] + 1}, "expected a log_start_offset from 0 to the line's "
+                                                           "offset"),
+    (lambda o: {**o, "log_start_offset": "0"}, "expected a log_start_offset from 0"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": o["batch"]["base_offset"] + 1}},
+     "expected a batch segment_base_offset from 0 to the batch's base offset"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": -1}},
+     "expected a batch segment_base_offset from 0"),
+    (lambda o: {**o, "batch": {**o["batch"], "segment_base_offset": True}},
+     "expected a batch segment_base_offset from 0"),
+])
+def test_a_dump_line_placing_its_log_impossibly_is_refused(tmp_path, capsys, edit, said):
+    """A log start past a line's offset would hide that record, a segment named past its batch's base
+    offset cannot hold it (Kafka's segment names its first offset or below): refused, exit 1, nothing
+    written."""
+    objs = _dump(FIXTURES / "kafka" / "uncompressed" / "topic-0")[:5]
+    objs[0] = edit(objs[0])
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    code, _, err = run(capsys, "write", tmp_path / "logs" / "topic-0", "--input", lines)
+    assert code == 1
+    assert said in err, err
+    assert not (tmp_path / "logs" / "topic-0").exists()
+
+
+def _trimmed_rocketmq(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, list[str]]:
+    """A copy of the basic RocketMQ fixture whose oldest commitlog files retention deleted, and its config."""
     source = tmp_path / "src"
     fixture = FIXTURES / "rocketmq" / "basic" / "store"
     for p in fixture.rglob("*"):
@@ -380,10 +488,48 @@ def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys)
     config = _config_args(fixture.parent / "spec.json")
     assert run(capsys, "retention", source, *config, "--config", "fileReservedTime=1",
                "--now-ms", "2030-01-01T00:00:00Z")[0] == 0
+    return source, config
+
+
+def test_a_rocketmq_copy_of_a_trimmed_store_starts_where_the_source_does(tmp_path, capsys):
+    """docs/cli.md, "JSON-lines input": a source whose oldest files ``deleteExpiredFiles`` removed starts
+    its commitlog at a later file and each queue past 0 (RocketMQ 4.9.7 ``ConsumeQueue.correctMinOffset``,
+    ``DefaultMessageStore.getMinOffsetInQueue``).  Its copy, given the source's file sizes, starts there
+    too, as a slave's store starts at its master's (``MappedFileQueue.getLastMappedFile(startOffset)``
+    names the first file ``startOffset - startOffset % mappedFileSize``; ``ConsumeQueue
+    .putMessagePositionInfo`` starts a queue at its first message's queue offset, ``fillPreBlank``):
+    the same dump (queue and physical offsets, msgIds), commitlog files and queue offset ranges.  It
+    used to start at 0, its messages moved down, so a consumer's committed offset pointed elsewhere."""
+    source, config = _trimmed_rocketmq(tmp_path, capsys)
     before = _dump(source)
     assert before[0]["physical_offset"] > 0
     target = tmp_path / "dst"
     done = pipe(source, target, *config)
+    assert done.returncode == 0, done.stderr
+    assert _dump(target) == before
+    assert _files(target, "commitlog/*") == _files(source, "commitlog/*")
+    with segstore.open(source, **dict(a.split("=") for a in config[1::2])) as old, \
+            segstore.open(target) as new:
+        queues = [(t, q) for t in old.topics() for q in old.partitions(t)]
+        assert any(old.offset_range(t, q)[0] > 0 for t, q in queues)
+        assert [new.offset_range(t, q) for t, q in queues] == [old.offset_range(t, q) for t, q in queues]
+    assert run(capsys, "verify", target)[0] == 0
+    topic, queue = next((o["topic"], o["queue_id"]) for o in before if o["queue_offset"] > 0)
+    first = min(o["queue_offset"] for o in before if (o["topic"], o["queue_id"]) == (topic, queue))
+    for store in (source, target):      # below the queue's first offset: none in both (OFFSET_TOO_SMALL)
+        code, out, err = run(capsys, "query", store, "--topic", topic, "--queue", str(queue), "--offset",
+                             str(first - 1))
+        assert (code, out) == (1, ""), err
+
+
+def test_a_rocketmq_copy_into_other_file_sizes_starts_at_0(tmp_path, capsys):
+    """Without the source's ``mappedFileSizeCommitLog`` the file holding the first message is the copy's
+    first (0 here, in a 1 GiB file): its queues then start at 0 too, as an empty broker store does
+    (blank entries before a queue's first would read as messages in a commitlog starting at 0)."""
+    source, _ = _trimmed_rocketmq(tmp_path, capsys)
+    before = _dump(source)
+    target = tmp_path / "dst"
+    done = pipe(source, target)
     assert done.returncode == 0, done.stderr
     after = _dump(target)
     moved = {"physical_offset", "queue_offset", "msg_id"}
@@ -391,3 +537,18 @@ def test_a_rocketmq_copy_of_a_trimmed_store_starts_at_offset_0(tmp_path, capsys)
         [{k: v for k, v in o.items() if k not in moved} for o in before]
     assert after[0]["physical_offset"] == 0
     assert sorted(p.name for p in (target / "commitlog").iterdir())[0] == f"{0:020d}"
+
+
+@pytest.mark.parametrize("edit", [{"physical_offset": -1}, {"physical_offset": "65536"},
+                                  {"queue_offset": -3}, {"queue_offset": 1.5}])
+def test_a_rocketmq_dump_line_placing_its_copy_impossibly_is_refused(tmp_path, capsys, edit):
+    """Where a copy starts comes from its first line's offsets: one that is no offset is refused (exit
+    1), nothing written."""
+    objs = _dump(FIXTURES / "rocketmq" / "basic" / "store")[:3]
+    objs[0] = {**objs[0], **edit}
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    code, _, err = run(capsys, "write", tmp_path / "out", "--input", lines)
+    assert code == 1
+    assert f"expected {next(iter(edit))} as an integer of at least 0" in err, err
+    assert not (tmp_path / "out").exists()

@@ -19,8 +19,13 @@ broker did (``MemoryRecordsBuilder``; the log cleaner's form for a compacted bat
 sequence, leader epoch, transaction and control flags, compression, timestamp type and
 delete horizon, each record at its own offset with its timestamp, key, value and headers.
 The batch keeps its offsets, as a follower appends (at or after the log end offset: a
-compacted log's gaps stay, an empty log starts at the first batch), and a batch the dump
-shows at position 0 begins a new segment, as in its source.  So a dump written into an
+compacted log's gaps stay), and a batch the dump shows at position 0, or in a later segment,
+begins a new segment named by its ``segment_base_offset``, as in its source (a cleaned segment
+keeps its first base: Kafka 3.8 ``Cleaner.cleanSegments``).  A partition that held no record
+starts where its source's log did (the first segment's base, or the ``log_start_offset`` below
+it) and takes the lines' ``log_start_offset`` as its log start, as ``LogLoader`` reads one from
+``log-start-offset-checkpoint``; both fields are optional (an older segstore's dump: the log
+starts at the first batch, a segment is named by its first batch).  So a dump written into an
 empty directory comes back byte for byte: the same ``.log`` files, and the same
 ``dump --json``.
 
@@ -30,10 +35,9 @@ the batch's base timestamp (one-record batches exactly; the other batches' CRCs 
 a batch the cleaner emptied (no record to dump) is not restored; and a batch of the old
 message formats (magic 0 or 1) is refused, as segstore writes RecordBatch v2 only.  A dump starts
 at the log start offset: a batch holding it comes back with its records from there only (its
-stored base and max timestamps kept, so the same dump), a
-segment is named after its first dumped batch (not the older base offset a cleaned segment keeps),
-and the log start offset, the indexes, producer snapshots and a leader epoch no batch carries are
-the copy's own (docs/cli.md, "JSON-lines input").
+stored base and max timestamps kept, so the same dump); a segment the cleaner emptied whole has no
+line (but one the log starts at), and the indexes, producer snapshots and a leader epoch no batch
+carries are the copy's own (docs/cli.md, "JSON-lines input").
 """
 
 from __future__ import annotations
@@ -56,14 +60,18 @@ from .store import KafkaStore
 
 #: The fields of a ``dump --json`` line and of its ``batch`` object (``KafkaStore.to_json``,
 #: ``batch_json``).
-DUMP_FIELDS = frozenset({"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
-                         "headers", "batch"})
+DUMP_FIELDS = frozenset({"topic", "partition", "log_start_offset", "offset", "timestamp", "timestamp_type",
+                         "key", "value", "headers", "batch"})
 BATCH_FIELDS = frozenset({"base_offset", "last_offset", "position", "size", "crc", "compression", "magic",
                           "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
                           "is_transactional", "is_control", "max_timestamp", "base_timestamp",
-                          "delete_horizon_ms"})
-#: Batch fields a dump of an older segstore may lack, and what they were then.
-_OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTAMP}
+                          "delete_horizon_ms", "segment_base_offset"})
+#: Line fields a dump of an older segstore lacks (None: the copy's log starts at its first segment).
+_OPTIONAL = frozenset({"log_start_offset"})
+#: Batch fields a dump of an older segstore may lack, and what they were then (a segment base of None:
+#: the segment is named by its first batch's base offset).
+_OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTAMP,
+                   "segment_base_offset": None}
 
 
 def is_dump_line(obj: Mapping[str, Any]) -> bool:
@@ -133,8 +141,8 @@ def _checked(obj: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(batch, dict):
         raise InvalidMessageError(f"expected a dump line's batch as an object, found {batch!r:.60}")
     unknown = sorted((set(obj) - DUMP_FIELDS) | {f"batch.{k}" for k in set(batch) - BATCH_FIELDS})
-    missing = sorted((DUMP_FIELDS - set(obj)) | {f"batch.{k}" for k in BATCH_FIELDS - set(batch)
-                                                  if k not in _OPTIONAL_BATCH})
+    missing = sorted((DUMP_FIELDS - _OPTIONAL - set(obj)) | {f"batch.{k}" for k in BATCH_FIELDS - set(batch)
+                                                             if k not in _OPTIONAL_BATCH})
     if unknown or missing:
         found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
         raise InvalidMessageError(f"expected the fields of a Kafka dump --json line {sorted(DUMP_FIELDS)} "
@@ -185,6 +193,32 @@ def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         raise InvalidMessageError(f"expected a Kafka dump --json line's fields of their kinds, found {err!r}"
                                   ) from err
+
+
+def _placement(lines: list[Mapping[str, Any]]) -> tuple[int | None, int | None]:
+    """Where the dump lines of one batch say their log lies: the base offset of the segment the batch
+    is in (``batch.segment_base_offset``, at most the batch's base offset) and the partition's log
+    start offset (the greatest ``log_start_offset`` of the lines, each at most the line's offset);
+    None for what the lines leave out (a dump of an older segstore).
+
+    :raises InvalidMessageError: a field that is not an integer, or one out of its range.
+    """
+    batch = lines[0]["batch"]
+    base = batch.get("base_offset")
+    segment = batch.get("segment_base_offset")
+    if segment is not None and not (type(segment) is type(base) is int and 0 <= segment <= base):
+        raise InvalidMessageError(f"expected a batch segment_base_offset from 0 to the batch's base offset "
+                                  f"{base!r:.40}, found {segment!r:.40}")
+    start: int | None = None
+    for line in lines:
+        if "log_start_offset" not in line:
+            continue
+        value, offset = line["log_start_offset"], line.get("offset")
+        if not (type(value) is type(offset) is int and 0 <= value <= offset):
+            raise InvalidMessageError(f"expected a log_start_offset from 0 to the line's offset "
+                                      f"{offset!r:.40}, found {value!r:.40}")
+        start = value if start is None else max(start, value)
+    return segment, start
 
 
 def _check_records(header: _Batch, records: list[_Record]) -> None:
@@ -262,9 +296,11 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
     def write_dumped() -> None:
         if dumped:
             data = _encoded(dumped)     # every field checked first
+            segment_base, log_start = _placement(dumped)
             first = dumped[0]
             store.append_encoded(first["topic"], first["partition"], data,
-                                 new_segment=first["batch"]["position"] == 0)
+                                 new_segment=first["batch"]["position"] == 0, segment_base=segment_base,
+                                 log_start=log_start)
             dumped.clear()
 
     for obj in lines:

@@ -468,6 +468,15 @@ def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> No
     write_offsets(path, offsets)
 
 
+def write_log_start(part: Partition) -> None:
+    """Set this partition's ``log-start-offset-checkpoint`` entry from its log start:
+    ``LogManager.checkpointLogStartOffsetsInDir`` keeps an entry only where the log start is past the
+    first segment's base (dropped otherwise)."""
+    first = part.log.segments.first
+    past = first is None or part.log_start_offset > first.base
+    write_checkpoint_entry(part, LOG_START_OFFSET_CHECKPOINT, part.log_start_offset if past else None)
+
+
 def load_log_start(part: Partition) -> None:
     """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``;
     a malformed one is read past, as ``LogManager.loadLogs`` does (the log start is the first base)."""

@@ -1101,13 +1101,23 @@ class Partition:
         return active
 
     def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
-                       new_segment: bool = False, check_times: bool = True) -> Appended:
+                       new_segment: bool = False, check_times: bool = True, segment_base: int | None = None,
+                       log_start: int | None = None) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
 
         ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's
         batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
         end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
         ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
+        ``segment_base`` (with ``keep_offsets``): the base offset the segment the batch begins (or an
+        empty log's one segment) is named by, at or below the batch's base offset: a cleaned segment's,
+        which keeps its first base when the cleaner removed its first batches (Kafka 3.8.0
+        ``Cleaner.cleanSegments`` names the cleaned segment after the first segment of its group);
+        where it lies below the log end offset (a log that held other records), the batch's base offset
+        names it, as without it.  ``log_start`` (with ``keep_offsets``): the log start offset of the log the
+        batch is restored from, taken where this log held no record before the batch, as
+        ``LogLoader`` loads a log start above the first segment's base from ``log-start-offset-checkpoint``
+        (``max(checkpoint, first segment base)``); at most the batch's last offset.
         ``check_times`` False: the records are not checked here as ``LogValidator.validateRecord``
         checks a leader's append (:func:`check_records`: their times against
         ``message.timestamp.*.max.ms``, and on a compacted topic their keys), the caller having checked
@@ -1121,9 +1131,20 @@ class Partition:
         if self.unwritable is not None:
             raise ConfigError(self.unwritable, self.path)
         header = codec.read_batch_header(data, 0, path=self.path)
+        for name, value, bound in (("segment base", segment_base, "base"), ("log start", log_start, "last")):
+            top = header.base_offset if bound == "base" else header.last_offset
+            if value is not None and not 0 <= value <= top:
+                raise OffsetOutOfRangeError(f"expected a {name} offset from 0 to the batch's {bound} offset "
+                                            f"{top}, found {value}", self.path)
         past_end = header.base_offset > self.next_offset
-        if keep_offsets and past_end and not any(s.size for s in self.log.segments):
-            self.start_at(header.base_offset)
+        empty = keep_offsets and not any(s.size for s in self.log.segments)
+        if empty:
+            # an empty log starts where the batch's log started: at the batch's segment's base, or at the
+            # log start below it (segments before it that the cleaner emptied), never below its own end
+            first = header.base_offset if segment_base is None else segment_base
+            first = max(first if log_start is None else min(first, log_start), self.next_offset)
+            if first > self.next_offset:
+                self.start_at(first)
             past_end = False
         if header.base_offset < self.next_offset or (past_end and not keep_offsets):
             what = "at or after" if keep_offsets else "at"
@@ -1147,11 +1168,21 @@ class Partition:
         # transaction already and leave the abort out of the .txnindex
         tracker = self._tracker() if tracked(header) else None
         active = self.active_segment()
-        if (new_segment and active.size) or active.should_roll(
+        # the source's name where the log reaches no further (a log that held records past it: the batch's)
+        named = (segment_base if keep_offsets and segment_base is not None
+                 and segment_base >= self.next_offset else header.base_offset)
+        if (new_segment and active.size) or (keep_offsets and segment_base is not None
+                                             and segment_base > active.base):
+            roll_at: int | None = named     # (an empty segment before it stays, as the cleaner left it)
+        elif active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,
                 segment_bytes=self.config.segment_bytes, segment_ms=self.config.max_segment_ms, now_ms=now):
+            roll_at = header.base_offset
+        else:
+            roll_at = None
+        if roll_at is not None:
             active.on_become_inactive()
-            active = self.log.roll(header.base_offset)
+            active = self.log.roll(roll_at)
             active.make_appendable()
         position = active.append(data, last_offset=header.last_offset, max_timestamp=header.max_timestamp,
                                  offset_of_max_timestamp=header.last_offset)
@@ -1162,6 +1193,10 @@ class Partition:
             if aborted is not None:
                 active.txn_index.append(aborted)
         self.next_offset = header.last_offset + 1
+        if empty and log_start is not None and log_start > self.log_start_offset:
+            # UnifiedLog.maybeIncrementLogStartOffset: the leader epochs start there too
+            self.log_start_offset = log_start
+            self.epochs.truncate_from_start(log_start)
         return Appended(header.base_offset, header.last_offset, position, len(data), active.base,
                         header.max_timestamp if self.log_append_time else None)
 

@@ -47,9 +47,8 @@ from typing import Any
 from segstore import files
 from segstore.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError
 
-from .checkpoints import LOG_START_OFFSET_CHECKPOINT
 from .loader import DELETED_SUFFIX
-from .logdir import high_watermark, write_checkpoint_entry
+from .logdir import high_watermark, write_log_start
 from .partition import Partition
 from .segment import NO_TIMESTAMP, SUFFIXES, LogSegment, file_name
 from .topicconfig import INTERNAL_TOPICS, is_log_managed
@@ -148,13 +147,6 @@ def plan_deletions(segments: list[SegmentInfo], *, log_start_offset: int, log_en
 
 
 # -- the log-dir checkpoints ----------------------------------------------------
-
-def _write_log_start(part: Partition) -> None:
-    # LogManager.checkpointLogStartOffsetsInDir: an entry only where the log start is past the first base.
-    first = part.log.segments.first
-    past = first is None or part.log_start_offset > first.base
-    write_checkpoint_entry(part, LOG_START_OFFSET_CHECKPOINT, part.log_start_offset if past else None)
-
 
 # -- applying -------------------------------------------------------------------
 
@@ -266,7 +258,7 @@ def _apply(part: Partition, plan: Plan, hw: int, dry_run: bool) -> RetentionResu
     part.log_start_offset = plan.log_start_offset
     part.epochs.truncate_from_start(part.log_start_offset)
     part.epochs.flush()
-    _write_log_start(part)
+    write_log_start(part)
     result.removed_files = delete_segment_files(gone)
     return result
 

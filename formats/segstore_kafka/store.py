@@ -70,7 +70,14 @@ from . import batch as codec
 from . import columnar, kraft, partitioner
 from .brokerconfig import offsets_retention_ms
 from .dirnames import named_path, partition_numbers
-from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
+from .logdir import (
+    LogDir,
+    forget_clean_shutdown,
+    high_watermark,
+    is_partition_dir,
+    load_log_start,
+    write_log_start,
+)
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -299,12 +306,17 @@ def _b64(data: bytes | None) -> str | None:
 @dataclass(frozen=True, slots=True)
 class KafkaRecord(Record):
     """One record with its batch, topic and partition: a :class:`segstore.records.Record` whose
-    ``extras`` are the batch's fields (``dump --json``'s ``batch`` object)."""
+    ``extras`` are the batch's fields (``dump --json``'s ``batch`` object).  ``log_start_offset`` is
+    its partition's when it was read, ``segment_base_offset`` the base offset its segment is named
+    by (a cleaned segment keeps its first base, ``LogCleaner``, so it may lie below the first batch):
+    what a copy needs to start its log where the source's starts (``dump --json``)."""
 
     topic: str
     partition: int = field()    # a field, not the default: Record declares ``partition`` as a property
     batch: codec.RecordBatch
     record: codec.Record
+    log_start_offset: int
+    segment_base_offset: int
 
     @property
     def offset(self) -> int:
@@ -338,18 +350,19 @@ class KafkaRecord(Record):
 
     @property
     def extras(self) -> Mapping[str, Any]:
-        return batch_json(self.batch)
+        return batch_json(self.batch, self.segment_base_offset)
 
 
-def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
-    """The ``batch`` object of a ``dump --json`` line."""
+def batch_json(batch: codec.RecordBatch, segment_base_offset: int) -> dict[str, Any]:
+    """The ``batch`` object of a ``dump --json`` line (``segment_base_offset``: the base offset its
+    segment file is named by)."""
     return {"base_offset": batch.base_offset, "last_offset": batch.last_offset, "position": batch.position,
             "size": batch.size, "crc": batch.crc, "compression": batch.compression, "magic": batch.magic,
             "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
             "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
             "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
-            "delete_horizon_ms": batch.delete_horizon_ms}
+            "delete_horizon_ms": batch.delete_horizon_ms, "segment_base_offset": segment_base_offset}
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -364,7 +377,8 @@ def _trimmed_start(part: Partition) -> int | None:
 _BATCH_JSON = ('{"base_offset": %d, "last_offset": %d, "position": %d, "size": %d, "crc": %d, '
                '"compression": %s, "magic": %d, "producer_id": %d, "producer_epoch": %d, '
                '"base_sequence": %d, "partition_leader_epoch": %d, "is_transactional": %s, '
-               '"is_control": %s, "max_timestamp": %d, "base_timestamp": %d, "delete_horizon_ms": %d}')
+               '"is_control": %s, "max_timestamp": %d, "base_timestamp": %d, "delete_horizon_ms": %d, '
+               '"segment_base_offset": %d}')
 _JSON_COMPRESSION = tuple(jsonlib.dumps(name) for name in codec.COMPRESSION_NAMES)
 _JSON_BOOL = ("false", "true")
 #: a batch's timestamp type (``RecordBatch.timestamp_type``) as JSON: magic 0, create time, log append time
@@ -372,18 +386,22 @@ _JSON_STAMP_TYPES = tuple(jsonlib.dumps(name) for name in ("NoTimestampType", co
                                                            codec.LOG_APPEND_TIME))
 
 
-def _json_chunk(topic: str, partition: int, seg: Any, chunk: columnar.Chunk) -> bytes:
-    """A chunk's ``dump --json`` lines (``KafkaStore.dump_json``); thread-safe."""
-    prefix = f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "offset": '
-    stamp_types, tails = batch_tails(chunk.batches)
+def _json_chunk(topic: str, partition: int, log_start_offset: int, segment_base_offset: int,
+                chunk: columnar.Chunk) -> bytes:
+    """A chunk's ``dump --json`` lines (``KafkaStore.dump_json``) of the segment named
+    ``segment_base_offset`` of a partition whose log starts at ``log_start_offset``; thread-safe."""
+    prefix = (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, '
+              f'"log_start_offset": {log_start_offset}, "offset": ')
+    stamp_types, tails = batch_tails(chunk.batches, segment_base_offset)
     return columnar.json_lines(chunk, prefix, stamp_types, tails)
 
 
-def batch_tails(rows: np.ndarray) -> tuple[list[str], list[str]]:
-    """Per batch (``columnar.BATCH_DTYPE`` rows) the JSON of its timestamp type and the tail of its
-    records' ``dump --json`` lines: ``, "batch": `` + ``json.dumps(batch_json(batch))`` + ``}``, from the
-    batch columns (a ``%`` a batch, not a RecordBatch and a dict: this is the part of a dump that holds
-    the GIL).  ``O(batches)``."""
+def batch_tails(rows: np.ndarray, segment_base_offset: int) -> tuple[list[str], list[str]]:
+    """Per batch (``columnar.BATCH_DTYPE`` rows, of the segment named ``segment_base_offset``) the JSON
+    of its timestamp type and the tail of its records' ``dump --json`` lines: ``, "batch": `` +
+    ``json.dumps(batch_json(batch, segment_base_offset))`` + ``}``, from the batch columns (a ``%`` a
+    batch, not a RecordBatch and a dict: this is the part of a dump that holds the GIL).
+    ``O(batches)``."""
     attributes, magic = rows["attributes"].astype(np.int64), rows["magic"].astype(np.int64)
     v2 = magic >= codec.MAGIC_V2
     stamp_types = np.where(magic == 0, 0, np.where(attributes & codec.TIMESTAMP_TYPE_FLAG, 2, 1)).tolist()
@@ -398,7 +416,8 @@ def batch_tails(rows: np.ndarray) -> tuple[list[str], list[str]]:
                rows["leader_epoch"].tolist(),
                [_JSON_BOOL[x] for x in (v2 & (attributes & codec.TRANSACTIONAL_FLAG != 0)).tolist()],
                [_JSON_BOOL[x] for x in (v2 & (attributes & codec.CONTROL_FLAG != 0)).tolist()],
-               rows["max_timestamp"].tolist(), base_timestamps.tolist(), horizon.tolist())
+               rows["max_timestamp"].tolist(), base_timestamps.tolist(), horizon.tolist(),
+               [segment_base_offset] * len(bases))
     return ([_JSON_STAMP_TYPES[t] for t in stamp_types],
             [f', "batch": {_BATCH_JSON % values}}}\n' for values in zip(*columns, strict=True)])
 
@@ -1303,12 +1322,16 @@ class KafkaStore(Store):
         codec.check_records([(m.key, m.value, _stamp(m.timestamp, 0), m.headers) for m in msgs])
         return msgs, groups
 
-    def append_encoded(self, topic: str, partition: int, data: bytes, *, new_segment: bool = False) -> None:
+    def append_encoded(self, topic: str, partition: int, data: bytes, *, new_segment: bool = False,
+                       segment_base: int | None = None, log_start: int | None = None) -> None:
         """Append one encoded RecordBatch that keeps the offsets it carries (a restored ``dump --json``
         batch, :mod:`.jsonl`), creating the partition if needed: at or after the log end offset, as a
-        follower appends (``Partition.append_encoded`` with ``keep_offsets``); ``new_segment`` rolls first.
+        follower appends (``Partition.append_encoded`` with ``keep_offsets``); ``new_segment`` rolls first,
+        to a segment named ``segment_base`` where given; ``log_start`` is the log start of a partition
+        that held no record before (``Partition.append_encoded``).
 
-        :raises OffsetOutOfRangeError: the batch lies before the log end offset.
+        :raises OffsetOutOfRangeError: the batch lies before the log end offset, ``segment_base`` past its
+            base offset or ``log_start`` past its last offset.
         :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
             partition directory's.
         """
@@ -1316,8 +1339,12 @@ class KafkaStore(Store):
         if self._part is None:
             self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
             self._check_assigned(topic, partition)
-        self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
-                                                                        new_segment=new_segment)
+        part = self.partition_of(topic, partition, create=True)
+        before = part.log_start_offset
+        part.append_encoded(data, keep_offsets=True, new_segment=new_segment, segment_base=segment_base,
+                            log_start=log_start)
+        if self._part is not None and part.log_start_offset > before:
+            write_log_start(part)   # (a log directory writes its checkpoints on close)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
 
@@ -1332,9 +1359,11 @@ class KafkaStore(Store):
             # would end early, silently) or read as closed files; say the store is closed, as
             # RocketMQ's reads do.  Once a batch, not per record.
             self._check_open()
+            seg = part.log.segment_for(batch.base_offset)     # the segment the batch was read from
+            named = batch.base_offset if seg is None else seg.base
             for record in batch.records():
                 if start is None or record.offset >= start:
-                    yield KafkaRecord(part.topic, part.partition, batch, record)
+                    yield KafkaRecord(part.topic, part.partition, batch, record, part.log_start_offset, named)
         self._check_open()      # the walk ended: because the log did, not because close() emptied it
 
     def scan(self, *, isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
@@ -1627,7 +1656,8 @@ class KafkaStore(Store):
             if batch is not None and batch.base_offset <= offset <= batch.last_offset:
                 for record in batch.records():
                     if record.offset >= offset:
-                        return KafkaRecord(part.topic, part.partition, batch, record)
+                        return KafkaRecord(part.topic, part.partition, batch, record, part.log_start_offset,
+                                           seg.base)
         return next(self.read(topic, partition, offset, 1), None)
 
     def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
@@ -1660,11 +1690,12 @@ class KafkaStore(Store):
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
         self._check_record(record, KafkaRecord)
-        return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+        return {"topic": record.topic, "partition": record.partition,
+                "log_start_offset": record.log_start_offset, "offset": record.offset,
                 "timestamp": record.timestamp, "timestamp_type": record.batch.timestamp_type,
                 "key": _b64(record.key), "value": _b64(record.value),
                 "headers": [columnar.header_json(k, v) for k, v in record.headers],
-                "batch": batch_json(record.batch)}
+                "batch": batch_json(record.batch, record.segment_base_offset)}
 
     def json_line(self, record: KafkaRecord) -> str:
         """``json.dumps(self.to_json(record))``: ASCII, header keys escaped (``\\u00fc``), as
@@ -2460,9 +2491,10 @@ class KafkaStore(Store):
             # chunk makes bigger (200k records, ranges on one thread: 0.20 s of CPU with twice the
             # rows, 0.13-0.17 s with the default's, as one thread's path)
             capacity = columnar.Capacity.for_bytes(SPLIT_BYTES, columnar.Capacity().rows)
+            log_starts = {key: part.log_start_offset for key, part in selected.items()}
             streams: Iterator[Iterator[tuple[Any, columnar.Chunk]]] | None = self._parallel_chunks(
                 selected, [_trimmed_start(part) for part in selected.values()], want, capacity, threads,
-                _json_chunk, made)
+                lambda t, p, seg, chunk: _json_chunk(t, p, log_starts[t, p], seg.base, chunk), made)
         else:
             streams = None
         for (t, p), part in selected.items():
@@ -2476,7 +2508,7 @@ class KafkaStore(Store):
                 chunk, cut = _below(whole, stop)
                 chunk_made, lines = made.pop(id(chunk), (None, None))
                 if chunk_made is not chunk or lines is None:     # not decoded ahead
-                    lines = _json_chunk(t, p, seg, chunk)
+                    lines = _json_chunk(t, p, part.log_start_offset, seg.base, chunk)
                 rows = chunk.batches
                 below = 0   # rows of the first batches below the log start
                 if dropping and start is not None:

@@ -9,7 +9,8 @@ A row is the message ``append_stored`` would write: ``topic``, ``partition`` (th
 are derived from those and not read; the placement (physical and queue offsets) is the store's,
 as for any append.  The properties end with 0x02 in the store's style
 (``RocketMQStore.trailing_separator``).  So a scan of one store appended to an empty store of the
-same geometry and version scans equal to it.
+same geometry and version scans equal to it, once that store starts where the source does (a source
+retention trimmed: ``RocketMQStore.start_commitlog_at`` and ``start_queue_at`` first).
 
 The common case (v1 messages with IPv4 hosts, topics other than ``SCHEDULE_TOPIC_XXXX``,
 properties without the separators and within 32767 bytes) is encoded in columns with the

@@ -81,6 +81,7 @@ from .conversion import (
     from_entry,
     header_items,
     nonqueued_topic,
+    start_where_restored,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
 from .javacompat import hashmap_order
@@ -617,6 +618,18 @@ def _queued(msgs: Restored) -> np.ndarray:
     return ~np.isin(msgs.sys_flag & SYSFLAG_TRANSACTION_MASK, list(NO_QUEUE_ENTRY))
 
 
+def _start_where_restored(store: Any, msgs: Restored) -> None:
+    """:func:`.conversion.start_where_restored` of a run of restored messages: the first one's physical
+    offset, each queue's first queue offset.  ``O(rows)`` in numpy."""
+    queued = np.flatnonzero(_queued(msgs))
+    keys = msgs.topic_code[queued].astype(np.int64) << 32 | msgs.queue_id[queued].astype(np.int64)
+    _, first = np.unique(keys, return_index=True)
+    rows = queued[np.sort(first)].tolist()
+    starts = [(msgs.topics[int(msgs.topic_code[i])], int(msgs.queue_id[i]), int(msgs.queue_offset[i]))
+              for i in rows]
+    start_where_restored(store, int(msgs.physical_offset[0]), starts)
+
+
 def too_large(msgs: Restored, sizes: np.ndarray, config: Any) -> bool:
     """Whether a message of ``msgs`` (of these ``sizes``) is one the store's append refuses: a body above
     ``maxMessageSize``, a message above ``max_stored_size`` or a commitlog file (4.9.7
@@ -1036,8 +1049,10 @@ class RocketMQArrowWriter(ArrowWriter):
         pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
         for piece, fields, start, stop, native in pending:
             placed = None
-            end = self.dest.commitlog.end
             msgs = None if fields is None else _sliced(fields, start, stop)
+            if msgs is not None and not native and len(msgs.queue_id):
+                _start_where_restored(self.dest, msgs)
+            end = self.dest.commitlog.end
             if msgs is not None and native:
                 msgs = assign(self.dest, msgs, end)
             if msgs is not None:

@@ -739,6 +739,28 @@ class CommitLog:
             seg = self._active = self.log.roll(pos - pos % self.file_size)
         return seg
 
+    def start_at(self, base: int) -> None:
+        """Make a commitlog that holds no data start at the file at physical ``base`` (a multiple of the
+        file size): its files so far (empty) and preallocated ones are deleted, and the next message
+        goes to ``base``, as RocketMQ 4.9.7 ``MappedFileQueue.getLastMappedFile(startOffset)`` creates a
+        queue's first file at ``startOffset - startOffset % mappedFileSize`` (a slave's commitlog starts
+        at its master's, ``CommitLog.appendData``).  ``O(files)``.
+
+        :raises OffsetOutOfRangeError: the commitlog holds data, or ``base`` is negative or not at a
+            file's start.
+        """
+        if base < 0 or base % self.file_size:
+            raise OffsetOutOfRangeError(f"expected a commitlog start at a multiple of the file size "
+                                        f"{self.file_size}, found {base}", self.directory)
+        if self.end != self.min_offset:
+            raise OffsetOutOfRangeError(f"expected a commitlog without data to start at {base}, found data "
+                                        f"from {self.min_offset} to {self.end}", self.directory)
+        removed = self.log.truncate_after(-1)
+        for path in [seg.path for seg in removed] + sorted(self._spare):
+            files.remove(path)
+        self._spare.clear()
+        self._active = self.log.roll(base)
+
     def truncate(self, offset: int) -> None:
         """Zero everything from physical ``offset`` on and delete later files."""
         seg = self.log.segment_for(offset)

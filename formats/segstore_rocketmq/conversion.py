@@ -62,7 +62,7 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -1014,6 +1014,20 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
 
 # -- the target side ----------------------------------------------------------------------------
 
+def start_where_restored(store: Any, physical_offset: int,
+                         queue_starts: Iterable[tuple[str, int, int]]) -> None:
+    """Start an empty destination where the source of the restored messages about to be written
+    started: its commitlog at the file holding the first one's ``physical_offset`` and each queue
+    without entries at the queue offset of its first one (``queue_starts``: ``(topic, queue id,
+    offset)``), as ``RocketMQStore.start_commitlog_at`` and ``start_queue_at`` do (a slave's store
+    starts at its master's).  A source whose oldest commitlog files retention deleted so comes back
+    whole from its Kafka copy; a destination or queue holding messages keeps its own (a message then
+    placed elsewhere than in its source is :func:`_append_stored`'s error)."""
+    store.start_commitlog_at(physical_offset)
+    for topic, queue_id, offset in queue_starts:
+        store.start_queue_at(topic, queue_id, offset)
+
+
 def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
     """Append messages exactly as given (topic, queue, properties order, times, hosts, flags),
     checking each lands at its recorded physical and queue offset.
@@ -1029,6 +1043,13 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
     """
     # a v2 message (a 5.1+ broker's long topic) is written as v2 again: its magic is part of it
     expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
+    if messages:
+        firsts: dict[tuple[str, int], int] = {}
+        for msg in messages:
+            if has_queue_entry(msg.sys_flag):
+                firsts.setdefault((msg.topic, msg.queue_id), msg.queue_offset)
+        start_where_restored(store, messages[0].physical_offset,
+                             [(t, q, o) for (t, q), o in firsts.items()])
     results = store.append_stored(messages)
     for (physical, queue), result in zip(expected, results, strict=True):
         if (result.position, result.offset) != (physical, queue):

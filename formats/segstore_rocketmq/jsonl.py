@@ -15,9 +15,10 @@ transaction offset.  Where it lands is the store's: ``queue_offset``,
 ``physical_offset`` and ``msg_id`` (and ``size`` and ``tags_code``) follow from the
 place and the content, so a dump written into an empty store of the same commitlog
 file size comes back byte for byte (the properties' trailing 0x02, which a dump does
-not show, is the store's style: ``rocketmqVersion``); from a source whose commitlog and
-queues start at 0: an empty store starts there, so a dump of one retention trimmed lands
-lower.  ``tags``, ``keys`` and
+not show, is the store's style: ``rocketmqVersion``).  The place starts where the dump's
+does (:func:`start_where_dumped`): an empty commitlog at the file of the first line's
+``physical_offset`` and, past 0, each new queue at its first line's ``queue_offset``, so a
+dump of a store retention trimmed lands at its source's offsets.  ``tags``, ``keys`` and
 ``body_crc`` repeat what the properties and body say; a line where they disagree
 (an edited dump) is refused rather than half applied.  ``ext`` (a consume-queue
 extension unit) is derived at dispatch and not written.
@@ -51,6 +52,7 @@ from .message import (
     RocketMQMessage,
     body_crc,
     empty_property,
+    has_queue_entry,
     magic_for,
 )
 from .store import JSON_KEYS, RocketMQStore
@@ -164,12 +166,50 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
             store.append_batch([decode_base64_fields(obj) for obj in run])
         else:
             columns = dump_columns(run, store) if COLUMNAR else None
+            # every line checked before the store is started where they say
+            messages = [] if columns is not None else [stored_message(obj, store) for obj in run]
+            start_where_dumped(store, run)
             if columns is not None:
                 store.append_arrow(columns)
             else:
-                store.append_stored([stored_message(obj, store) for obj in run])
+                store.append_stored(messages)
         count += len(run)
     return count
+
+
+def start_where_dumped(store: RocketMQStore, run: Sequence[Mapping[str, Any]]) -> None:
+    """Start an empty commitlog, and each queue without entries, where the dump lines of ``run`` say
+    their source's did: the commitlog at the file of the first line's ``physical_offset``
+    (``RocketMQStore.start_commitlog_at``), a queue at the ``queue_offset`` of its first line that
+    has a queue entry (``start_queue_at``; a prepared or rolled-back transaction message has none and
+    queue offset 0).  A store that holds messages, and a queue that holds entries, keep their own.
+
+    :raises InvalidMessageError: such an offset that is not an integer of at least 0.
+    """
+    seen: set[tuple[Any, Any]] = set()
+    for i, obj in enumerate(run):
+        if i == 0 and "physical_offset" in obj:
+            store.start_commitlog_at(_dump_offset(obj["physical_offset"], "physical_offset"))
+        key = (obj.get("topic"), obj.get("queue_id"))
+        sys_flag = obj.get("sys_flag")
+        if (key in seen or "queue_offset" not in obj or type(sys_flag) is not int
+                or not has_queue_entry(sys_flag)):
+            continue
+        seen.add(key)
+        topic, queue_id = key
+        if isinstance(topic, str) and type(queue_id) is int and 0 <= queue_id <= MAX_QUEUE_ID:
+            store.start_queue_at(topic, queue_id, _dump_offset(obj["queue_offset"], "queue_offset"))
+
+
+def _dump_offset(value: Any, name: str) -> int:
+    """A dump line's ``physical_offset`` or ``queue_offset``, where a copy starts.
+
+    :raises InvalidMessageError: not an integer of at least 0 (past what the store names, the store's
+        :class:`OffsetOutOfRangeError`).
+    """
+    if type(value) is not int or value < 0:
+        raise InvalidMessageError(f"expected {name} as an integer of at least 0, found {value!r:.40}")
+    return value
 
 
 def _runs(lines: Iterable[Mapping[str, Any]]) -> Iterator[tuple[bool, list[Mapping[str, Any]]]]:

@@ -370,7 +370,9 @@ class LifecycleMixin:
         :meth:`append_stored` appends messages; returns the rows appended.  Which columns make a
         message and which are derived (and not read): :mod:`.appendarrow`.  The common rows are
         encoded in columns (C), without a Python object each; the placement is the store's.  A scan
-        of one store appended to an empty one of the same geometry and version scans equal to it.
+        of one store appended to an empty one of the same geometry and version scans equal to it (one whose
+        source retention trimmed once started where the source starts: :meth:`start_commitlog_at`,
+        :meth:`start_queue_at`).
 
         Rows are written :data:`.appendarrow.CHUNK_ROWS` at a time (memory stays bounded), once every
         chunk is checked: a refused call writes nothing.  In ``SYNC_FLUSH`` returns once they are

@@ -150,6 +150,10 @@ _BODY_PREVIEW = 40
 #: Bound of each per-store memo (topics validated, hosts parsed, property orders, tag hashes).
 _CACHE_LIMIT = 4096
 CQ_ROW = CQ_DTYPE.itemsize
+#: The largest physical offset a commitlog file name holds (a Java long)
+MAX_PHYSICAL_OFFSET = 2**63 - 1
+#: The largest queue offset a consume queue can hold: its entry's byte position (a file name) is a Java long
+MAX_QUEUE_OFFSET = (2**63 - 1) // CQ_ROW
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
 #: a dump's line writer (``columnar.JsonWriter``, ``columnar.TextWriter``)
@@ -898,6 +902,58 @@ class RocketMQStore(LifecycleMixin, Store):
             raise _queue_id_error(queue_id)
         files.make_dirs(self._queue(topic, queue_id).directory)
         self._configure_queues([(topic, queue_id)])
+
+    def start_commitlog_at(self, offset: int) -> bool:
+        """Start a commitlog that holds no message at the file holding physical ``offset``, named
+        ``offset - offset % mappedFileSizeCommitLog``: where a copy's source started (its first files
+        deleted by retention), as a slave broker's commitlog starts at its master's (RocketMQ 4.9.7
+        ``CommitLog.appendData`` through ``MappedFileQueue.getLastMappedFile(startOffset)``).  Whether
+        it did: not where the commitlog holds a message (it keeps its place) or that file is its
+        first already.
+
+        :raises OffsetOutOfRangeError: an ``offset`` that is not one (negative, past a Java long).
+        """
+        self._check_writable()
+        if type(offset) is not int or not 0 <= offset <= MAX_PHYSICAL_OFFSET:
+            raise OffsetOutOfRangeError(f"expected a commitlog start offset from 0 to {MAX_PHYSICAL_OFFSET}, "
+                                        f"found {offset!r:.40}", self.path)
+        commitlog = self.commitlog
+        base = offset - offset % commitlog.file_size
+        if commitlog.end != commitlog.min_offset or base <= commitlog.min_offset:
+            return False
+        with self._flushing().lock:
+            commitlog.start_at(base)
+        return True
+
+    def start_queue_at(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Start a queue that holds no entry at logical ``offset``, as RocketMQ 4.9.7
+        ``ConsumeQueue.putMessagePositionInfo`` starts one whose first message dispatched has a queue
+        offset past 0 (``fillPreBlank``: blank entries before it in its file), so a copy's queue starts
+        where its source's does.  Only in a commitlog starting past 0 (:meth:`start_commitlog_at`): the
+        blank entries point below it, and the queue's first offset is ``offset`` after a restart too
+        (``correctMinOffset``); in one starting at 0 the broker would read them as messages.  Whether it
+        did: not where the queue holds an entry or starts past 0 already, nor for ``offset`` 0.
+
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises InvalidMessageError: a queue id out of range.
+        :raises OffsetOutOfRangeError: an offset below 0 or past what a consume-queue file name holds.
+        """
+        self._check_writable()
+        validate_topic(topic, self.config.topic_max_length)
+        if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
+            raise _queue_id_error(queue_id)
+        if type(offset) is not int or not 0 <= offset <= MAX_QUEUE_OFFSET:
+            raise OffsetOutOfRangeError(f"expected a queue offset of {topic}/{queue_id} from 0 to "
+                                        f"{MAX_QUEUE_OFFSET}, found {offset}", self.path)
+        held = self.queues.get((topic, queue_id))
+        if (offset == 0 or self.commitlog.min_offset == 0
+                or (held is not None and (held.max_offset or held.log.active is not None))):
+            return False
+        with self._flushing().lock:
+            self._queue(topic, queue_id).start_at(offset, self.commitlog.min_offset)
+            self._next_offsets[(topic, queue_id)] = offset
+        self._configure_queues([(topic, queue_id)])
+        return True
 
     def _configure_queues(self, keys: Iterable[tuple[str, int]]) -> None:
         """Add the ``(topic, queue id)`` queues to ``config/topics.json``, written at once when that
