@@ -42,7 +42,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -72,6 +72,8 @@ BODY_CRC_MASK = 0x7FFFFFFF
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 PROPERTY_SEPARATOR_BYTE = 0x02
+PROPERTY_SEPARATOR_BYTES = PROPERTY_SEPARATOR.encode()
+NAME_VALUE_SEPARATOR_BYTES = NAME_VALUE_SEPARATOR.encode()
 MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
 MAX_TOPIC_BYTES_V1 = 0x7F         # the length is a signed byte
 #: The highest queue id a store takes.  QUEUEID is an int, but the topic's queue count, queue id + 1,
@@ -418,6 +420,45 @@ def stored_properties_of(properties: Mapping[str, str]) -> bytes | None:
             list(decode_properties(raw, java_text=True).items()) != list(properties.items()):
         return None
     return raw
+
+
+def stored_property_values(properties: Mapping[str, str]) -> dict[str, bytes] | None:
+    """Each property's value as stored, by its name as the broker reads it, where ``properties`` were
+    read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.  The stored bytes
+    split as :func:`decode_properties` splits their text (0x01 and 0x02 are ASCII: no malformed
+    sequence takes one in), so the names and pairs kept are the same.  ``O(len(raw))``."""
+    raw = stored_properties_of(properties)
+    if raw is None:
+        return None
+    values: dict[str, bytes] = {}
+    for item in raw.split(PROPERTY_SEPARATOR_BYTES):
+        name, _, value = item.partition(NAME_VALUE_SEPARATOR_BYTES)
+        if name and value:
+            values[bytes(name).decode("utf-8", JAVA_REPLACE)] = value
+    return values
+
+
+def encode_property_bytes(pairs: Sequence[tuple[bytes, bytes]], trailing_separator: bool = False) -> bytes:
+    """:func:`encode_properties` of names and values given as bytes (stored bytes, which need not be
+    UTF-8: RocketMQ 4.9.7 ``CommitLog.MessageExtBatchEncoder`` stores a batch's properties as the client
+    sent them), with the same checks.
+
+    :raises InvalidMessageError: a name holds 0x01/0x02 or a value 0x02, or the result exceeds 32767
+        bytes.
+    """
+    for name, value in pairs:
+        if NAME_VALUE_SEPARATOR_BYTES in name or PROPERTY_SEPARATOR_BYTES in name or \
+                PROPERTY_SEPARATOR_BYTES in value:
+            raise InvalidMessageError(
+                f"expected property names without the separators 0x01/0x02 and values without 0x02, "
+                f"found {cut(name if PROPERTY_SEPARATOR_BYTES not in value else value)}")
+    data = PROPERTY_SEPARATOR_BYTES.join([name + NAME_VALUE_SEPARATOR_BYTES + value for name, value in pairs])
+    if trailing_separator and pairs:
+        data += PROPERTY_SEPARATOR_BYTES
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(data)}")
+    return data
 
 
 def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
