@@ -485,3 +485,22 @@ def test_a_batch_with_a_bad_time_and_a_missing_key_reports_the_time_as_log_valid
         with pytest.raises(InvalidMessageError, match="Compacted topic cannot accept message without key"):
             call(store, [(None, old), (b"k", now)])
         assert store.offset_range("c", 0) == (0, 1)
+
+
+def test_append_arrows_batches_each_report_their_own_first_error_as_log_validator_does(tmp_path):
+    """``append_arrow`` rows of two batches (``baseOffset`` changes): LogValidator validates batch by batch,
+    so the first batch's error is the one reported, a missing key there before a bad time in the
+    next; within a batch the time error wins (``processRecordErrors``)."""
+    pa = pytest.importorskip("pyarrow")
+    with _store(tmp_path / "l", **{"cleanup.policy": "compact",
+                                   "message.timestamp.before.max.ms": 3_600_000}) as store:
+        now = int(time.time() * 1000)
+        for rows, said in [([(None, now, 0), (b"k", 1, 1)], "Compacted topic cannot accept"),
+                           ([(b"k", 1, 0), (None, now, 1)], "Timestamp 1 of a record"),
+                           ([(None, now, 0), (b"k", 1, 0)], "Timestamp 1 of a record")]:
+            table = pa.table({"topic": ["c"] * 2, "key": [k for k, _, _ in rows], "value": [b"v"] * 2,
+                              "timestamp": pa.array([t for _, t, _ in rows], pa.int64()),
+                              "baseOffset": pa.array([b for _, _, b in rows], pa.int64())})
+            with pytest.raises(InvalidMessageError, match=said):
+                store.append_arrow(table)
+        assert "c" not in store.topics()      # nothing written, no partition created
