@@ -335,6 +335,8 @@ def test_an_older_copys_empty_key_reads_as_a_null_key(tmp_path: Path) -> None:
     (("rmq.p.a\x01b", b"v"), "separators 0x01/0x02"),
     (("rmq.p.UNIQ_KEY", b"k\x02"), "separators 0x01/0x02"),
     (("rmq.p.big", bytes(40_000)), "at most 32767 bytes"),
+    (("rmq.p.UNIQ_KEY", b"\xff\x02"), "separators 0x01/0x02"),     # bytes that are not UTF-8 alike
+    (("rmq.p.big", b"\xff" * 40_000), "at most 32767 bytes"),
 ])
 def test_an_rmq_property_rocketmq_cannot_carry_names_its_record(header: tuple[str, bytes], said: str) -> None:
     """A Kafka copy of a RocketMQ message edited to hold a property the format cannot carry (4.9.7
@@ -486,3 +488,53 @@ def test_a_repeated_rmq_header_is_a_conversion_error(repeated: tuple[str, bytes]
     entry.headers = [*entry.headers, repeated]
     with pytest.raises(ConversionError, match=rf"T-1 at offset \d+, .*expected one {repeated[0]} header"):
         restore_rocketmq(entry)
+
+
+@pytest.mark.parametrize("value", [b"a\xed\xa0\x80b", b"a\xffb", b"\xc3", b"ok\x01\xed\xa0"])
+def test_an_rmq_property_value_not_utf8_comes_back_byte_for_byte(tmp_path: Path, value: bytes) -> None:
+    """An ``rmq.p.*`` header value that is not UTF-8 (an older copy's ``ED A0 80``, written from a lone
+    surrogate with Python's surrogatepass; any other bytes) is stored as those bytes, as RocketMQ 4.9.7
+    ``CommitLog.MessageExtBatchEncoder`` stores a batch's properties as sent, read as the broker reads
+    them (``CommitLog.checkMessageAndReturnSize``: ``new String(bytes, UTF_8)``, a U+FFFD for each
+    malformed sequence), and the way back gives the stored bytes.  Before: the way back gave Java's
+    text, ``EF BF BD`` (no Java String encodes to ``ED A0 80``: its encoder writes '?'), and --verify
+    failed on it; ``FF`` was refused as a malformed header."""
+    msg = RocketMQMessage(topic="T", queue_id=0, body=b"b", properties={"x": "1"},
+                          born_timestamp=5, store_timestamp=6, born_host=STORE_HOST, store_host=STORE_HOST)
+    entry = rocketmq_to_kafka(msg)
+    headers = [*entry.headers, ("rmq.p.y", value), ("rmq.p.z", b"2")]
+    with segstore.open(tmp_path / "k", "kafka", "a") as kafka:
+        kafka.append(Message(entry.topic, entry.value, entry.key, entry.partition, headers=headers,
+                             timestamp=entry.timestamp))
+    convert(tmp_path / "k", tmp_path / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    assert b"x\x011\x02y\x01" + value + b"\x02z\x012" in \
+        (tmp_path / "r" / "commitlog" / "00000000000000000000").read_bytes()
+    with segstore.open(tmp_path / "r", "rocketmq") as store:
+        got = list(store.scan())
+    assert got[0].properties["y"] == value.decode("utf-8", "segstore.java_replace")
+    convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(tmp_path / "k", "kafka") as source, segstore.open(tmp_path / "back", "kafka") as back:
+        assert [r.headers for r in back.scan()] == [r.headers for r in source.scan()]
+
+
+def test_a_property_value_that_is_not_utf8_crosses_kafka_and_back_byte_for_byte(tmp_path: Path) -> None:
+    """A RocketMQ store whose property values are not UTF-8 (here TAGS and a KEYS token, among plain
+    messages) goes to Kafka with each value's stored bytes as its ``rmq.p.*`` header (a row the columnar
+    source met as ``columnar.java_row`` is mapped message by message) and comes back byte for byte.
+    Before: the headers held Java's text (``EF BF BD``), and so did the copy back."""
+    with segstore.open(tmp_path / "r", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        for i in range(40):
+            store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"b%d" % i,
+                                 "tags": "tAAx" if i % 5 == 2 else "plain", "keys": [f"kAAk{i}", "z"]}])
+    for path in (tmp_path / "r" / "commitlog").iterdir():
+        path.write_bytes(path.read_bytes().replace(b"tAAx", b"t\xff\xedx").replace(b"kAAk", b"k\xed\xa0\x80"))
+    convert(tmp_path / "r", tmp_path / "k", to="kafka", verify=True)
+    with segstore.open(tmp_path / "k", "kafka") as kafka:
+        tags = [dict(r.headers)["rmq.p.TAGS"] for r in kafka.scan()]
+    assert tags.count(b"t\xff\xedx") == 8 and b"t\xef\xbf\xbd\xef\xbf\xbdx" not in tags
+    convert(tmp_path / "k", tmp_path / "back", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    files = sorted(p.name for p in (tmp_path / "r" / "commitlog").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "back" / "commitlog").iterdir())
+    for name in files:
+        assert (tmp_path / "back" / "commitlog" / name).read_bytes() == \
+            (tmp_path / "r" / "commitlog" / name).read_bytes()

@@ -122,21 +122,29 @@ def test_kafka_md_names_every_key_of_dump_json():
     assert list(line["batch"]) == _keys_named(batch.group(1))
 
 
-def test_rocketmq_md_names_every_key_of_dump_json():
+def test_rocketmq_md_names_every_key_of_dump_json(tmp_path):
     """``dump --json``'s "exactly the keys" of a RocketMQ message (one without a consume-queue extension
-    unit, ``ext``)."""
+    unit, ``ext``), then ``properties_base64`` for a message whose stored properties are not UTF-8 only."""
     import json
 
     import segstore
 
     section = _section("rocketmq.md", "## `dump --json`")
     listed = re.search(r"with exactly the keys\n`([^`]+)` \(base64\), `properties` \([^)]*\), "
-                       r"`tags` \([^)]*\), `keys` \(list\), `([^`]+)`", section)
+                       r"`tags` \([^)]*\), `keys` \(list\), `([^`]+)`, then\n`(properties_base64)` for a "
+                       r"message whose stored properties are not UTF-8", section)
     assert listed
+    keys = [*_keys_named(listed.group(1)), "properties", "tags", "keys", *_keys_named(listed.group(2))]
     with segstore.open(ROOT / "compat_fixtures" / "rocketmq" / "basic" / "store") as store:
         line = json.loads(b"".join(bytes(block) for block in store.dump_json()).splitlines()[0])
-    assert list(line) == [*_keys_named(listed.group(1)), "properties", "tags", "keys",
-                          *_keys_named(listed.group(2))]
+    assert list(line) == keys
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "body": b"b", "tags": "tAAx"}, {"topic": "T", "body": b"c"}])
+    [path] = (tmp_path / "s" / "commitlog").iterdir()
+    path.write_bytes(path.read_bytes().replace(b"tAAx", b"t\xff\xffx"))   # bytes that are not UTF-8
+    with segstore.open(tmp_path / "s") as store:
+        lines = [json.loads(t) for t in b"".join(bytes(block) for block in store.dump_json()).splitlines()]
+    assert [list(line) for line in lines] == [[*keys, listed.group(3)], keys]
 
 
 def _options() -> dict[str, set[str]]:

@@ -449,3 +449,58 @@ def test_an_appends_time_check_over_a_batch_is_the_one_record_check_at_javas_lon
                                                       f"{first} is out of range"):
             check_records(batch, config, now, "p")
     assert outcomes == {None, 0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("how", ["append_batch", "append_arrow", "transaction", "append_records"])
+def test_a_batch_with_a_bad_time_and_a_missing_key_reports_the_time_as_log_validator_does(tmp_path, how):
+    """3.8 ``LogValidator.processRecordErrors`` gathers every record's error of a batch first, then throws
+    InvalidTimestampException where any is a time error, the missing key (InvalidRecordException) only
+    otherwise; ``validateRecord`` checks a record's time only where ``validateKey`` found its key.  So a
+    keyless record before a keyed one out of range is a time error, and a keyless record out of range
+    beside keyed ones in range a key error.  Before: segstore named the first keyless record whatever
+    the times (``check_records``, ``_check_plan_times``, the transaction's check)."""
+    pa = pytest.importorskip("pyarrow")
+    old = 1     # far before now - message.timestamp.before.max.ms
+
+    def call(store, rows):
+        if how == "append_batch":
+            store.append_batch([{"topic": "c", "partition": 0, "key": k, "value": b"v", "timestamp": t}
+                                for k, t in rows])
+        elif how == "append_arrow":
+            store.append_arrow(pa.table({"topic": ["c"] * len(rows), "key": [k for k, _ in rows],
+                                         "value": [b"v"] * len(rows),
+                                         "timestamp": pa.array([t for _, t in rows], pa.int64())}))
+        elif how == "transaction":
+            store.transaction(7).append_batch([{"topic": "c", "partition": 0, "key": k, "value": b"v",
+                                                "timestamp": t} for k, t in rows])
+        else:
+            store.partition_of("c", 0).append_records([(k, b"v", t) for k, t in rows])
+
+    with _store(tmp_path / "l", **{"cleanup.policy": "compact",
+                                   "message.timestamp.before.max.ms": 3_600_000}) as store:
+        store.append({"topic": "c", "partition": 0, "key": b"k", "value": b"v"})
+        now = next(iter(store.read("c", 0))).timestamp
+        with pytest.raises(InvalidMessageError, match=f"Timestamp {old} of (message with offset|a record)"):
+            call(store, [(None, now), (b"k", old)])
+        with pytest.raises(InvalidMessageError, match="Compacted topic cannot accept message without key"):
+            call(store, [(None, old), (b"k", now)])
+        assert store.offset_range("c", 0) == (0, 1)
+
+
+def test_append_arrows_batches_each_report_their_own_first_error_as_log_validator_does(tmp_path):
+    """``append_arrow`` rows of two batches (``baseOffset`` changes): LogValidator validates batch by batch,
+    so the first batch's error is the one reported, a missing key there before a bad time in the
+    next; within a batch the time error wins (``processRecordErrors``)."""
+    pa = pytest.importorskip("pyarrow")
+    with _store(tmp_path / "l", **{"cleanup.policy": "compact",
+                                   "message.timestamp.before.max.ms": 3_600_000}) as store:
+        now = int(time.time() * 1000)
+        for rows, said in [([(None, now, 0), (b"k", 1, 1)], "Compacted topic cannot accept"),
+                           ([(b"k", 1, 0), (None, now, 1)], "Timestamp 1 of a record"),
+                           ([(None, now, 0), (b"k", 1, 0)], "Timestamp 1 of a record")]:
+            table = pa.table({"topic": ["c"] * 2, "key": [k for k, _, _ in rows], "value": [b"v"] * 2,
+                              "timestamp": pa.array([t for _, t, _ in rows], pa.int64()),
+                              "baseOffset": pa.array([b for _, _, b in rows], pa.int64())})
+            with pytest.raises(InvalidMessageError, match=said):
+                store.append_arrow(table)
+        assert "c" not in store.topics()      # nothing written, no partition created

@@ -19,6 +19,7 @@ expected hashes are computed here, over UTF-16 units, as ``String.hashCode`` doe
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import struct
@@ -28,6 +29,8 @@ import pyarrow as pa
 import pytest
 from conftest import cli_run
 from segstore_rocketmq import columnar
+from segstore_rocketmq.message import decode_properties
+from segstore_rocketmq.store import JSON_KEYS
 
 import segstore
 from segstore.javatext import java_utf8
@@ -218,3 +221,72 @@ def test_query_finds_such_a_message_by_key_offset_and_time(store):
     code, out, err = cli_run("query", store, "--topic", "T", "--queue", "1", "--timestamp",
                              last.store_timestamp)
     assert code == 0 and out.strip(), err
+
+
+def _files(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted((store / "commitlog").iterdir())}
+
+
+@pytest.mark.parametrize("columnar_write", [True, False])
+def test_dump_json_then_write_input_copies_the_store_byte_for_byte(store, tmp_path, monkeypatch,
+                                                                   columnar_write):
+    """``dump STORE --json | write --input`` into an empty store of the same geometry gives the same
+    commitlog bytes: a message whose properties are not UTF-8 gets ``properties_base64``, their stored
+    bytes (its ``properties`` are Java's text, RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize``'s
+    ``new String(bytes, UTF_8)``, whose U+FFFD would be stored as EF BF BD), and ``write --input``
+    writes them back as those bytes.  Before, the dump had no such field (only ``dump FILE --json``
+    had it) and the copy held ``t\\xef\\xbf\\xbd\\xef\\xbf\\xbdx`` where the source held ``t\\xff\\xedx``.
+    A message whose properties are UTF-8 has no such key (the C writer's lines, one thread and several,
+    are the reference's)."""
+    from segstore_rocketmq import jsonl
+
+    monkeypatch.setattr(jsonl, "COLUMNAR", columnar_write)
+    code, out, err = cli_run("dump", store, "--json", "--threads", "3")
+    assert code == 0, err
+    assert cli_run("dump", store, "--json", "--threads", "1")[1] == out
+    lines = [json.loads(line) for line in out.splitlines()]
+    odd = [line for line in lines if "properties_base64" in line]
+    assert len(odd) == sum("\ufffd" in json.dumps(m, ensure_ascii=False) for m in expected_messages())
+    for line in lines:
+        if "properties_base64" in line:
+            raw = base64.b64decode(line["properties_base64"])
+            assert list(decode_properties(raw, java_text=True).items()) == list(line["properties"].items())
+            assert b"\xef\xbf\xbd" not in raw and any(bad in raw for _, bad in PATCHES)
+        else:
+            assert list(line) == list(JSON_KEYS)
+    source = tmp_path / "dump.jsonl"
+    source.write_text(out, encoding="utf-8")
+    copy = tmp_path / "copy"
+    code, _, err = cli_run("write", copy, "--format", "rocketmq", "--input", source, *ARGS)
+    assert code == 0, err
+    assert _files(copy) == _files(store)
+    code, again, err = cli_run("dump", copy, "--json")
+    assert code == 0 and again == out, err
+
+
+@pytest.mark.parametrize(("change", "found"), [
+    (lambda raw: base64.b64encode(raw.replace(b"\xff", b"\xfe")).decode(), None),     # still Java's text
+    (lambda raw: base64.b64encode(raw.replace(b"\xff\xed", b"AB")).decode(), "read as its properties"),
+    (lambda raw: base64.b64encode(java_utf8(raw).encode()).decode(), "not UTF-8"),     # Java's text
+    (lambda raw: "not base64!", "as base64"),
+])
+def test_write_input_refuses_a_properties_base64_that_is_not_its_properties(store, tmp_path, change, found):
+    """``properties_base64`` must read as the line's ``properties`` as the broker reads them (as Kafka's
+    ``keyBase64`` must read as its key): bytes that read as other properties, or UTF-8 bytes, are refused
+    (exit 1), nothing written; other bytes that Java reads as the same text are written as given."""
+    code, out, _ = cli_run("dump", store, "--json", "--topic", "T")
+    line = next(json.loads(t) for t in out.splitlines() if "t\ufffd\ufffdx" in t)
+    line["properties_base64"] = change(base64.b64decode(line["properties_base64"]))
+    source = tmp_path / "line.jsonl"
+    source.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    copy = tmp_path / "copy"
+    code, _, err = cli_run("write", copy, "--format", "rocketmq", "--input", source, *ARGS)
+    if found is None:
+        assert code == 0, err
+        with segstore.open(copy) as rmq:
+            [msg] = list(rmq.scan())
+        assert msg.tags == "t\ufffd\ufffdx"
+        assert b"t\xfe\xedx" in _files(copy)["commitlog/00000000000000000000"]
+    else:
+        assert code == 1 and found in err and "properties_base64" in err, err
+        assert not (copy / "commitlog").exists() or not any(_files(copy).values())

@@ -630,20 +630,23 @@ def check_keys(batch: codec.RecordBatch, config: KafkaConfig, path: str) -> None
 
 
 def check_records(batch: codec.RecordBatch, config: KafkaConfig, now: int, path: str) -> None:
-    """:func:`check_keys` then :func:`check_timestamps` (what 3.8 ``LogValidator.validateRecord`` checks
-    of each record) over one decode of the records, none where neither applies.
+    """:func:`check_keys` and :func:`check_timestamps` (what 3.8 ``LogValidator.validateRecord`` checks
+    of each record: its key, and only where it has one its time) over one decode of the records, none
+    where neither applies.  The error is the broker's (``LogValidator.processRecordErrors``, which
+    gathers every record's error first): an InvalidTimestampException where any record's time is out
+    of range, the missing key only otherwise.
 
-    :raises InvalidMessageError: a record without a key on a compacted topic (the first), else one
-        whose time is out of range (the first).
+    :raises InvalidMessageError: a record with a key (any record off a compacted topic) whose time is
+        out of range (the first), else a record without a key on a compacted topic (the first).
     """
     keys, times = config.compact, config.checks_timestamps
     if batch.is_control or not (keys or times):
         return
     records = batch.records()
+    if times:   # a keyless record's time is not checked: validateRecord returns its key error first
+        _refuse_times([r for r in records if r.key is not None] if keys else records, config, now, path)
     if keys:
         _refuse_keyless(records, config, path)
-    if times:
-        _refuse_times(records, config, now, path)
 
 
 def _refuse_keyless(records: list[codec.Record], config: KafkaConfig, path: str) -> None:

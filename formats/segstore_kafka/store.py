@@ -1148,30 +1148,48 @@ class KafkaStore(Store):
         """Refuse, before anything is written, a row of ``plan`` whose time the topic's
         ``message.timestamp.before/after.max.ms`` refuse (:func:`check_timestamps`; a row without a time
         is stamped now, in range), or, on a compacted topic, a row without a key (:func:`check_keys`).
+        Batch by batch as they will be written (``arrowappend.cuts``) where both apply: 3.8
+        ``LogValidator.validateRecord`` checks a record's time only where it has a key, and
+        ``processRecordErrors`` reports a batch's time error before its missing keys.
         ``O(rows)`` numpy where a topic sets a bound or compacts, nothing elsewhere.
 
         :raises InvalidMessageError: naming the row's time and the range, or the row without a key.
         """
+        from . import arrowappend
+
         for topic, partition, rows in plan.groups:
             config, _, _, now = self._append_state(topic, partition)
-            if config.compact:      # LogValidator.validateKey, before the times (validateRecord's order)
-                nulls = rows[np.asarray(plan.key.is_null(), bool)[rows]]
+            if not (config.compact or config.checks_timestamps):
+                continue
+            runs: Iterable[np.ndarray] = [rows]
+            if config.compact and config.checks_timestamps:      # each batch's own precedence
+                limit = arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes,
+                                                config.codec != "none")
+                runs = arrowappend.cuts(rows, plan.sizes, plan.batch_ids, limit)
+            keyless = np.asarray(plan.key.is_null(), bool) if config.compact else None
+            for run in runs:
+                nulls = run[keyless[run]] if keyless is not None else run[:0]
+                if config.checks_timestamps:
+                    self._refuse_plan_times(plan, run if keyless is None else run[~keyless[run]], config,
+                                            now, topic, partition)
                 if len(nulls):
                     raise InvalidMessageError(no_key_message(f"row {int(nulls[0])} of the batch", config),
                                               self._partition_path(topic, partition))
-            if not config.checks_timestamps:
-                continue
-            stamps = plan.timestamps[rows]
-            diff = np.int64(now) - stamps          # wraps as Java's long subtraction does
-            bad = (stamps >= 0) & ((diff > config.timestamp_before_max_ms)
-                                   | (-diff > config.timestamp_after_max_ms))
-            if bad.any():
-                first = int(stamps[np.flatnonzero(bad)[0]])
-                low, high = now - config.timestamp_before_max_ms, now + config.timestamp_after_max_ms
-                raise InvalidMessageError(
-                    f"Timestamp {first} of a record for {topic}-{partition} is out of range. The timestamp "
-                    f"should be within [{max(low, -2**63)}, {min(high, 2**63 - 1)}]",
-                    self._partition_path(topic, partition))
+
+    def _refuse_plan_times(self, plan: Any, rows: np.ndarray, config: KafkaConfig, now: int, topic: str,
+                           partition: int) -> None:
+        """:meth:`_check_plan_times` of ``rows``' times."""
+        stamps = plan.timestamps[rows]
+        diff = np.int64(now) - stamps          # wraps as Java's long subtraction does
+        bad = (stamps >= 0) & ((diff > config.timestamp_before_max_ms)
+                               | (-diff > config.timestamp_after_max_ms))
+        if bad.any():
+            first = int(stamps[np.flatnonzero(bad)[0]])
+            low, high = now - config.timestamp_before_max_ms, now + config.timestamp_after_max_ms
+            raise InvalidMessageError(
+                f"Timestamp {first} of a record for {topic}-{partition} is out of range. The timestamp "
+                f"should be within [{max(low, -2**63)}, {min(high, 2**63 - 1)}]",
+                self._partition_path(topic, partition))
 
     def _check_lone_rows(self, plan: Any) -> None:
         """Refuse, before anything is written, a row of ``plan`` too large for a batch alone.  Only a

@@ -151,21 +151,23 @@ class Transaction:
                 except NotFoundError:
                     continue        # a new partition: no producer state to fence
                 check_fencing(held, self.producer_id, self.producer_epoch)
-        # and every record's key and time (LogValidator.validateKey, validateTimestamp)
+        # and every record's key and time (LogValidator.validateKey, validateTimestamp: a record's time
+        # only where it has a key), a partition's batch at a time; processRecordErrors reports a batch's
+        # time error before its missing keys
         for key, indices in groups.items():
             config, _, _, now = self.store._append_state(*key)
             keyless = [i for i in indices if msgs[i].key is None] if config.compact else []
-            if keyless:
-                raise InvalidMessageError(no_key_message(f"message {keyless[0]} of the call", config),
-                                          self.store.path)
-            if not config.checks_timestamps:
-                continue        # no bound set (the default): no record to look at
-            for i in indices:
+            timed = [i for i in indices if msgs[i].key is not None or not config.compact] \
+                if config.checks_timestamps else []
+            for i in timed:
                 stamp = msgs[i].timestamp
                 if stamp is not None and stamp >= 0 and time_out_of_range(config, stamp, now):
                     raise InvalidMessageError(f"Timestamp {stamp} of a record for {key[0]}-{key[1]} is out "
                                               "of range of the topic's message.timestamp.before/after.max.ms",
                                               self.store.path)
+            if keyless:
+                raise InvalidMessageError(no_key_message(f"message {keyless[0]} of the call", config),
+                                          self.store.path)
         for key, indices in groups.items():
             part = self.store.partition_of(*key, create=True)
             if key not in self._sequences:

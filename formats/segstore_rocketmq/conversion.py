@@ -16,7 +16,8 @@ A RocketMQ message -> an entry (a *native* message)
     every other field           a header ``rmq.<field>`` (decimal or ``ip:port``); a
                                 trailing 0x02 after the properties (the broker
                                 version's style) as ``rmq.trailing_separator``
-    every property, in order    a header ``rmq.p.<NAME>`` (UTF-8)
+    every property, in order    a header ``rmq.p.<NAME>`` (the value as stored: UTF-8, or
+                                the bytes where they are not, which the way back writes again)
     ==========================  ==============================================
 
     The first header is always ``rmq.physical_offset``: it marks an entry as one that
@@ -118,9 +119,12 @@ from .message import (
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
+    decode_properties,
     encode_properties,
+    encode_property_bytes,
     has_queue_entry,
     host_flags,
+    stored_property_values,
 )
 from .recovery import next_valid_message as next_valid_after
 
@@ -307,7 +311,11 @@ def to_entry(msg: RocketMQMessage, peer: Peer, *, timestamp: str = "born") -> En
         headers += [(H_TOPIC, msg.topic.encode("utf-8")), (H_QUEUE_ID, b"%d" % msg.queue_id),
                     (H_QUEUE_OFFSET, b"%d" % msg.queue_offset)]
     properties = msg.properties
-    headers += [(RMQ_PROPERTY_PREFIX + name, value.encode("utf-8", "surrogatepass"))
+    # properties stored as bytes that are not UTF-8: each value as stored (the way back writes those
+    # bytes again), not Java's text of it (EF BF BD for each U+FFFD); a name is a header key, text
+    stored = stored_property_values(properties)
+    headers += [(RMQ_PROPERTY_PREFIX + name,
+                 value.encode("utf-8", "surrogatepass") if stored is None else stored[name])
                 for name, value in properties.items()]
     keys = properties.get(PROPERTY_KEYS)
     key = next((k for k in keys.split(KEY_SEPARATOR) if k), None) if keys else None
@@ -555,13 +563,13 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     :raises ConversionError: missing or malformed ``rmq.*`` headers.
     """
     fields: dict[str, bytes | None] = {}
-    properties: dict[str, str] = {}
+    values: dict[str, bytes] = {}
     try:
         for name, value in entry.headers:
             if name.startswith(RMQ_PROPERTY_PREFIX):
-                if name[_PROPERTY_PREFIX_LENGTH:] in properties:
+                if name[_PROPERTY_PREFIX_LENGTH:] in values:
                     _repeated(name)
-                properties[name[_PROPERTY_PREFIX_LENGTH:]] = (value or b"").decode("utf-8", "surrogatepass")
+                values[name[_PROPERTY_PREFIX_LENGTH:]] = value or b""
             else:
                 if name in fields and name.startswith(_RMQ_PREFIX):
                     _repeated(name)
@@ -572,7 +580,7 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
         else:
             topic, queue_id = unescape(entry.topic, TOPICS, peer.topics), entry.partition
         msg = RocketMQMessage(
-            topic=topic, queue_id=queue_id, body=entry.value or b"", properties=properties,
+            topic=topic, queue_id=queue_id, body=entry.value or b"",
             flag=_header_int(fields, H_FLAG, _INT32, 0),
             queue_offset=_header_int(fields, H_QUEUE_OFFSET, _INT64, entry.offset),
             physical_offset=_header_int(fields, H_PHYSICAL_OFFSET, _INT64),
@@ -590,11 +598,33 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "
                               f"{[name for name, _ in entry.headers]} ({err!r})") from err
     try:    # checked here, where the record is known: the writer's error would name no record
-        encode_properties(properties, msg.trailing_separator)
+        msg.properties = _restored_properties(values, msg.trailing_separator)
     except InvalidMessageError as err:
         raise ConversionError(f"expected a record RocketMQ properties can carry at {entry.topic}-"
                               f"{entry.partition} offset {entry.offset}, found {err.message}") from err
     return msg
+
+
+def _restored_properties(values: dict[str, bytes], trailing: bool) -> dict[str, str]:
+    """The properties of a message's ``rmq.p.*`` headers (name, value as stored): their text where every
+    value is UTF-8; else the bytes as they are (:func:`.message.encode_property_bytes`), which the
+    message keeps and writes again (a :class:`.message.JavaProperties`, read as RocketMQ 4.9.7 reads
+    them, a U+FFFD for each malformed sequence), so a store copied through the peer comes back byte
+    for byte, and the peer's copy of it again (:func:`to_entry` gives the stored values).  (Java's
+    text alone would not: no Java String encodes to ``ED A0 80``, its encoder writes '?' for a lone
+    surrogate, and a value that is not UTF-8 would come back as EF BF BD.)
+
+    :raises InvalidMessageError: a property the format cannot carry (a separator in a name or a
+        value, more than 32767 bytes).
+    """
+    try:
+        properties = {name: value.decode("utf-8") for name, value in values.items()}
+    except UnicodeDecodeError:
+        data = encode_property_bytes([(name.encode("utf-8", "surrogatepass"), value)
+                                      for name, value in values.items()], trailing)
+        return decode_properties(data, java_text=True)
+    encode_properties(properties, trailing)
+    return properties
 
 
 # -- the source side -------------------------------------------------------------------------
@@ -754,8 +784,9 @@ def _source_batches(source: Any) -> Iterator[tuple[memoryview, columnar.Rows, pa
 def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     """:func:`pairs`' entries as ``ENTRY_SCHEMA`` batches, built from the commitlog's columns.
 
-    A batch holding a message written from an entry of the peer (``<peer>.offset``) is mapped
-    message by message (:func:`to_entry` restores them); the others in columns.
+    A batch holding a message written from an entry of the peer (``<peer>.offset``), or a message whose
+    properties are not UTF-8, is mapped message by message (:func:`to_entry` restores them); the
+    others in columns.
     """
     numbering = _Numbering()
     marker = options.peer.name + P_OFFSET
@@ -771,7 +802,9 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
         if not batch.num_rows:
             continue
         names = pc.list_flatten(batch.column("headers")).flatten()[0]
-        if pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
+        # a row columnar.java_row built (properties that are not UTF-8, its own view): to_entry gives
+        # the stored values, which its columns (Java's text) do not hold
+        if rows.view is not None or pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
             msgs = columnar.messages(view, rows)
             if options.decompress_bodies:
                 msgs = [source.consumed(m) for m in msgs]

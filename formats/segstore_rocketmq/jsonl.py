@@ -18,7 +18,10 @@ file size comes back byte for byte (the properties' trailing 0x02, which a dump 
 not show, is the store's style: ``rocketmqVersion``).  The place starts where the dump's
 does (:func:`start_where_dumped`): an empty commitlog at the file of the first line's
 ``physical_offset`` and, past 0, each new queue at its first line's ``queue_offset``, so a
-dump of a store retention trimmed lands at its source's offsets.  ``tags``, ``keys`` and
+dump of a store retention trimmed lands at its source's offsets.  Properties whose stored bytes are
+not UTF-8 come with ``properties_base64``, those bytes (``properties`` is the broker's text of them,
+a U+FFFD for each malformed sequence): they are written as given (trailing 0x02 or not), which must
+read as ``properties``.  ``tags``, ``keys`` and
 ``body_crc`` repeat what the properties and body say; a line where they disagree
 (an edited dump) is refused rather than half applied.  ``ext`` (a consume-queue
 extension unit) is derived at dispatch and not written.
@@ -26,7 +29,8 @@ extension unit) is derived at dispatch and not written.
 A run of dump lines is appended in columns (``append_arrow``, the C columnar writer) where
 :func:`dump_columns` takes every line of it as it is: no Python message object a line.  A run
 holding any line it does not take (a field missing or of another kind, a body that is not
-base64, a value out of its range, derived fields that disagree) goes through
+base64, a value out of its range, derived fields that disagree, ``properties_base64``: stored
+bytes no Arrow row carries) goes through
 :func:`stored_message` and ``append_stored``, the reference, which raises the typed errors; both
 write the same bytes (tested).
 """
@@ -38,19 +42,23 @@ import binascii
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import InvalidMessageError, InvalidTopicError
+from segstore.errors import InvalidMessageError, InvalidTopicError, cut
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import decode_base64_fields, integer_field
 
 from .config import validate_topic
 from .message import (
     KEY_SEPARATOR,
+    MAX_PROPERTIES_BYTES,
     MAX_QUEUE_ID,
     PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     Host,
+    JavaProperties,
     RocketMQMessage,
     body_crc,
+    decode_properties,
     empty_property,
     has_queue_entry,
     magic_for,
@@ -60,11 +68,15 @@ from .store import JSON_KEYS, RocketMQStore
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: The fields of a ``dump --json`` line (:data:`.store.JSON_KEYS`, and ``ext`` for a message a
-#: consume-queue extension unit describes).
-DUMP_FIELDS = frozenset({*JSON_KEYS, "ext"})
+#: A dump line's stored properties bytes where they are not UTF-8 (``properties`` then holds Java's
+#: text of them, a U+FFFD for each malformed sequence): written back as those bytes.
+PROPERTIES_BASE64 = "properties_base64"
+#: The fields of a ``dump --json`` line (:data:`.store.JSON_KEYS`, ``ext`` for a message a
+#: consume-queue extension unit describes, :data:`PROPERTIES_BASE64` for properties that are not UTF-8).
+DUMP_FIELDS = frozenset({*JSON_KEYS, "ext", PROPERTIES_BASE64})
 #: Fields only a dump line has: one of them makes a line a dump line.
-DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "tags_code", "msg_id", "ext"})
+DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "tags_code", "msg_id", "ext",
+                       PROPERTIES_BASE64})
 #: Fields a dump line must have to be written back as it was stored.
 _REQUIRED = ("topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
              "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset")
@@ -115,6 +127,8 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     for name, value in properties.items():     # a dump writes none (the broker's reader drops it)
         if not name or not value:
             raise empty_property(name, value)
+    if PROPERTIES_BASE64 in obj:
+        properties = _stored_properties(obj[PROPERTIES_BASE64], properties)
     _agrees("tags", obj, properties.get(PROPERTY_TAGS))
     raw_keys = properties.get(PROPERTY_KEYS)
     _agrees("keys", obj, [k for k in raw_keys.split(KEY_SEPARATOR) if k] if raw_keys else [])
@@ -127,7 +141,8 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
             raise InvalidMessageError(f"expected a topic name and a queue id in [0, {MAX_QUEUE_ID}], found "
                                       f"{topic!r} and {queue_id}")
         msg = RocketMQMessage(
-            topic=topic, queue_id=queue_id, body=body, properties=dict(properties), flag=ints["flag"],
+            topic=topic, queue_id=queue_id, body=body, flag=ints["flag"],
+            properties=properties if type(properties) is JavaProperties else dict(properties),
             sys_flag=ints["sys_flag"], born_timestamp=ints["born_timestamp"],
             born_host=Host.parse(obj["born_host"]), store_timestamp=ints["store_timestamp"],
             store_host=Host.parse(obj["store_host"]), reconsume_times=ints["reconsume_times"],
@@ -136,8 +151,33 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     except (TypeError, ValueError, AttributeError) as err:
         raise InvalidMessageError(f"expected a RocketMQ dump --json line's fields of their kinds, found "
                                   f"{err}") from err
-    msg.trailing_separator = store.trailing_separator
+    msg.trailing_separator = store.trailing_separator if type(properties) is not JavaProperties \
+        else properties.raw.endswith(PROPERTY_SEPARATOR.encode())      # stored bytes: as they are
     return msg
+
+
+def _stored_properties(value: Any, properties: Mapping[str, str]) -> JavaProperties:
+    """A dump line's ``properties_base64``: the stored properties bytes, kept to be written as they are
+    (:func:`.message.stored_properties_of`), which must read as its ``properties`` as RocketMQ 4.9.7
+    reads them (``CommitLog.checkMessageAndReturnSize``: ``new String(bytes, UTF_8)``, then
+    ``MessageDecoder.string2messageProperties``), in their order.
+
+    :raises InvalidMessageError: not base64, bytes that are UTF-8 (a dump writes the field for none:
+        ``properties`` says all) or that read as other properties, or more than the format holds.
+    """
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, TypeError, ValueError) as err:
+        raise InvalidMessageError(f"expected a dump line's {PROPERTIES_BASE64} as base64, found "
+                                  f"{str(value)[:40]!r} ({err})") from err
+    read = decode_properties(raw, java_text=True)
+    if type(read) is not JavaProperties or list(read.items()) != list(properties.items()):
+        raise InvalidMessageError(f"expected {PROPERTIES_BASE64} of bytes that are not UTF-8 and read as its "
+                                  f"properties {cut(properties)}, found {cut(read)}")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(raw)}")
+    return read
 
 
 def _dump_int(value: Any, name: str) -> int:
@@ -247,8 +287,8 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
     n = len(objs)
     required = frozenset(_REQUIRED)
     for obj in objs:
-        if not (required <= obj.keys() <= DUMP_FIELDS):
-            return None
+        if not (required <= obj.keys() <= DUMP_FIELDS) or PROPERTIES_BASE64 in obj:
+            return None     # properties_base64: stored bytes, which no Arrow row carries
     bodies: list[bytes] = []
     keys: list[str] = []
     values: list[str] = []

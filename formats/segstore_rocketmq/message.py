@@ -42,7 +42,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -72,6 +72,8 @@ BODY_CRC_MASK = 0x7FFFFFFF
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 PROPERTY_SEPARATOR_BYTE = 0x02
+PROPERTY_SEPARATOR_BYTES = PROPERTY_SEPARATOR.encode()
+NAME_VALUE_SEPARATOR_BYTES = NAME_VALUE_SEPARATOR.encode()
 MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
 MAX_TOPIC_BYTES_V1 = 0x7F         # the length is a signed byte
 #: The highest queue id a store takes.  QUEUEID is an int, but the topic's queue count, queue id + 1,
@@ -398,6 +400,67 @@ def empty_property(name: str, value: str, where: str = "") -> InvalidMessageErro
                                f"MessageDecoder drops such a pair), found {found}{where}")
 
 
+class JavaProperties(dict[str, str]):
+    """Properties whose stored bytes are not UTF-8, read as the broker reads them (``java_text`` of
+    :func:`decode_properties`), keeping those bytes: ``raw``.  A dict everywhere (what a Java reader
+    sees); what wants the bytes as stored (``dump --json``'s ``properties_base64``, :func:`encode`
+    writing a stored message again) asks :func:`stored_properties_of`."""
+
+    raw: bytes
+
+
+def stored_properties_of(properties: Mapping[str, str]) -> bytes | None:
+    """The stored bytes ``properties`` were read from where they are not UTF-8 (a :class:`JavaProperties`
+    that still reads as those bytes read: not changed since, and within :data:`MAX_PROPERTIES_BYTES`),
+    else None (their text is what is written).  ``O(len(raw))`` for such properties, ``O(1)`` else."""
+    if type(properties) is not JavaProperties:
+        return None
+    raw = properties.raw
+    if len(raw) > MAX_PROPERTIES_BYTES or \
+            list(decode_properties(raw, java_text=True).items()) != list(properties.items()):
+        return None
+    return raw
+
+
+def stored_property_values(properties: Mapping[str, str]) -> dict[str, bytes] | None:
+    """Each property's value as stored, by its name as the broker reads it, where ``properties`` were
+    read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.  The stored bytes
+    split as :func:`decode_properties` splits their text (0x01 and 0x02 are ASCII: no malformed
+    sequence takes one in), so the names and pairs kept are the same.  ``O(len(raw))``."""
+    raw = stored_properties_of(properties)
+    if raw is None:
+        return None
+    values: dict[str, bytes] = {}
+    for item in raw.split(PROPERTY_SEPARATOR_BYTES):
+        name, _, value = item.partition(NAME_VALUE_SEPARATOR_BYTES)
+        if name and value:
+            values[bytes(name).decode("utf-8", JAVA_REPLACE)] = value
+    return values
+
+
+def encode_property_bytes(pairs: Sequence[tuple[bytes, bytes]], trailing_separator: bool = False) -> bytes:
+    """:func:`encode_properties` of names and values given as bytes (stored bytes, which need not be
+    UTF-8: RocketMQ 4.9.7 ``CommitLog.MessageExtBatchEncoder`` stores a batch's properties as the client
+    sent them), with the same checks.
+
+    :raises InvalidMessageError: a name holds 0x01/0x02 or a value 0x02, or the result exceeds 32767
+        bytes.
+    """
+    for name, value in pairs:
+        if NAME_VALUE_SEPARATOR_BYTES in name or PROPERTY_SEPARATOR_BYTES in name or \
+                PROPERTY_SEPARATOR_BYTES in value:
+            raise InvalidMessageError(
+                f"expected property names without the separators 0x01/0x02 and values without 0x02, "
+                f"found {cut(name if PROPERTY_SEPARATOR_BYTES not in value else value)}")
+    data = PROPERTY_SEPARATOR_BYTES.join([name + NAME_VALUE_SEPARATOR_BYTES + value for name, value in pairs])
+    if trailing_separator and pairs:
+        data += PROPERTY_SEPARATOR_BYTES
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(data)}")
+    return data
+
+
 def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
                       java_text: bool = False) -> dict[str, str]:
     """The inverse of :func:`encode_properties` (stored order kept; either style), read as the
@@ -411,14 +474,23 @@ def decode_properties(data: bytes | memoryview, *, every_pair: bool = False,
     written, to write them again byte for byte: not what a reader shows).  ``java_text``: bytes that
     are not UTF-8 read as the broker reads them (``new String(bytes, UTF_8)`` in
     ``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence, a surrogate's three
-    bytes ``ED A0 80`` too) rather than refused.
+    bytes ``ED A0 80`` too) rather than refused, in a :class:`JavaProperties` keeping the bytes.
 
     :raises UnicodeDecodeError: without ``java_text``, bytes that are not UTF-8.
     """
     if not data:
         return {}
-    text = bytes(data).decode("utf-8", JAVA_REPLACE if java_text else "strict")
-    props: dict[str, str] = {}
+    raw = bytes(data)
+    props: dict[str, str]
+    try:
+        text = raw.decode("utf-8")
+        props = {}
+    except UnicodeDecodeError:
+        if not java_text:
+            raise
+        text = raw.decode("utf-8", JAVA_REPLACE)
+        props = JavaProperties()
+        props.raw = raw
     for item in text.split(PROPERTY_SEPARATOR):
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
         if (name and value) or (every_pair and sep):    # (an empty value also stands for no separator)
@@ -518,7 +590,11 @@ def encode(msg: RocketMQMessage) -> bytearray:
         raise InvalidMessageError(f"expected message magic 0x{MESSAGE_MAGIC & 0xFFFFFFFF:08X} (v1) or "
                                   f"0x{MESSAGE_MAGIC_V2 & 0xFFFFFFFF:08X} (v2), found {cut(msg.magic)}")
     topic_field = encode_topic(msg.topic, msg.magic)
-    properties = encode_properties(msg.properties, msg.trailing_separator)
+    # properties read from bytes that are not UTF-8 are written as those bytes (a store copied byte for
+    # byte), not as Java's text of them (EF BF BD for each U+FFFD)
+    properties = stored_properties_of(msg.properties)
+    if properties is None:
+        properties = encode_properties(msg.properties, msg.trailing_separator)
     body = msg.body
     if type(body) is not bytes:
         raise InvalidMessageError(f"expected a body as bytes, found {type(body).__name__}")

@@ -113,6 +113,7 @@ from .message import (
     magic_for,
     msg_id,
     set_offsets,
+    stored_properties_of,
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
@@ -2387,7 +2388,7 @@ class RocketMQStore(LifecycleMixin, Store):
             "prepared_transaction_offset": record.prepared_transaction_offset,
             "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
             "tags": record.tags, "keys": record.keys, "tags_code": self._dumped_tags_code(record),
-            "msg_id": record.msg_id,
+            "msg_id": record.msg_id, **_stored_properties_field(record),
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
@@ -2433,8 +2434,10 @@ class RocketMQStore(LifecycleMixin, Store):
 
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
-            if decompress and _has_compressed(rows):    # message by message: inflating costs more
-                return b"".join(_json_line(self.to_json(self.consumed(m)))
+            # message by message: inflating costs more; a row columnar.java_row built (properties that
+            # are not UTF-8, its own view) adds their stored bytes, which the C writer does not see
+            if (decompress and _has_compressed(rows)) or rows.view is not None:
+                return b"".join(_json_line(self.to_json(self.consumed(m) if decompress else m))
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows, self._tags_codes_of(view, rows))
 
@@ -2505,7 +2508,9 @@ class RocketMQStore(LifecycleMixin, Store):
 
         def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
-            if decompress and _has_compressed(rows):    # message by message: inflating costs more
+            # message by message: inflating costs more; a row columnar.java_row built (properties that
+            # are not UTF-8, its own view) adds their stored bytes, which the C writer does not see
+            if (decompress and _has_compressed(rows)) or rows.view is not None:
                 return b"".join((message_line(self.consumed(m)) + "\n").encode("utf-8", "surrogatepass")
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows)
@@ -2840,6 +2845,15 @@ class RocketMQStore(LifecycleMixin, Store):
 def _has_compressed(rows: columnar.Rows) -> bool:
     """Whether any of ``rows`` holds a body its producer compressed (``O(rows)``)."""
     return bool(np.any(rows["sys_flag"] & SYSFLAG_COMPRESSED))
+
+
+def _stored_properties_field(record: RocketMQMessage) -> dict[str, str]:
+    """``{"properties_base64": ...}``, the stored bytes of ``record``'s properties, where they are not
+    UTF-8 (its ``properties`` are Java's text of them, a U+FFFD for each malformed sequence, which
+    ``write --input`` would store as EF BF BD); else ``{}``: a ``dump --json`` line that
+    ``write --input`` makes the same bytes again."""
+    raw = stored_properties_of(record.properties)
+    return {} if raw is None else {"properties_base64": base64.b64encode(raw).decode("ascii")}
 
 
 def _json_line(record: dict[str, Any]) -> bytes:
