@@ -153,6 +153,9 @@ class LogDir:
 
     :param config: every partition's config, or (a callable) each topic's own
         (:meth:`.topicconfig.TopicConfigs.config_for`).
+
+    A writable one's partitions lock no directory of their own: its owner holds the log directory's
+    lock, which a writer of one of its partitions shares (:class:`.KafkaStore`).
     """
 
     def __init__(self, path: str, config: KafkaConfig | Callable[[str], KafkaConfig], *,
@@ -185,7 +188,8 @@ class LogDir:
             for name in names:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
-                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0))
+                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
+                                 lock=False)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
@@ -279,7 +283,7 @@ class LogDir:
             validate_topic(topic, partition)    # a collision is the caller's to check, per call
             self._check_no_other_directory(topic, partition)
             part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
-                             writable=True, clock=self.clock)
+                             writable=True, clock=self.clock, lock=False)
             self.partitions[(topic, partition)] = part
             self._widen((topic, partition))
         return part
