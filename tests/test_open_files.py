@@ -370,3 +370,25 @@ def test_a_rocketmq_store_of_more_queues_than_the_limit_holds_is_written_read_an
                           if not name.startswith(_CLOCKED)} for run in ("limited", "free"))
         assert len(limited) > 200 and limited == free
 
+
+def test_a_kafka_log_dir_of_more_partitions_than_the_limit_holds_converts_back_to_rocketmq(tmp_path):
+    """A Kafka copy of 200 RocketMQ queues converted back under a hard limit of 128 open files: the
+    conversion merges the 200 partitions back into the commitlog's order (``pipeline._batches_in_order``),
+    reading each a small batch at a time.  Before, each partition's reader held a view of its ``.log``
+    between two batches (``columnar.decode`` kept the segment's view for its whole walk), so no
+    ``.log`` could let go of its map: ``expected a free file descriptor, found the process's limit of
+    128 open files``.  Now the view is taken again for each chunk: the same store as with no limit."""
+    with segstore.open(tmp_path / "rmq", "rocketmq", mode="a", **SMALL_FILES) as store:
+        store.append_batch([{"topic": f"T{q % 4}", "queue_id": q // 4, "body": b"m%d-%d" % (q, i),
+                             "born_timestamp": T + i, "store_timestamp": T + i + 1}
+                            for i in range(3) for q in range(200)])
+    from segstore.convert import convert
+
+    convert(tmp_path / "rmq", tmp_path / "kafka", to="kafka")
+    runs = _runs_alike(tmp_path, [["convert", str(tmp_path / "kafka"), "{}/back", "--to", "rocketmq"]])
+    assert [code for code, _ in runs["limited"]] == [0], runs["limited"]
+    limited, free = ({name: data for name, data in _tree(tmp_path / run / "back").items()
+                      if not name.startswith(_CLOCKED)} for run in ("limited", "free"))
+    assert len(limited) > 200 and limited == free
+    first = "commitlog/00000000000000000000"
+    assert limited[first] == (tmp_path / "rmq" / first).read_bytes()
