@@ -392,3 +392,26 @@ def test_a_kafka_log_dir_of_more_partitions_than_the_limit_holds_converts_back_t
     assert len(limited) > 200 and limited == free
     first = "commitlog/00000000000000000000"
     assert limited[first] == (tmp_path / "rmq" / first).read_bytes()
+
+
+_SEGMENTS = """
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+import segstore
+with segstore.open(sys.argv[1], format="kafka", mode="a", **{"segment.bytes": 150}) as store:
+    for i in range(200):
+        store.append({"topic": "s", "partition": 0, "value": b"x%03d" % i * 10, "timestamp": 1 + i})
+"""
+
+
+def test_a_partition_of_more_segments_than_the_limit_holds_is_written_whole(tmp_path):
+    """One partition rolled into 200 segments under a hard limit of 64 open files: a writable
+    partition keeps every segment open (three files, five descriptors each), so before its 12th
+    segment failed with "expected a free file descriptor, found the process's limit of 64 open
+    files"; the rolled segments let go of theirs now, and the partition holds what it does with no
+    limit."""
+    for name, limit in (("limited", "64"), ("free", "4096")):
+        _in_a_fresh_process(_SEGMENTS, str(tmp_path / name / "s-0"), limit)
+    limited = _tree(tmp_path / "limited")
+    assert len([name for name in limited if name.endswith(".log")]) == 200
+    assert limited == _tree(tmp_path / "free")
