@@ -203,13 +203,15 @@ def _with_descriptors(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """``call(*args, **kwargs)``, once more where the process had no descriptor left for it
     (``EMFILE``/``ENFILE``) after its soft limit rose to its hard one (:func:`_raise_descriptor_limit`:
     ``EMFILE`` only) or, else, after the idle readers let go of their descriptors
-    (:meth:`_OpenReaders.shed`: something else holds more than the readers' budget supposed).
+    (:meth:`_OpenReaders.shed`: something else holds more than the readers' budget supposed), else the
+    idle writers.
     Before, a conversion of 250 queues into a Kafka log dir stopped at the common limit of 1024."""
     try:
         return call(*args, **kwargs)
     except OSError as err:
         if err.errno not in _DESCRIPTOR_ERRNOS or not (
-                (err.errno == errno.EMFILE and _raise_descriptor_limit()) or _open_readers.shed()):
+                (err.errno == errno.EMFILE and _raise_descriptor_limit()) or _open_readers.shed()
+                or _open_writers.shed()):
             raise
     return call(*args, **kwargs)
 
@@ -489,6 +491,9 @@ RESERVE_STEP_MAX = 8 << 20
 
 #: A :class:`MappedFile`'s descriptor once closed, and an in-memory one's while open: it holds none
 _CLOSED, _READ_WHOLE = -1, -2
+#: The descriptor of an open file that let go of it and of its map past its budget (:class:`_OpenFiles`),
+#: taken again when the file is next used
+_PARKED = -3
 
 
 class MappedFile:
@@ -508,18 +513,33 @@ class MappedFile:
     the page cache the map shows (visible in it at once) and are durable after :meth:`flush`.
 
     An empty file cannot be mapped; it is represented with no map and size 0.
+
+    ``parkable=True`` (a local file not read whole) puts the file in a budget of open files
+    (:class:`_OpenFiles`: :data:`_open_writers` for a writable one, :data:`_open_readers` else): past it,
+    while no thread uses it, it lets go of its descriptor and map, and opens the same file (by inode)
+    again when next used, as a read-only :class:`AppendFile` does.  For files a store holds many of and
+    uses few at a time (Kafka's active indexes: two descriptors each, the map's and the file's); not
+    for those whose owners keep the map (:meth:`buffer`) between calls.
     """
 
-    __slots__ = ("_fd", "_in_memory", "_kept", "_mm", "_reserving", "path", "reserved", "size", "writable")
+    __slots__ = ("_fd", "_ident", "_in_memory", "_kept", "_lock", "_mm", "_reserving", "_used", "path",
+                 "reserved", "size", "writable")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> MappedFile:
         # A URL gets the read-only remote file (end of this module) behind the same API.
         return object.__new__(RemoteMappedFile if cls is MappedFile and is_url(path) else cls)
 
     def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
-                 writable: bool = False, in_memory: bool = False, reserve: bool = False) -> None:
+                 writable: bool = False, in_memory: bool = False, reserve: bool = False,
+                 parkable: bool = False) -> None:
         self.path = os.fspath(path)
         self.writable = writable or create
+        #: a parkable file's: held while its descriptor is used, and by its budget to park it
+        self._lock: threading.Lock | None = None
+        #: when it was last used (:data:`_ticks`), and the file's ``(st_dev, st_ino)`` (what it opens
+        #: again once parked)
+        self._used = 0
+        self._ident = (0, 0)
         # in_memory: read the file once instead of mapping it.  For small read-only files
         # that another process may shrink (a Kafka writer trims its active index on roll
         # and close): touching a map past the new end kills the reader with SIGBUS.
@@ -539,6 +559,7 @@ class MappedFile:
             try:
                 self._size_to(size, reserve)
                 self._map(as_now=size is None)
+                st = os.fstat(self._fd)
             except BaseException:
                 os.close(self._fd)
                 raise
@@ -547,6 +568,63 @@ class MappedFile:
             # a store of a thousand segments would reach the common limit of 1024)
             os.close(self._fd)
             self._fd = _READ_WHOLE
+        elif parkable:
+            self._ident = (st.st_dev, st.st_ino)
+            self._lock = threading.Lock()
+            self._used = next(_ticks)
+            _budget(self.writable).add(self)
+
+    def _in_use(self, use: Callable[..., _T], *args: Any) -> _T:
+        """``use(*args)``; a parkable file (one with a lock) holds its lock meanwhile, opens its file again
+        first if it let go of it, and is marked the most recently used."""
+        lock = self._lock
+        if lock is None:
+            return use(*args)
+        with lock:
+            if self._fd == _PARKED:
+                self._unpark()
+            self._used = next(_ticks)
+            return use(*args)
+
+    def _park(self) -> bool:
+        """Let go of the descriptor and map unless another thread is using the file (for its budget);
+        whether it did.  A map a view still holds stays until the view goes (nothing it shows changes:
+        the map is shared)."""
+        lock = self._lock
+        if lock is None or not lock.acquire(blocking=False):
+            return False
+        try:
+            if self._fd >= 0:
+                if self._mm is not None:
+                    _let_go(self._mm, self._kept)
+                self._mm, self._kept = None, None
+                os.close(self._fd)
+                self._fd = _PARKED
+            return True
+        finally:
+            lock.release()
+
+    def _unpark(self) -> None:
+        """Open and map the file again after :meth:`_park` (its lock held): the same file, by inode,
+        at the length it had.
+
+        :raises NotFoundError: the file was removed or replaced since it was opened.
+        :raises TruncatedDataError: it is shorter now.
+        """
+        fd = _reopen(self.path, os.O_RDWR if self.writable else os.O_RDONLY, self._ident)
+        actual = os.fstat(fd).st_size
+        if actual < self.size:
+            os.close(fd)
+            raise TruncatedDataError(f"expected a file of {self.size} bytes, found {actual} (cut since it "
+                                     "was opened)", self.path, actual)
+        self._fd = fd
+        try:
+            self._map()
+        except BaseException:
+            self._fd = _PARKED
+            os.close(fd)
+            raise
+        _budget(self.writable).add(self)
 
     def _size_to(self, size: int | None, reserve: bool = False) -> None:
         """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
@@ -598,6 +676,9 @@ class MappedFile:
         """
         if end <= self.reserved or not self._reserving:
             return
+        self._in_use(self._reserve_to, end, start)
+
+    def _reserve_to(self, end: int, start: int) -> None:
         lo = max(self.reserved, start - start % PAGE_SIZE)
         hi = min(self.size, -(-(end + reserve_step(self.size)) // PAGE_SIZE) * PAGE_SIZE)
         if hi > lo:
@@ -646,7 +727,7 @@ class MappedFile:
         """
         if self.size == 0:
             return memoryview(b"")
-        return memoryview(self._require_map())[start:end]
+        return memoryview(self._in_use(self._require_map))[start:end]
 
     def buffer(self) -> mmap.mmap:
         """The map itself: a buffer over the whole file (writable if the file is), for a C function
@@ -655,7 +736,7 @@ class MappedFile:
 
         :raises StoreClosedError: the file is closed, or empty (no map).
         """
-        return self._require_map()
+        return self._in_use(self._require_map)
 
     def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
         """``count`` items of ``dtype`` from byte ``start``, viewing the map (no copy)."""
@@ -663,16 +744,22 @@ class MappedFile:
 
         if self.size == 0:
             return np.zeros(0, dtype=dtype)
-        return np.frombuffer(self._require_map(), dtype=dtype, count=count, offset=start)
+        return np.frombuffer(self._in_use(self._require_map), dtype=dtype, count=count, offset=start)
 
     def read(self, start: int, n: int) -> bytes:
         """A copy of ``n`` bytes from ``start`` (fewer at the end of the file)."""
+        return self._in_use(self._read, start, n)
+
+    def _read(self, start: int, n: int) -> bytes:
         mm = self._require_map()
         return mm[start:start + n]
 
     def pread(self, start: int, n: int) -> bytes:
         """A copy of ``n`` bytes from ``start`` (fewer at the end of the file) read through the
         descriptor, not the map: a hole reads as zeros without the file system giving it a page."""
+        return self._in_use(self._pread, start, n)
+
+    def _pread(self, start: int, n: int) -> bytes:
         if self._fd == _READ_WHOLE:
             return bytes(self._require_map()[start:start + max(0, n)]) if self.size else b""
         with _os_errors(self.path, start):
@@ -684,6 +771,9 @@ class MappedFile:
         end = self.size if end is None else min(end, self.size)
         if self._fd == _READ_WHOLE:     # read whole: its holes are zeros in memory
             return [(start, end)] if start < end else []
+        return self._in_use(self._data_ranges, start, end)
+
+    def _data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
         return _data_ranges_fd(self._fd, start, end) if self._fd >= 0 else []
 
     def data_end(self) -> int:
@@ -727,6 +817,9 @@ class MappedFile:
         store into a page of a shared map costs milliseconds on ext4 in a VM: every new index
         file paid it).
         """
+        self._in_use(self._write, pos, data)
+
+    def _write(self, pos: int, data: Any) -> None:
         self._require_map()
         view = memoryview(data).cast("B")
         n = view.nbytes
@@ -741,15 +834,20 @@ class MappedFile:
     def appended(self, before: int, after: int) -> None:
         """Bytes ``[before, after)`` were just written after those before them (a log written
         front to back, as the commitlog): their writeback starts as :meth:`AppendFile.append`'s."""
-        if self.writable and self._fd >= 0:
+        if self.writable and self._fd >= 0:     # (a parked file: its writes were started before it parked)
             _start_writeback(self._fd, before, after)
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
         """Make bytes ``[start, end)`` durable (``msync`` of the pages they touch; ``fdatasync`` when
         they are the whole file, which lets other threads run meanwhile: ``mmap.flush`` holds the GIL,
         so files closed in parallel would be flushed one after another).  An empty file (no map) is
-        synced too (``fdatasync``): its length, a truncation to 0, must reach the disk as well."""
-        if not self.writable or self._fd < 0:
+        synced too (``fdatasync``): its length, a truncation to 0, must reach the disk as well.  A
+        parked file opens its file again for it (what it wrote before it parked is synced with it)."""
+        if self.writable:
+            self._in_use(self._flush, start, end)
+
+    def _flush(self, start: int, end: int | None) -> None:
+        if self._fd < 0:
             return
         if self._mm is None:
             with _os_errors(self.path, 0):
@@ -768,6 +866,9 @@ class MappedFile:
     def resize(self, size: int) -> None:
         """Truncate or extend the file to ``size`` bytes and map it again (what it extends by is
         sparse: reserved by :meth:`reserve_to` when written)."""
+        self._in_use(self._resize, size)
+
+    def _resize(self, size: int) -> None:
         if self._mm is not None:    # a writable file's (never kept): a view still alive raises here
             self._mm.close()
             self._mm = None
@@ -779,6 +880,14 @@ class MappedFile:
 
     def close(self) -> None:
         """Unmap and close. Idempotent."""
+        if self._lock is None:
+            self._close()
+            return
+        with self._lock:
+            self._close()
+        _budget(self.writable).discard(self)
+
+    def _close(self) -> None:
         if isinstance(self._mm, bytearray):
             self._mm = None
         if self._mm is not None:
@@ -799,9 +908,6 @@ class MappedFile:
 
 #: How long a reader's :meth:`AppendFile.view` goes on with the file's length it last took.
 RESIZE_CHECK_SECONDS = 0.01
-#: An :class:`AppendFile`'s descriptor once closed, and a reader's while it holds none (let go of by
-#: :class:`_OpenReaders`; taken again when next read)
-_PARKED = -2
 
 
 def _descriptor_limit() -> int:
@@ -811,30 +917,50 @@ def _descriptor_limit() -> int:
     return 0 if soft == resource.RLIM_INFINITY else soft
 
 
+def _descriptor_room() -> int:
+    """The most descriptors the process may come to hold: its hard limit (the soft one rises to it
+    when met, :func:`_raise_descriptor_limit`); 0 where it is unlimited."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return 0 if hard == resource.RLIM_INFINITY else hard
+
+
 class _OpenReaders:
-    """The local read-only :class:`AppendFile` objects that hold a descriptor, at most
-    :attr:`limit` of them.  Past it the least recently used ones that no thread is reading let go
-    of their descriptor and map (a map holds a descriptor of its own: ``mmap`` duplicates it) and
-    take them again, of the same file (its inode checked), when next read; as RocksDB's table cache
-    keeps a database of many files within ``max_open_files``.  So reading a log directory of a
-    thousand partitions, or a partition of a thousand segments, stays within the common
-    ``ulimit -n`` of 1024, where every ``.log`` held two descriptors from open to close.  The limit
+    """The local read-only :class:`AppendFile` objects (and parkable read-only :class:`MappedFile`
+    objects) that hold a descriptor, at most :attr:`limit` of them.  Past it the least recently used
+    ones that no thread is reading let go of their descriptor and map (a map holds a descriptor of
+    its own: ``mmap`` duplicates it) and take them again, of the same file (its inode checked), when
+    next read; as RocksDB's table cache keeps a database of many files within ``max_open_files``.
+    So reading a log directory of a thousand partitions, or a partition of a thousand segments, stays
+    within the common ``ulimit -n`` of 1024, where every ``.log`` held two descriptors from open to
+    close (and a RocketMQ store of a thousand queues, where every consume-queue file did).  The limit
     is a quarter of the process's (two descriptors a file: half of it, the rest for everything
     else); the descriptors of a file a view still reads are freed when the view is.
     Thread-safe: one lock for the set, each file's own for its descriptor (taken without waiting:
     a file being read is passed over).
+
+    ``writers``: the budget of the local writable :class:`AppendFile` objects and parkable writable
+    :class:`MappedFile` objects (:data:`_open_writers`), an eighth of the process's hard limit: a
+    writer parked past it keeps everything it wrote (nothing is trimmed or synced for it; a flush
+    opens the file again and syncs it), so a store writing thousands of Kafka partitions (a
+    conversion: about five descriptors each) stays within a hard limit of a few hundred.  The hard
+    limit: the soft one rises to it when met, so where the hard limit is large nothing parks.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, writers: bool = False) -> None:
         self.lock = threading.Lock()
-        self.files: set[AppendFile] = set()
+        self.files: set[Any] = set()
         self._limit: int | None = None
+        self.writers = writers
 
     @property
     def limit(self) -> int:
         if self._limit is None:
-            known = _descriptor_limit()
-            self._limit = max(16, known // 4) if known else 1 << 16
+            if self.writers:
+                room = _descriptor_room()
+                self._limit = max(16, room // 8) if room else 1 << 16
+            else:
+                known = _descriptor_limit()
+                self._limit = max(16, known // 4) if known else 1 << 16
         return self._limit
 
     @limit.setter
@@ -845,7 +971,7 @@ class _OpenReaders:
         """The process's descriptor limit changed: the budget is taken from it again when next asked."""
         self._limit = None
 
-    def add(self, file: AppendFile) -> None:
+    def add(self, file: Any) -> None:
         """``file`` holds a descriptor now; the least recently used others let theirs go past the
         limit (an eighth of it at once, so that each new file does not scan the set)."""
         with self.lock:
@@ -854,7 +980,7 @@ class _OpenReaders:
             if over > 0:
                 self._park(over + self.limit // 8)
 
-    def discard(self, file: AppendFile) -> None:
+    def discard(self, file: Any) -> None:
         with self.lock:
             self.files.discard(file)
 
@@ -876,20 +1002,48 @@ class _OpenReaders:
         return parked
 
 
-def _last_used(file: AppendFile) -> int:
-    return file._used
+def _last_used(file: Any) -> int:
+    return int(file._used)
 
 
 _open_readers = _OpenReaders()
+_open_writers = _OpenReaders(writers=True)
+
+
+def _budget(writable: bool) -> _OpenReaders:
+    """The budget a parkable file belongs to."""
+    return _open_writers if writable else _open_readers
+
+
+def _reopen(path: str, flags: int, ident: tuple[int, int]) -> int:
+    """A descriptor of ``path`` again, for a file that let go of its own: the same file, by inode.
+
+    :raises NotFoundError: the file was removed or replaced since it was first opened.
+    """
+    try:
+        fd = _open_regular(path, flags)
+    except FileNotFoundError as err:
+        raise NotFoundError("expected the file opened before, found it removed since (a file past its "
+                            "open-files budget opens it again when next read or written)", path) from err
+    except OSError as err:
+        raise _translate(err, path) from err
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != ident:
+        os.close(fd)
+        raise NotFoundError("expected the file opened before, found another in its place (replaced since; "
+                            "a file past its open-files budget opens it again when next read or written)",
+                            path)
+    return fd
 #: :attr:`AppendFile._used` stamps (``next`` of a count is atomic: no lock)
 _ticks = itertools.count()
 
 
 def _open_readers_after_fork() -> None:
     """In a forked child: a lock another thread of the parent held at the fork stays held."""
-    _open_readers.lock = threading.Lock()
-    for file in _open_readers.files:
-        file._lock = threading.Lock()
+    for budget in (_open_readers, _open_writers):
+        budget.lock = threading.Lock()
+        for file in budget.files:
+            file._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -900,11 +1054,11 @@ class AppendFile:
     """A file that grows by appends and is read by position (the Kafka ``.log``).
 
     Reads go through a map of the file refreshed when the file has grown, so a
-    scan of a whole segment is zero-copy.  A local reader may let go of its descriptor and map
-    while it is not read, past the process's open-files budget (:class:`_OpenReaders`), and open
-    the same file again when it is.
+    scan of a whole segment is zero-copy.  A local file may let go of its descriptor and map
+    while it is not used, past the process's open-files budget (:class:`_OpenReaders`: one for readers,
+    one for writers), and open the same file again when it is.
 
-    :raises NotFoundError: (a read) a reader opens its file again and finds it removed or replaced.
+    :raises NotFoundError: (a read) a file opened again is found removed or replaced.
     """
 
     __slots__ = ("_fd", "_ident", "_kept", "_lock", "_mm", "_mm_size", "_sized_at", "_used", "path", "size",
@@ -931,12 +1085,11 @@ class AppendFile:
         self._sized_at = time.monotonic()
         #: the cache and entry of a kept map (keep_read_maps), handed back instead of closed
         self._kept: tuple[_KeptMaps, _KeptMap] | None = None
-        #: a reader's: held while its descriptor is used, and by :class:`_OpenReaders` to park it
-        self._lock = None if self.writable else threading.Lock()
-        #: when it was last read (:data:`_ticks`), for :class:`_OpenReaders`
+        #: held while its descriptor is used, and by its budget (:class:`_OpenReaders`) to park it
+        self._lock: threading.Lock | None = threading.Lock()
+        #: when it was last used (:data:`_ticks`), for its budget
         self._used = next(_ticks)
-        if not self.writable:
-            _open_readers.add(self)
+        _budget(self.writable).add(self)
 
     def _drop_map(self) -> None:
         if self._mm is not None:
@@ -961,28 +1114,17 @@ class AppendFile:
     def _unpark(self) -> None:
         """Open the file again after :meth:`_park` (its lock held): the same file, by inode.
 
-        :raises NotFoundError: the file was removed or replaced since the reader opened it.
+        :raises NotFoundError: the file was removed or replaced since it was opened.
         """
-        try:
-            fd = _open_regular(self.path, os.O_RDONLY)
-        except FileNotFoundError as err:
-            raise NotFoundError("expected the file this reader opened, found it removed since (a reader "
-                                "past its open-files budget opens a file again to read it)",
-                                self.path) from err
-        except OSError as err:
-            raise _translate(err, self.path) from err
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != self._ident:
-            os.close(fd)
-            raise NotFoundError("expected the file this reader opened, found another in its place (replaced "
-                                "since; a reader past its open-files budget opens a file again to read it)",
-                                self.path)
-        self._fd = fd
+        self._fd = _reopen(self.path, os.O_RDWR if self.writable else os.O_RDONLY, self._ident)
         self._sized_at = -RESIZE_CHECK_SECONDS     # its length is taken again at once
-        _open_readers.add(self)
+        _budget(self.writable).add(self)
 
     def append(self, data: Any) -> int:
         """Append ``data``; returns the position it was written at."""
+        return self._in_use(self._append, data)
+
+    def _append(self, data: Any) -> int:
         pos = self.size
         with _os_errors(self.path, pos):
             view = memoryview(data)
@@ -1085,16 +1227,23 @@ class AppendFile:
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes."""
+        self._in_use(self._truncate, size)
+
+    def _truncate(self, size: int) -> None:
         self._drop_map()
         with _os_errors(self.path, size):
             os.ftruncate(self._fd, size)
         self.size = size
 
     def flush(self) -> None:
-        """``fsync`` the file."""
-        if self.writable and self._fd >= 0:
-            with _os_errors(self.path):
-                os.fsync(self._fd)
+        """``fsync`` the file (a parked writer opens it again for it: what it wrote before it parked is
+        synced with it)."""
+        if self.writable and not self.closed:
+            self._in_use(self._fsync)
+
+    def _fsync(self) -> None:
+        with _os_errors(self.path):
+            os.fsync(self._fd)
 
     def close(self) -> None:
         """Close. Idempotent."""
@@ -1103,7 +1252,7 @@ class AppendFile:
             return
         with self._lock:
             self._close()
-        _open_readers.discard(self)
+        _budget(self.writable).discard(self)
 
     def _close(self) -> None:
         self._drop_map()
@@ -1229,7 +1378,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview | str, *
         data = data.encode("utf-8")
     tmp = path + ".tmp"
     with _os_errors(tmp):
-        with open(tmp, "wb") as f:
+        fd = _with_descriptors(os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             if fsync:
                 f.flush()
@@ -1267,7 +1417,7 @@ def save_aside(path: str | os.PathLike[str], pos: int, data: Any, *,
     while os.path.exists(target):
         target, n = f"{base}.{n}", n + 1
     with _os_errors(target):
-        with open(target, "wb") as f:
+        with _with_descriptors(open, target, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -1483,7 +1633,7 @@ def list_dir(path: str | os.PathLike[str]) -> list[str]:
     """Sorted entry names of a directory; ``[]`` if it does not exist."""
     path = os.fspath(path)
     try:
-        return sorted(os.listdir(path))
+        return sorted(_with_descriptors(os.listdir, path))     # (a listing takes a descriptor)
     except FileNotFoundError:
         return []
     except OSError as err:
@@ -1607,7 +1757,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
     """``fsync`` a directory so renames and creations in it are durable."""
     path = os.fspath(path)
     with _os_errors(path):
-        fd = os.open(path, os.O_RDONLY)
+        fd = _with_descriptors(os.open, path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -1670,20 +1820,22 @@ class DirectoryLock(_Flock):
     For formats whose broker leaves no lock file of ours in its directories (Kafka's
     partition directories): nothing is created, so nothing is left behind.  A second
     holder (another process, or another object in this one) gets
-    :class:`StoreLockedError` at once.  Readers never take it.
+    :class:`StoreLockedError` at once.  Readers never take it.  ``shared``: a lock that other shared
+    holders share and an exclusive one excludes (``LOCK_SH``).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, shared: bool = False) -> None:
         self.path = os.fspath(path)
         self._fd = -1
+        self.shared = shared
 
     def acquire(self) -> None:
         if is_url(self.path):
             raise _read_only(self.path)
         with _os_errors(self.path):
-            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = _with_descriptors(os.open, self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError as err:
             os.close(fd)
             raise StoreLockedError("another writer holds this directory; open it with mode='r' to read",
@@ -1974,7 +2126,8 @@ class RemoteMappedFile(MappedFile):
         return object.__new__(cls)
 
     def __init__(self, path: str, size: int | None = None, *, create: bool = False,
-                 writable: bool = False, in_memory: bool = False, reserve: bool = False) -> None:
+                 writable: bool = False, in_memory: bool = False, reserve: bool = False,
+                 parkable: bool = False) -> None:
         self.path = path
         if create or writable:
             raise _read_only(path)
@@ -1983,6 +2136,7 @@ class RemoteMappedFile(MappedFile):
         self._mm = None
         self._kept = None
         self._fd = 0        # not a descriptor: only "open" (>= 0) or "closed" (-1)
+        self._lock = None   # never parked
         self._reserving = False
         self.reserved = 0
         self._remote = _RemoteBytes(path)

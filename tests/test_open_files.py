@@ -100,6 +100,47 @@ def test_readers_past_their_budget_let_go_of_their_descriptors_and_read_the_same
     assert out["after"] == 0, out
 
 
+_WRITERS_PAST_THE_BUDGET = """
+files._open_writers.limit = 8
+logs = [files.AppendFile(os.path.join(sys.argv[1], f"{i}.log"), create=True) for i in range(30)]
+maps = [files.MappedFile(os.path.join(sys.argv[1], f"{i}.index"), 4096, create=True, reserve=True,
+                         parkable=True) for i in range(30)]
+for turn in range(3):
+    for i in range(30):
+        assert logs[i].append(b"%d:%d;" % (turn, i)) == len(b"%d:%d;" % (turn, i)) * turn
+        maps[i].write(turn * 8, (i * 10 + turn).to_bytes(8, "big"))
+out["held"] = held(sys.argv[1])
+out["views"] = [bytes(log.view()) == b"".join(b"%d:%d;" % (t, i) for t in range(3))
+                and log.read(0, 2) == b"0:" for i, log in enumerate(logs)]
+out["arrays"] = [maps[i].read(0, 24) == b"".join((i * 10 + t).to_bytes(8, "big") for t in range(3))
+                 for i in range(30)]
+maps[0].resize(8192)
+maps[0].flush()
+logs[0].truncate(4)
+for each in logs + maps:
+    each.flush()
+out["held_after_flush"] = held(sys.argv[1])
+for each in logs + maps:
+    each.close()
+out["after"] = held(sys.argv[1])
+out["files"] = [open(os.path.join(sys.argv[1], f"{i}.log"), "rb").read() for i in (0, 29)]
+"""
+
+
+def test_writers_past_their_budget_let_go_of_their_descriptors_and_write_the_same(tmp_path):
+    """30 writable logs and 30 mapped indexes written in turns, a writers' budget of 8 files: the idle
+    ones let go of their descriptors (a map's too) and take the same file again when next written,
+    read, resized or flushed (a flush syncs what was written before it let go); every byte lands where
+    it would have."""
+    out = _in_a_fresh_process(_WRITERS_PAST_THE_BUDGET + 'out["files"] = [f.decode() for f in out["files"]]',
+                              str(tmp_path))
+    assert out["views"] == [True] * 30 and out["arrays"] == [True] * 30
+    assert 0 < out["held"] <= 2 * 8 and 0 < out["held_after_flush"] <= 2 * 8, out
+    assert out["after"] == 0
+    assert out["files"] == ["0:0;", "0:29;1:29;2:29;"]
+    assert (tmp_path / "0.index").stat().st_size == 8192
+
+
 def test_a_reader_that_let_go_refuses_a_file_removed_or_replaced_since(tmp_path, budget):
     first, second = tmp_path / "first.log", tmp_path / "second.log"
     first.write_bytes(b"a" * 100)
@@ -238,8 +279,8 @@ def test_writers_past_the_soft_limit_raise_it_to_the_hard_one_as_the_jvm_does(tm
     before, "expected a free file descriptor, found the process's limit of open files" (a conversion
     of 250 RocketMQ queues into a Kafka log dir stopped so under the common soft limit of 1024).  The
     first open meeting the limit raises the soft limit to the hard one, as HotSpot does when any JVM
-    starts (-XX:+MaxFDLimit), which the brokers run with; a hard limit of 64 is still the typed error
-    naming it."""
+    starts (-XX:+MaxFDLimit), which the brokers run with; under a hard limit of 64 (once the typed
+    error naming it) the writers let go of their descriptors past their budget instead."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 1024:
         pytest.skip("a hard limit of open files under 1024")
@@ -248,5 +289,129 @@ def test_writers_past_the_soft_limit_raise_it_to_the_hard_one_as_the_jvm_does(tm
     with segstore.open(tmp_path / "raised") as store:
         assert [store.offset_range("t", p) for p in range(40)] == [(0, 1)] * 40
     out = _in_a_fresh_process(_WRITERS, str(tmp_path / "capped"), "hard")
-    assert out["soft"] == 64 and out["error"].endswith(
-        "expected a free file descriptor, found the process's limit of 64 open files (ulimit -n)"), out
+    assert out.get("written") is True and out["soft"] == 64, out
+    assert _tree(tmp_path / "capped") == _tree(tmp_path / "raised")
+
+
+def _tree(root) -> dict[str, bytes]:
+    """Every file under ``root`` by its relative path, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
+
+
+def _run_cli(limit: int, argvs: list[list[str]]) -> list[list]:
+    proc = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, str(limit), json.dumps(argvs)],
+                          capture_output=True, text=True, env=_ENV, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_a_write_into_more_kafka_partitions_than_the_limit_holds_writes_them_all(tmp_path):
+    """``segstore write --input`` of lines naming 400 Kafka partitions, interleaved, under a hard limit
+    of 128 open files.  Before, a writer held every partition's directory lock, ``.log`` and two
+    mapped indexes (six descriptors, seven with a ``.txnindex``) from its first record to the close:
+    ``expected a free file descriptor, found the process's limit of 128 open files`` (exit 1), and a
+    conversion of ~140 partitions stopped so under 1024.  Now writers past a budget let go of their
+    descriptors and the log directory's lock stands for its partitions': the same bytes as a write
+    with no limit to speak of."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"topic": f"t{p % 3}", "partition": p // 3, "value": f"v{p}-{i}" * 40,
+                                         "timestamp": T + i})
+                             + "\n" for i in range(12) for p in range(400)))
+    limited, free = tmp_path / "limited", tmp_path / "free"
+    argv = ["write", "{}", "--input", str(lines), "--format", "kafka"]
+    for limit, dest in ((128, limited), (4096, free)):
+        [[code, out]] = _run_cli(limit, [[arg.format(dest) for arg in argv]])
+        assert code == 0, out[-500:]
+    written = _tree(limited)
+    assert len([name for name in written if name.endswith(".log")]) == 400
+    assert written == _tree(free)
+
+
+def _runs_alike(tmp_path, argvs: list[list[str]], limit: int = 128) -> dict[str, list]:
+    """``argvs`` (``{}`` standing for a directory of their own) run under a hard limit of ``limit``
+    open files and under 4096: each run's exit codes and outputs, its directory's name made ``{}``."""
+    runs = {}
+    for name, cap in (("limited", limit), ("free", 4096)):
+        root = tmp_path / name
+        root.mkdir()
+        runs[name] = [[code, out.replace(str(root), "{}")]
+                      for code, out in _run_cli(cap, [[arg.format(root) for arg in argv] for argv in argvs])]
+    return runs
+
+
+#: RocketMQ files of a few pages (the default 1 GiB commitlog and 6 MB consume-queue files are read whole
+#: to be compared)
+SMALL_FILES = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 4000}
+#: What a store holds that differs from run to run: IndexFile names and topics' creation (RocketMQ: the
+#: wall clock), a conversion's journal (the source's path)
+_CLOCKED = ("index/", "config/topics.json", "segstore-convert.json")
+
+
+def test_a_rocketmq_store_of_more_queues_than_the_limit_holds_is_written_read_and_converted(tmp_path):
+    """200 RocketMQ queues (``write --input``), read (``info``, ``dump --json``, ``verify``) and converted
+    into 200 Kafka partitions under a hard limit of 128 open files.  Before, every consume-queue file
+    held two descriptors (its own and its map's) from the store's open to its close, in reading as in
+    writing: ``expected a free file descriptor, found the process's limit of 128 open files`` past
+    some 60 queues (a store of 600 queues did not read under the common 1024).  Now they are parkable
+    within the readers' and writers' budgets: the same output and the same files as with no limit."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"topic": f"T{q % 4}", "queue_id": q // 4, "body": f"m{q}-{i}",
+                                         "born_timestamp": T + i, "store_timestamp": T + i + 1})
+                             + "\n" for i in range(3) for q in range(200)))
+    small = [f"--config={name}={value}" for name, value in SMALL_FILES.items()]
+    runs = _runs_alike(tmp_path, [["write", "{}/rmq", "--input", str(lines), "--format", "rocketmq", *small],
+                                  ["info", "{}/rmq"], ["dump", "{}/rmq", "--json"], ["verify", "{}/rmq"],
+                                  ["convert", "{}/rmq", "{}/kafka", "--to", "kafka"]])
+    assert [code for code, _ in runs["limited"]] == [0] * 5, [out[-300:] for _, out in runs["limited"]]
+    assert runs["limited"][:4] == runs["free"][:4], runs["free"]
+    assert runs["limited"][2][1].count("\n") == 600
+    for store in ("rmq", "kafka"):
+        limited, free = ({name: data for name, data in _tree(tmp_path / run / store).items()
+                          if not name.startswith(_CLOCKED)} for run in ("limited", "free"))
+        assert len(limited) > 200 and limited == free
+
+
+def test_a_kafka_log_dir_of_more_partitions_than_the_limit_holds_converts_back_to_rocketmq(tmp_path):
+    """A Kafka copy of 200 RocketMQ queues converted back under a hard limit of 128 open files: the
+    conversion merges the 200 partitions back into the commitlog's order (``pipeline._batches_in_order``),
+    reading each a small batch at a time.  Before, each partition's reader held a view of its ``.log``
+    between two batches (``columnar.decode`` kept the segment's view for its whole walk), so no
+    ``.log`` could let go of its map: ``expected a free file descriptor, found the process's limit of
+    128 open files``.  Now the view is taken again for each chunk: the same store as with no limit."""
+    with segstore.open(tmp_path / "rmq", "rocketmq", mode="a", **SMALL_FILES) as store:
+        store.append_batch([{"topic": f"T{q % 4}", "queue_id": q // 4, "body": b"m%d-%d" % (q, i),
+                             "born_timestamp": T + i, "store_timestamp": T + i + 1}
+                            for i in range(3) for q in range(200)])
+    from segstore.convert import convert
+
+    convert(tmp_path / "rmq", tmp_path / "kafka", to="kafka")
+    runs = _runs_alike(tmp_path, [["convert", str(tmp_path / "kafka"), "{}/back", "--to", "rocketmq"]])
+    assert [code for code, _ in runs["limited"]] == [0], runs["limited"]
+    limited, free = ({name: data for name, data in _tree(tmp_path / run / "back").items()
+                      if not name.startswith(_CLOCKED)} for run in ("limited", "free"))
+    assert len(limited) > 200 and limited == free
+    first = "commitlog/00000000000000000000"
+    assert limited[first] == (tmp_path / "rmq" / first).read_bytes()
+
+
+_SEGMENTS = """
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+import segstore
+with segstore.open(sys.argv[1], format="kafka", mode="a", **{"segment.bytes": 150}) as store:
+    for i in range(200):
+        store.append({"topic": "s", "partition": 0, "value": b"x%03d" % i * 10, "timestamp": 1 + i})
+"""
+
+
+def test_a_partition_of_more_segments_than_the_limit_holds_is_written_whole(tmp_path):
+    """One partition rolled into 200 segments under a hard limit of 64 open files: a writable
+    partition keeps every segment open (three files, five descriptors each), so before its 12th
+    segment failed with "expected a free file descriptor, found the process's limit of 64 open
+    files"; the rolled segments let go of theirs now, and the partition holds what it does with no
+    limit."""
+    for name, limit in (("limited", "64"), ("free", "4096")):
+        _in_a_fresh_process(_SEGMENTS, str(tmp_path / name / "s-0"), limit)
+    limited = _tree(tmp_path / "limited")
+    assert len([name for name in limited if name.endswith(".log")]) == 200
+    assert limited == _tree(tmp_path / "free")

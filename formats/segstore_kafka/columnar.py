@@ -254,24 +254,36 @@ def decode(view, *, path: str = "<memory>", start: int = 0, end: int | None = No
     ``start`` must be a batch boundary; a batch starting before ``end`` is decoded
     whole.  ``want`` (:data:`WANT_KEY` | ...) names the variable columns to fill.
     ``accelerated=False`` uses only the reference.  ``O(bytes)``, memory bounded
-    by ``capacity``.
+    by ``capacity``.  ``view`` may be a function giving the buffer (a file's ``view``): it is
+    asked again for each chunk and let go of before the chunk is given, so that a reader between
+    two chunks holds no view of a mapped file (which then may let go of its map and descriptor:
+    a merge holds a reader of each of thousands of partitions); the first buffer's length bounds
+    the region.
 
     :raises TruncatedDataError: the region ends inside a batch (after the rows before it).
     :raises CorruptDataError: a bad length, magic, CRC, compressed stream or record.
     """
-    view = memoryview(view).cast("B") if not isinstance(view, memoryview) or view.format != "B" else view
+    take = view if callable(view) else None
+    view = _bytes_view(view() if take is not None else view)
     end = len(view) if end is None else min(end, len(view))
     cap = capacity or Capacity()
     c = _speedups if accelerated else None     # the C loop, where built and wanted
     inflate = _inflater(path)
     pos = start
     while pos < end:
+        if view is None:    # (let go of after a chunk: taken again, as the file is now)
+            view = _bytes_view(take())      # type: ignore[misc]
+            end = min(end, len(view))
+            if pos >= end:
+                return
         if c is not None:
             buffers = _allocate(cap, want)
             stop, pos, counts, need = c.decode_columns(view, pos, end, want, inflate,
                                                        tuple(buffers[name] for name in BUFFERS))
             filled = dict(zip(COUNTS, counts, strict=True))
             if filled["batches"]:
+                if take is not None:
+                    view = None
                 yield Chunk(buffers, filled)
             if stop == STOP_END:
                 return
@@ -279,12 +291,24 @@ def decode(view, *, path: str = "<memory>", start: int = 0, end: int | None = No
                 if not filled["batches"]:
                     cap = cap.grown(need)
                 continue
+            if view is None:
+                view = _bytes_view(take())      # type: ignore[misc]
+                end = min(end, len(view))
         chunk, pos, error = _decode_reference(view, pos, end, path, cap.rows, single=c is not None,
                                               headers_only=bool(want & WANT_BATCH_HEADERS))
         if chunk is not None:
+            if take is not None:
+                view = None
             yield chunk
         if error is not None:
             raise error
+
+
+def _bytes_view(buffer: Any) -> memoryview:
+    """``buffer`` as a memoryview of bytes (itself where it is one)."""
+    if isinstance(buffer, memoryview) and buffer.format == "B":
+        return buffer
+    return memoryview(buffer).cast("B")
 
 
 # ---------------------------------------------------------------------------------

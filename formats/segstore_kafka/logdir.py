@@ -155,6 +155,9 @@ class LogDir:
         (:meth:`.topicconfig.TopicConfigs.config_for`).
     :param unwritable: why the broker appends nothing to a topic, None where it does
         (:meth:`.topicconfig.TopicConfigs.unwritable`): its partitions refuse appends and creation.
+
+    A writable one's partitions lock no directory of their own: its owner holds the log directory's
+    lock, which a writer of one of its partitions shares (:class:`.KafkaStore`).
     """
 
     def __init__(self, path: str, config: KafkaConfig | Callable[[str], KafkaConfig], *,
@@ -190,7 +193,7 @@ class LogDir:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
-                                 unwritable=unwritable(topic))
+                                 unwritable=unwritable(topic), lock=False)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
@@ -287,7 +290,7 @@ class LogDir:
             refused = self.unwritable(topic)
             if refused is not None:     # the broker's LogLoader fails creating its first segment's indexes
                 raise ConfigError(refused, path)
-            part = Partition(path, self.config_for(topic), writable=True, clock=self.clock)
+            part = Partition(path, self.config_for(topic), writable=True, clock=self.clock, lock=False)
             self.partitions[(topic, partition)] = part
             self._widen((topic, partition))
         return part

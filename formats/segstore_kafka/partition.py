@@ -772,11 +772,15 @@ class Partition:
     :param clock: milliseconds now (LogAppendTime, ``segment.ms``, ``retention.ms``).
     :param recovery_point: the partition's ``recovery-point-offset-checkpoint`` entry (0 when there is
         none): a writable partition a crash left recovers from the segment holding it.
+    :param lock: a writable partition locks its directory (False: its owner holds the lock of the log
+        directory around it, which every writer of one of its partitions takes, :class:`.KafkaStore`;
+        a directory lock is a descriptor held from open to close, and a store may write thousands of
+        partitions).
     """
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
                  clock: Callable[[], int] = now_ms, recovery_point: int = 0,
-                 unwritable: str | None = None) -> None:
+                 unwritable: str | None = None, lock: bool = True) -> None:
         """``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
         ``segment.index.bytes`` no index can be created with); every append raises it."""
         self.path = path
@@ -794,8 +798,9 @@ class Partition:
         self._lock: files.DirectoryLock | None = None
         if writable:
             files.make_dirs(path)
-            self._lock = files.DirectoryLock(path)
-            self._lock.acquire()
+            if lock:
+                self._lock = files.DirectoryLock(path)
+                self._lock.acquire()
         try:
             self._load()
         except BaseException:

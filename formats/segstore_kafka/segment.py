@@ -396,7 +396,9 @@ class LogSegment:
         """
         if self.log.remote:
             return self._remote_column_chunks(want, start, end, capacity)
-        return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want,
+        # (the view taken for each chunk: a reader between two holds none, so that the file may let
+        # go of its map and descriptor, files._OpenReaders)
+        return columnar.decode(self.log.view, path=self.path, start=start, end=end, want=want,
                                capacity=capacity)
 
     def header_chunks(self) -> Iterator[columnar.Chunk]:

@@ -740,9 +740,11 @@ class KafkaStore(Store):
         self.topic_configs = TopicConfigs(self.config, explicit, self.metadata,
                                           self.identity.node_id if self.identity is not None else None,
                                           static)
-        # Writers lock directories, never files: each partition locks its own directory (so
-        # two writers on one partition collide whichever directory they opened) and a log
-        # directory store also locks the log directory (its checkpoints, new partitions).
+        # Writers lock directories, never files: a log directory store locks the log directory
+        # (exclusive), a partition directory store its partition's (exclusive) and the log directory
+        # around it (shared), so two writers on one partition collide whichever directory they
+        # opened, and a log directory store's partitions need no lock each (a descriptor held from
+        # open to close: a store writing thousands of partitions, a conversion, met ulimit -n).
         # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
         # file of ours would be left behind.
         self._lock: DirectoryLock | None = None
@@ -757,13 +759,12 @@ class KafkaStore(Store):
             # A running broker holds `.lock` in its log dir (LogManager.lockLogDirs, FileLock).
             self._broker_lock = BrokerLock(os.path.join(log_dir, BROKER_LOCK_FILE), "a Kafka broker")
             self._broker_lock.acquire()
-            if not self.single:
-                self._lock = DirectoryLock(path)
-                try:
-                    self._lock.acquire()
-                except BaseException:
-                    self._broker_lock.release()
-                    raise
+            self._lock = DirectoryLock(log_dir if self.single else path, shared=self.single)
+            try:
+                self._lock.acquire()
+            except BaseException:
+                self._broker_lock.release()
+                raise
         try:
             if self.single:
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])

@@ -162,7 +162,7 @@ class ConsumeQueue:
         self.unused_tail = [p for p in self.unused_tail if p != path]
         if self.empty_tail == path:
             self.empty_tail = None
-        mapped = MappedFile(path, self.file_size, create=True, reserve=True)
+        mapped = MappedFile(path, self.file_size, create=True, reserve=True, parkable=True)
         return ConsumeQueueFile(mapped, base, 0)
 
     def _load(self) -> None:
@@ -183,7 +183,10 @@ class ConsumeQueue:
                 # "length not matched"); it holds nothing: read as absent, a writer's recovery deletes it.
                 self.empty_tail = path
                 continue
-            mapped = MappedFile(path, writable=self.writable, reserve=self.writable)
+            # parkable: a store of thousands of queues holds two descriptors for each file it maps (the
+            # map's and the file's) and reads or writes few at a time (files._OpenReaders); the C
+            # appends (fastappend) leave a parked one to the Python path, which opens it again
+            mapped = MappedFile(path, writable=self.writable, reserve=self.writable, parkable=True)
             if mapped.size != self.file_size:
                 size = mapped.size
                 if not self.writable or self.cut_dir is None:

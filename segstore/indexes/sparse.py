@@ -160,10 +160,14 @@ class KafkaIndex(EntryIndex):
                 raise CorruptIndexError(
                     f"expected segment.index.bytes of at least one {entry_size}-byte entry, "
                     f"found {max_index_size}", path)
-            return cls(MappedFile(path, capacity_bytes, create=True, reserve=True), base_offset, 0)
+            mapped = MappedFile(path, capacity_bytes, create=True, reserve=True, parkable=True)
+            return cls(mapped, base_offset, 0)
         # Read-only: a snapshot, not a map; a writer trims its active index on roll and
         # close, and a reader touching a map past the new end dies of SIGBUS.
-        mapped = MappedFile(path, writable=writable, in_memory=not writable, reserve=writable)
+        # (a writer's is parkable: a store writing thousands of partitions holds two descriptors for
+        # each index it maps, and uses few of them at a time)
+        mapped = MappedFile(path, writable=writable, in_memory=not writable, reserve=writable,
+                            parkable=writable)
         try:
             check_length(path, mapped.size, entry_size)
             # a writer's map is read up to the file's first hole only (zeros: no entry there; read
