@@ -21,6 +21,7 @@ from conftest import FIXTURES, ROOT, cli_run, copy_writable
 
 import segstore
 from segstore import cli
+from segstore.errors import ConfigError
 
 BASIC = FIXTURES / "rocketmq" / "basic" / "store"
 ABORT = FIXTURES / "rocketmq" / "abort" / "store"
@@ -750,8 +751,27 @@ def test_tag_takes_a_subscription_expression_as_printmsg_s_does(capsys):
     code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0",
                        "--count", "3", "--tag", "TagA || TagB", "--json")
     assert code == 0 and shown(out) == [t for t in either if t[0] == 0][:3]
-    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "||")
-    assert (code, out) == (1, "") and "no message tagged '||'" in err
+    # tags that trim to nothing (Java's split keeps the non-empty " ") subscribe to no tag: none matches
+    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "|| ||")
+    assert (code, out) == (1, "") and "no message tagged '|| ||'" in err
+
+
+@pytest.mark.parametrize("expression", ["||", "||||", " || "])
+def test_a_tag_expression_of_bars_alone_is_a_usage_error(capsys, expression):
+    """4.9.7 ``FilterAPI.buildSubscriptionData`` splits the expression with ``split("\\|\\|")``, which
+    drops trailing empty strings: ``||`` (``mqadmin printMsg -s`` trims the option first) gives no
+    element, and it throws "subString split error" (the pull consumer: "parse subscription error").
+    ``dump --tag '||'`` and ``query --tag '||'`` exited 1, "no message tagged '||'", as if the store
+    held no such message: the expression is wrong, exit 2, whatever the store holds."""
+    for args in (["dump", BASIC], ["dump", BASIC, "--json", "--topic", "TopicA"],
+                 ["dump", BASIC, "--topic", "TopicA", "--begin", "0", "--end", "1"],
+                 ["query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0"],
+                 ["query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "99999"]):
+        code, out, err = run(capsys, *args, "--tag", expression)
+        assert (code, out) == (2, ""), (args, err)
+        assert "expected a subscription expression" in err and f"found {expression.strip()!r}" in err, err
+    with segstore.open(BASIC) as store, pytest.raises(ConfigError, match="subString split error"):
+        next(store.read("TopicA", 0, tag=expression))
 
 
 @pytest.mark.parametrize(("text", "ms"), [

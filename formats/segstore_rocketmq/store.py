@@ -322,16 +322,27 @@ class _Windows:
         return start <= msg.queue_offset < stop and has_queue_entry(msg.sys_flag)
 
 
-def subscription_tags(expression: str) -> frozenset[str] | None:
+def subscription_tags(expression: str, path: str | None = None) -> frozenset[str] | None:
     """The tags a consumer subscribing with ``expression`` is given (None: every message), as 4.9.7
     ``FilterAPI.buildSubscriptionData`` reads it: ``*`` (or nothing) subscribes to all, anything else
     is tags joined by ``||``, each trimmed, empty ones dropped (``mqadmin printMsg -s`` trims the
     option first).  The broker then matches the tags codes of that set
     (``ExpressionMessageFilter.isMatchedByConsumeQueue``) and the client the tags themselves
-    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``."""
+    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``.
+
+    :raises ConfigError: an expression of ``||`` alone (``||``, ``||||``...): Java's
+        ``subString.split("\\|\\|")`` drops the trailing empty strings and returns no element, and
+        ``buildSubscriptionData`` throws "subString split error" (the client's pull: "parse
+        subscription error"), so the expression names no subscription at all.
+    """
     expression = expression.strip()
     if expression in ("", "*"):
         return None
+    if not expression.replace("||", ""):
+        raise ConfigError(f"expected a subscription expression (--tag): a tag, tags joined by '||' "
+                          f"('TagA || TagB') or '*', found {cut(expression)}, '||' with no tag, which "
+                          "RocketMQ 4.9.7 FilterAPI.buildSubscriptionData refuses (subString split error)",
+                          path)
     return frozenset(t.strip() for t in expression.split("||") if t.strip())
 
 
@@ -2247,7 +2258,7 @@ class RocketMQStore(LifecycleMixin, Store):
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
         checks_offsets = isinstance(cq, ConsumeQueue)
-        tags = subscription_tags(tag) if tag is not None else None
+        tags = subscription_tags(tag, self.path) if tag is not None else None
         codes = np.array([string_hash(t) for t in tags], np.int64) if tags is not None else None
         returned = 0
         position = offset
@@ -2413,7 +2424,10 @@ class RocketMQStore(LifecycleMixin, Store):
                end: int | None = None, *, decompress: bool = False) -> Iterator[RocketMQMessage]:
         """The messages whose TAGS equal ``tag``, queue by queue (``mqadmin printMsg -s``), each queue's
         at the offsets :meth:`offsets_between` gives for ``begin``/``end``: the consume queues' tags
-        codes filter before the commitlog is read (:meth:`read`).  ``O(entries + bytes of the hits)``."""
+        codes filter before the commitlog is read (:meth:`read`).  ``O(entries + bytes of the hits)``.
+
+        :raises ConfigError: an expression :func:`subscription_tags` refuses, whatever the store holds."""
+        subscription_tags(tag, self.path)
         for t in [topic] if topic is not None else self.topics():
             for q in [partition] if partition is not None else self.partitions(t):
                 start, stop = self.offsets_between(t, q, begin, end)
