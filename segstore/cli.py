@@ -1242,7 +1242,16 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
         if find is None:
             raise UsageError(f"--msg-id: {store.format} stores have no message ids")
         decompress = _decompressing(store, args)
-        found = find(args.msg_id)
+        try:
+            found = find(args.msg_id)
+        except ConfigError as err:
+            # not an offset msgId: with --topic it may still be a client one, which the index is asked
+            # for (4.9.7 DefaultMQAdminExtImpl.viewMessage(topic, msgId) falls back when
+            # decodeMessageId throws); without it, the id is wrong
+            if args.topic is None:
+                raise UsageError(f"--msg-id: {err.message}; a client msgId, the UNIQ_KEY, is looked up "
+                                 "with --topic T") from err
+            found = None
         if found is not None:
             _print_records(store, [store.consumed(found) if decompress else found], args.json, out)
             return EXIT_OK
@@ -2904,8 +2913,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "
                         "the file's first entry), Kafka the record timestamp")
     p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
-    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
-                                    "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
+    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset, 32 or "
+                                    "56 hex digits), or with --topic a client msgId (UNIQ_KEY), as mqadmin "
+                                    "queryMsgById")
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this, or one of "
                    "'TagA || TagB' ('*': any), as a consumer's subscription (RocketMQ)")
     p.add_argument("--max", type=int, default=None,

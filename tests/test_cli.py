@@ -581,6 +581,26 @@ def test_query_msg_id_of_no_message_exits_1(capsys):
     assert code == 2 and "kafka stores have no message ids" in err
 
 
+@pytest.mark.parametrize("msg_id", ["zz", "7F0000010000000000000000", "Z" * 32, "7F00000100002A9F" + "G" * 16,
+                                    "0" * 57, "7F00000100002A9F000000000000_000"])
+def test_query_msg_id_that_is_no_offset_msg_id_is_a_usage_error(capsys, msg_id):
+    """An offset msgId is 32 hex digits (IPv4 store host: 4 address bytes, the port's 4, the commitlog
+    offset's 8) or 56 (IPv6: 16 address bytes): 4.9.7 ``MessageDecoder.decodeMessageId`` reads
+    ``UtilAll.string2bytes(msgId)`` as ``msgId.length() == 32 ? 4 : 16`` address bytes, a port and an
+    offset.  ``query --msg-id zz`` exited 1, "no message with msgId zz", as if the store held no such
+    message: it names no message of any store, a usage error (exit 2) saying what an id is.  With
+    ``--topic`` it may be a client msgId, which ``DefaultMQAdminExtImpl.viewMessage(topic, msgId)`` looks
+    up when ``decodeMessageId`` throws: the index is asked, exit 1 when it holds none."""
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", msg_id)
+    assert (code, out) == (2, ""), err
+    assert "expected an offset msgId: 32 hex digits" in err and f"found {msg_id!r}" in err, err
+    assert "looked up with --topic" in err
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", msg_id, "--topic", "TopicA")
+    assert (code, out) == (1, "") and f"no message with msgId {msg_id}" in err, err
+    with segstore.open(BASIC) as store, pytest.raises(ConfigError, match="expected an offset msgId"):
+        store.find_msg_id(msg_id)
+
+
 def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
     message = next(m for m in _fixture_lines("dump.jsonl", "message") if "UNIQ_KEY" in m["properties"])
     uniq = message["properties"]["UNIQ_KEY"]

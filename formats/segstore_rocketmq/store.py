@@ -346,6 +346,15 @@ def subscription_tags(expression: str, path: str | None = None) -> frozenset[str
     return frozenset(t.strip() for t in expression.split("||") if t.strip())
 
 
+def _id_shape(text: str) -> str:
+    """What is wrong with an offset msgId's text (stripped, upper case), in words."""
+    wrong = sorted({c for c in text if c not in "0123456789ABCDEF"})
+    shape = f"{len(text)} character{'' if len(text) == 1 else 's'}"
+    if wrong:
+        shape += f", not hex: {cut(''.join(wrong), 20)}"
+    return shape
+
+
 def message_line(msg: RocketMQMessage) -> str:
     """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
     ``columnar.TextWriter``)."""
@@ -1556,15 +1565,20 @@ class RocketMQStore(LifecycleMixin, Store):
         commitlog offset, as hex) is ``msg_id``; None when it names no message of this store.
 
         Runtime complexity: one commitlog read.
+
+        :raises ConfigError: ``msg_id`` is no offset msgId: not 32 hex digits (an IPv4 store host: 4
+            address bytes, the port's 4, the offset's 8) nor 56 (an IPv6 one, 16 address bytes).  4.9.7
+            ``MessageDecoder.decodeMessageId`` reads the hex (``UtilAll.string2bytes``, either case) as
+            those bytes, ``msgId.length() == 32 ? 4 : 16`` address bytes, and throws on fewer; a client
+            msgId (the ``UNIQ_KEY``, :meth:`find_client_msg_id`) has the same lengths.
         """
         self._check_open()
         text = msg_id.strip().upper()
-        if len(text) not in OFFSET_MSG_ID_LENGTHS:
-            return None
-        try:
-            offset = int(text[-16:], 16)
-        except ValueError:
-            return None
+        if len(text) not in OFFSET_MSG_ID_LENGTHS or text.strip("0123456789ABCDEF"):
+            raise ConfigError(f"expected an offset msgId: 32 hex digits (an IPv4 store host's address and "
+                              f"port, then the commitlog offset: MessageDecoder.createMessageId) or 56 (an "
+                              f"IPv6 store host), found {cut(msg_id)} ({_id_shape(text)})", self.path)
+        offset = int(text[-16:], 16)
         found = self._message_or_none(offset)
         if isinstance(found, DamagedMessage):
             # a message whose checks fail (its body CRC) is still the one the id names: its damage is
