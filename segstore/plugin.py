@@ -164,11 +164,13 @@ class FormatPlugin(abc.ABC):
         :meth:`reads_dump_line`).  ``lines`` is consumed :data:`WRITE_CHUNK` at a time, so memory does
         not grow with it.
         """
-        from .records import Message, decode_base64_fields
+        from .records import Message, check_line_fields, decode_base64_fields
 
         count = 0
         with self.open(path, "a", **config) as store:
             for chunk in chunks(lines, WRITE_CHUNK):
+                for line in chunk:
+                    check_line_fields(line)
                 store.append_batch([Message.coerce(decode_base64_fields(line)) for line in chunk])
                 count += len(chunk)
         return count

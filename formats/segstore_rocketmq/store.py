@@ -48,6 +48,7 @@ from segstore.errors import (
     StoreClosedError,
     UnsupportedOperationError,
     cut,
+    did_you_mean,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
@@ -135,13 +136,17 @@ if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info`
 
 LOCK_CONTENT = b"lock"
 
-#: Fields an append dict may carry (besides the common Message names).
-APPEND_FIELDS = frozenset({
+#: Fields an append dict may carry (besides the common Message names), in the order errors list them.
+APPEND_FIELDS_ORDER = (
     "topic", "queue_id", "body", "tags", "keys", "properties", "flag", "born_timestamp", "born_host",
     "store_host", "store_timestamp", "sys_flag", "delay_level", "reconsume_times",
     "prepared_transaction_offset",
-})
-_COMMON_FIELDS = frozenset({"partition", "value", "key", "headers", "offset", "timestamp", "timestamp_type"})
+)
+APPEND_FIELDS = frozenset(APPEND_FIELDS_ORDER)
+#: The common Message names an append dict may carry instead (``offset`` and ``timestamp_type`` the
+#: store assigns: taken, and not listed as names to give).
+_COMMON_NAMES = ("partition", "value", "key", "headers", "timestamp")
+_COMMON_FIELDS = frozenset({*_COMMON_NAMES, "offset", "timestamp_type"})
 #: The keys of a ``dump --json`` object, in order.
 JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "body_crc", "flag", "sys_flag",
              "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
@@ -856,8 +861,11 @@ class RocketMQStore(LifecycleMixin, Store):
         if not other:
             return item
         if other - _COMMON_FIELDS:
-            raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
-                                      f"found {sorted(other - _COMMON_FIELDS)}")
+            unknown = sorted(other - _COMMON_FIELDS)
+            raise InvalidMessageError(f"expected RocketMQ message fields {list(APPEND_FIELDS_ORDER)} or the "
+                                      f"common names {list(_COMMON_NAMES)}, found unknown field"
+                                      f"{'s' if len(unknown) > 1 else ''} {unknown}"
+                                      f"{did_you_mean(unknown[0], [*APPEND_FIELDS_ORDER, *_COMMON_NAMES])}")
         fields = dict(item)
         # a common name beside the RocketMQ one it maps to says the same thing twice: one would be lost
         for common, own in (("partition", "queue_id"), ("value", "body"), ("key", "keys"),
