@@ -112,13 +112,35 @@ def store_config(args: argparse.Namespace, fmt: str) -> dict[str, Any]:
     if files.not_regular(path) == "a FIFO":         # --config-file <(cmd): a pipe, read once
         with files.spooled_file(path) as copy:
             try:
-                return config_file(copy, fmt, **config)
+                taken = config_file(copy, fmt, **config)
             except ConfigError as err:
                 if err.path != copy:
                     raise
                 raise ConfigError(err.message, path, err.pos) from err
+            _say_config_file_notes(args, copy, fmt, path, config)
+            return taken
     _require_input_file(path, "a broker config file (--config-file)")
-    return config_file(path, fmt, **config)
+    taken = config_file(path, fmt, **config)
+    _say_config_file_notes(args, path, fmt, path, config)
+    return taken
+
+
+def _say_config_file_notes(args: argparse.Namespace, path: str, fmt: str, shown: str,
+                           config: Mapping[str, Any]) -> None:
+    """Print on stderr, once a command, what :func:`segstore.api.config_file_notes` says of the
+    ``--config-file`` at ``path`` (named ``shown``) for the store the command opens (``convert``: its
+    ``DST``): a RocketMQ ``storePathRootDir``/``storePathCommitLog`` naming another place than ``PATH``,
+    which is read all the same, or a file naming nothing the broker reads (another broker's file)."""
+    store = getattr(args, "dst", None) or getattr(args, "path", None)
+    if store is None or getattr(args, "_config_file_noted", False):
+        return
+    args._config_file_noted = True
+    from .api import config_file_notes
+
+    for note in config_file_notes(path, fmt, store, config):
+        if shown != path and note.startswith(path):
+            note = shown + note[len(path):]
+        sys.stderr.write(f"segstore {args.command}: note: {note}\n")
 
 
 def format_name(text: str) -> str:

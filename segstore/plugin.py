@@ -141,6 +141,16 @@ class FormatPlugin(abc.ABC):
         """
         raise UnsupportedOperationError(f"{self.name} stores take no broker config file", path)
 
+    def config_file_notes(self, entries: Sequence[tuple[str, str, int]], path: str,
+                          store: str) -> list[tuple[str, int | None]]:
+        """What a user should be told of the broker config file at ``path`` (``entries`` as
+        :meth:`config_from_file` takes them) given for the store at ``store``, though nothing in it is
+        refused: settings the broker follows and segstore does not (a store directory other than
+        ``store``), or a file no name of which this broker reads (another broker's file).  Each note is
+        ``(message, byte position of its line or None)``; the CLI prints them on stderr.  None by
+        default."""
+        return []
+
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """Why a new directory ``name`` may not be made in ``parent`` where ``parent`` holds a store of
         this format (its broker would then fail to load that store), else None (the default: a format
