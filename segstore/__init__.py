@@ -13,18 +13,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import config_file, open
+    from .api import config_file, config_file_notes, open
     from .errors import SegstoreError
     from .records import Message, Record
     from .store import AppendResult, DumpLine, Problem, QueryRequest, QueryResult, Store
 
 __all__ = ["AppendResult", "DumpLine", "Message", "Problem", "QueryRequest", "QueryResult", "Record",
-           "SegstoreError", "Store", "config_file", "open"]
+           "SegstoreError", "Store", "config_file", "config_file_notes", "open"]
 __version__ = "0.1.0"
 
 #: the module each name of :data:`__all__` comes from
-_HOMES = {"open": ".api", "config_file": ".api", "SegstoreError": ".errors", "Message": ".records",
-          "Record": ".records",
+_HOMES = {"open": ".api", "config_file": ".api", "config_file_notes": ".api", "SegstoreError": ".errors",
+          "Message": ".records", "Record": ".records",
           **{name: ".store" for name in ("AppendResult", "DumpLine", "Problem", "QueryRequest", "QueryResult",
                                          "Store")}}
 

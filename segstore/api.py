@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import files, jsontext, registry
@@ -103,6 +103,30 @@ def config_file(path: str | os.PathLike[str], format: str, **overrides: Any) -> 
             raise
         # the line too, as an editor shows it (the position is its first byte)
         raise ConfigError(f"line {line_number(data, err.pos)}: {err.message}", shown, err.pos) from err
+
+
+def config_file_notes(path: str | os.PathLike[str], format: str, store: str | os.PathLike[str],
+                      overrides: Iterable[str] = ()) -> list[str]:
+    """What to tell a user of the broker config file at ``path`` given for the store at ``store``, though
+    :func:`config_file` takes it: a setting the broker follows and segstore does not (RocketMQ's
+    ``storePathRootDir``/``storePathCommitLog`` naming another place than ``store``, which segstore reads
+    all the same), or a file naming nothing this broker reads (another broker's file).  One line each,
+    ``FILE:POS: line N: ...`` where a line is concerned
+    (:meth:`~segstore.plugin.FormatPlugin.config_file_notes`); nothing is printed here.  A name of
+    ``overrides`` (the config given beside the file, which wins over it) is not looked at.
+
+    :raises ConfigError: a malformed file, as :func:`config_file`.
+    """
+    from .properties import line_number, parse_entries
+
+    shown = os.fspath(path)
+    data = files.read_bytes(shown)
+    replaced = set(overrides)
+    entries = [(entry.key, entry.value, entry.pos) for entry in parse_entries(data, shown)
+               if entry.key not in replaced]
+    notes = registry.get(format).config_file_notes(entries, shown, os.fspath(store))
+    return [f"{shown}:{pos}: line {line_number(data, pos)}: {message}" if pos is not None
+            else f"{shown}: {message}" for message, pos in notes]
 
 
 #: the keywords of :func:`open` itself (the rest are the format's config names)

@@ -112,13 +112,35 @@ def store_config(args: argparse.Namespace, fmt: str) -> dict[str, Any]:
     if files.not_regular(path) == "a FIFO":         # --config-file <(cmd): a pipe, read once
         with files.spooled_file(path) as copy:
             try:
-                return config_file(copy, fmt, **config)
+                taken = config_file(copy, fmt, **config)
             except ConfigError as err:
                 if err.path != copy:
                     raise
                 raise ConfigError(err.message, path, err.pos) from err
+            _say_config_file_notes(args, copy, fmt, path, config)
+            return taken
     _require_input_file(path, "a broker config file (--config-file)")
-    return config_file(path, fmt, **config)
+    taken = config_file(path, fmt, **config)
+    _say_config_file_notes(args, path, fmt, path, config)
+    return taken
+
+
+def _say_config_file_notes(args: argparse.Namespace, path: str, fmt: str, shown: str,
+                           config: Mapping[str, Any]) -> None:
+    """Print on stderr, once a command, what :func:`segstore.api.config_file_notes` says of the
+    ``--config-file`` at ``path`` (named ``shown``) for the store the command opens (``convert``: its
+    ``DST``): a RocketMQ ``storePathRootDir``/``storePathCommitLog`` naming another place than ``PATH``,
+    which is read all the same, or a file naming nothing the broker reads (another broker's file)."""
+    store = getattr(args, "dst", None) or getattr(args, "path", None)
+    if store is None or getattr(args, "_config_file_noted", False):
+        return
+    args._config_file_noted = True
+    from .api import config_file_notes
+
+    for note in config_file_notes(path, fmt, store, config):
+        if shown != path and note.startswith(path):
+            note = shown + note[len(path):]
+        sys.stderr.write(f"segstore {args.command}: note: {note}\n")
 
 
 def format_name(text: str) -> str:
@@ -1242,7 +1264,16 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
         if find is None:
             raise UsageError(f"--msg-id: {store.format} stores have no message ids")
         decompress = _decompressing(store, args)
-        found = find(args.msg_id)
+        try:
+            found = find(args.msg_id)
+        except ConfigError as err:
+            # not an offset msgId: with --topic it may still be a client one, which the index is asked
+            # for (4.9.7 DefaultMQAdminExtImpl.viewMessage(topic, msgId) falls back when
+            # decodeMessageId throws); without it, the id is wrong
+            if args.topic is None:
+                raise UsageError(f"--msg-id: {err.message}; a client msgId, the UNIQ_KEY, is looked up "
+                                 "with --topic T") from err
+            found = None
         if found is not None:
             _print_records(store, [store.consumed(found) if decompress else found], args.json, out)
             return EXIT_OK
@@ -2904,8 +2935,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "
                         "the file's first entry), Kafka the record timestamp")
     p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
-    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
-                                    "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
+    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset, 32 or "
+                                    "56 hex digits), or with --topic a client msgId (UNIQ_KEY), as mqadmin "
+                                    "queryMsgById")
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this, or one of "
                    "'TagA || TagB' ('*': any), as a consumer's subscription (RocketMQ)")
     p.add_argument("--max", type=int, default=None,

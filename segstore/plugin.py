@@ -141,6 +141,16 @@ class FormatPlugin(abc.ABC):
         """
         raise UnsupportedOperationError(f"{self.name} stores take no broker config file", path)
 
+    def config_file_notes(self, entries: Sequence[tuple[str, str, int]], path: str,
+                          store: str) -> list[tuple[str, int | None]]:
+        """What a user should be told of the broker config file at ``path`` (``entries`` as
+        :meth:`config_from_file` takes them) given for the store at ``store``, though nothing in it is
+        refused: settings the broker follows and segstore does not (a store directory other than
+        ``store``), or a file no name of which this broker reads (another broker's file).  Each note is
+        ``(message, byte position of its line or None)``; the CLI prints them on stderr.  None by
+        default."""
+        return []
+
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """Why a new directory ``name`` may not be made in ``parent`` where ``parent`` holds a store of
         this format (its broker would then fail to load that store), else None (the default: a format
@@ -164,11 +174,13 @@ class FormatPlugin(abc.ABC):
         :meth:`reads_dump_line`).  ``lines`` is consumed :data:`WRITE_CHUNK` at a time, so memory does
         not grow with it.
         """
-        from .records import Message, decode_base64_fields
+        from .records import Message, check_line_fields, decode_base64_fields
 
         count = 0
         with self.open(path, "a", **config) as store:
             for chunk in chunks(lines, WRITE_CHUNK):
+                for line in chunk:
+                    check_line_fields(line)
                 store.append_batch([Message.coerce(decode_base64_fields(line)) for line in chunk])
                 count += len(chunk)
         return count

@@ -34,11 +34,11 @@ import abc
 import base64
 import binascii
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
-from .errors import InvalidMessageError, cut
+from .errors import InvalidMessageError, cut, did_you_mean
 
 
 @overload
@@ -175,6 +175,31 @@ class Record(abc.ABC):
 BASE64_FIELDS = {"valueBase64": "value", "bodyBase64": "value", "keyBase64": "key"}
 #: The fields a base64 field stands in for: one line gives one of them.
 _PLAIN_ALIASES = {"value": ("value", "body"), "key": ("key",)}
+
+
+#: The common names a plain ``write --input`` line gives (its ``offset`` and ``timestamp_type``, the
+#: store's to assign, are :class:`Message` fields too: taken when null, refused otherwise by the CLI).
+LINE_FIELDS = ("topic", "value", "key", "partition", "timestamp", "headers")
+_ASSIGNED = ("offset", "timestamp_type")
+
+
+def check_line_fields(obj: Mapping[str, Any], own: Iterable[str] = (), fmt: str | None = None) -> None:
+    """Refuse a plain JSON-lines message (``write --input``) naming a field neither the common names
+    (:data:`LINE_FIELDS`, :data:`BASE64_FIELDS`) nor the format's ``own`` names take, listing every name
+    taken (a name that was lost said nothing before: ``valu`` beside ``value``).
+
+    :raises InvalidMessageError: naming the unknown fields (and, for a typo, the name meant).
+    """
+    own = [name for name in own if name not in LINE_FIELDS]
+    known = {*LINE_FIELDS, *_ASSIGNED, *BASE64_FIELDS, *own}
+    unknown = sorted(set(obj) - known)
+    if not unknown:
+        return
+    theirs = f", or {fmt}'s own {', '.join(own)}" if own else ""
+    hint = did_you_mean(unknown[0], [*LINE_FIELDS, *BASE64_FIELDS, *own])
+    raise InvalidMessageError(f"expected a message line's fields: {', '.join(LINE_FIELDS)} (binary bytes as "
+                              f"base64: {', '.join(BASE64_FIELDS)}){theirs}; found unknown field"
+                              f"{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}{hint}")
 
 
 def decode_base64_fields(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from conftest import FIXTURES, ROOT, cli_run, copy_writable
 
 import segstore
 from segstore import cli
+from segstore.errors import ConfigError
 
 BASIC = FIXTURES / "rocketmq" / "basic" / "store"
 ABORT = FIXTURES / "rocketmq" / "abort" / "store"
@@ -580,6 +581,26 @@ def test_query_msg_id_of_no_message_exits_1(capsys):
     assert code == 2 and "kafka stores have no message ids" in err
 
 
+@pytest.mark.parametrize("msg_id", ["zz", "7F0000010000000000000000", "Z" * 32, "7F00000100002A9F" + "G" * 16,
+                                    "0" * 57, "7F00000100002A9F000000000000_000"])
+def test_query_msg_id_that_is_no_offset_msg_id_is_a_usage_error(capsys, msg_id):
+    """An offset msgId is 32 hex digits (IPv4 store host: 4 address bytes, the port's 4, the commitlog
+    offset's 8) or 56 (IPv6: 16 address bytes): 4.9.7 ``MessageDecoder.decodeMessageId`` reads
+    ``UtilAll.string2bytes(msgId)`` as ``msgId.length() == 32 ? 4 : 16`` address bytes, a port and an
+    offset.  ``query --msg-id zz`` exited 1, "no message with msgId zz", as if the store held no such
+    message: it names no message of any store, a usage error (exit 2) saying what an id is.  With
+    ``--topic`` it may be a client msgId, which ``DefaultMQAdminExtImpl.viewMessage(topic, msgId)`` looks
+    up when ``decodeMessageId`` throws: the index is asked, exit 1 when it holds none."""
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", msg_id)
+    assert (code, out) == (2, ""), err
+    assert "expected an offset msgId: 32 hex digits" in err and f"found {msg_id!r}" in err, err
+    assert "looked up with --topic" in err
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", msg_id, "--topic", "TopicA")
+    assert (code, out) == (1, "") and f"no message with msgId {msg_id}" in err, err
+    with segstore.open(BASIC) as store, pytest.raises(ConfigError, match="expected an offset msgId"):
+        store.find_msg_id(msg_id)
+
+
 def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
     message = next(m for m in _fixture_lines("dump.jsonl", "message") if "UNIQ_KEY" in m["properties"])
     uniq = message["properties"]["UNIQ_KEY"]
@@ -750,8 +771,27 @@ def test_tag_takes_a_subscription_expression_as_printmsg_s_does(capsys):
     code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0",
                        "--count", "3", "--tag", "TagA || TagB", "--json")
     assert code == 0 and shown(out) == [t for t in either if t[0] == 0][:3]
-    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "||")
-    assert (code, out) == (1, "") and "no message tagged '||'" in err
+    # tags that trim to nothing (Java's split keeps the non-empty " ") subscribe to no tag: none matches
+    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "|| ||")
+    assert (code, out) == (1, "") and "no message tagged '|| ||'" in err
+
+
+@pytest.mark.parametrize("expression", ["||", "||||", " || "])
+def test_a_tag_expression_of_bars_alone_is_a_usage_error(capsys, expression):
+    """4.9.7 ``FilterAPI.buildSubscriptionData`` splits the expression with ``split("\\|\\|")``, which
+    drops trailing empty strings: ``||`` (``mqadmin printMsg -s`` trims the option first) gives no
+    element, and it throws "subString split error" (the pull consumer: "parse subscription error").
+    ``dump --tag '||'`` and ``query --tag '||'`` exited 1, "no message tagged '||'", as if the store
+    held no such message: the expression is wrong, exit 2, whatever the store holds."""
+    for args in (["dump", BASIC], ["dump", BASIC, "--json", "--topic", "TopicA"],
+                 ["dump", BASIC, "--topic", "TopicA", "--begin", "0", "--end", "1"],
+                 ["query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0"],
+                 ["query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "99999"]):
+        code, out, err = run(capsys, *args, "--tag", expression)
+        assert (code, out) == (2, ""), (args, err)
+        assert "expected a subscription expression" in err and f"found {expression.strip()!r}" in err, err
+    with segstore.open(BASIC) as store, pytest.raises(ConfigError, match="subString split error"):
+        next(store.read("TopicA", 0, tag=expression))
 
 
 @pytest.mark.parametrize(("text", "ms"), [

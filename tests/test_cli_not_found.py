@@ -36,7 +36,7 @@ NO_HIT_QUERIES = [
     (BASIC, ["--topic", "TopicA", "--queue", "0", "--timestamp", FUTURE], "no message stored at or after"),
     (BASIC, ["--topic", "TopicA", "--queue", "0", "--offset", "999"], "no record at offset 999"),
     (BASIC, ["--topic", "TopicA", "--key", "no-such-key"], "no record with key 'no-such-key'"),
-    (BASIC, ["--msg-id", "7F0000010000000000000000"], "no message with msgId"),
+    (BASIC, ["--msg-id", "7F00000100002A9F00000000FFFFFFFF"], "no message with msgId"),
     (BASIC, ["--msg-id", "7F0000010000000000000000", "--topic", "TopicA"], "no message with msgId"),
     (BASIC, ["--topic", "TopicA", "--queue", "0", "--offset", "0", "--tag", "NOTAG"], "no record tagged"),
     (KAFKA_PART, ["--timestamp", FUTURE], "no record stored at or after timestamp"),

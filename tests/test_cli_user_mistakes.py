@@ -22,7 +22,7 @@ import pytest
 from conftest import FIXTURES, cli_run, copy_writable
 
 import segstore
-from segstore.errors import StorageIOError
+from segstore.errors import InvalidMessageError, StorageIOError
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -124,6 +124,42 @@ def test_the_common_names_alone_still_write_as_rocketmq_fields(tmp_path):
     _, out, _ = cli_run("dump", tmp_path / "store", "--json")
     (got,) = [json.loads(line) for line in out.splitlines()]
     assert (got["queue_id"], got["keys"], got["tags"], got["born_timestamp"]) == (1, ["k1"], "t", 0)
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@pytest.mark.parametrize("typo, meant", [("bodyy", "body"), ("vale", "value"), ("valueBase46", "valueBase64"),
+                                         ("partiton", "partition")])
+def test_an_unknown_field_of_a_write_input_line_lists_every_name_a_line_takes(tmp_path, fmt, typo, meant):
+    """docs/cli.md (JSON-lines input): a plain line takes the common names ``topic``, ``value``, ``key``,
+    ``partition``, ``timestamp``, ``headers``, the base64 forms ``valueBase64``/``bodyBase64``/``keyBase64``,
+    and RocketMQ's own names into a RocketMQ store.  The RocketMQ error listed only its own names, none of
+    the common ones the line could have meant (``value`` for ``vale``), Kafka's listed ``offset`` and
+    ``timestamp_type``, which a plain line may not give, and neither listed the base64 forms."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "value": "ok"}, {"topic": "A", typo: "x"})
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", lines)
+    assert (code, out) == (1, "")
+    assert f"{lines}:" in err and "line 2:" in err, err
+    # Kafka takes no body (only bodyBase64): no name is meant there
+    hint = "" if (fmt, meant) == ("kafka", "body") else f" (did you mean {meant!r}?)"
+    assert f"found unknown field {typo!r}{hint}\n" in err, err
+    listed = err.split("found unknown")[0]
+    for name in ("topic", "value", "key", "partition", "timestamp", "headers", "valueBase64", "bodyBase64",
+                 "keyBase64"):
+        assert name in listed, (name, err)
+    own = ("queue_id", "tags", "properties", "delay_level", "prepared_transaction_offset")
+    assert all(name in listed for name in own) if fmt == "rocketmq" else not any(n in listed for n in own)
+    assert "offset," not in listed and "timestamp_type" not in listed
+    assert not (tmp_path / "store").exists()
+
+
+def test_an_unknown_field_of_a_rocketmq_append_names_the_common_names_too(tmp_path):
+    """The library's ``append`` of a dict: RocketMQ's own names and the common ones it maps."""
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a") as store:
+        with pytest.raises(InvalidMessageError) as err:
+            store.append({"topic": "A", "valu": "x"})
+    said = str(err.value)
+    assert "'queue_id'" in said and "'value'" in said and "'partition'" in said and "'headers'" in said
+    assert "found unknown field ['valu'] (did you mean 'value'?)" in said, said
 
 
 @pytest.mark.parametrize("count", ["0", "-3"])

@@ -365,3 +365,63 @@ def test_server_properties_given_as_a_path_is_a_config_error():
     with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
                        **{"server.properties": {"log.segment.bytes": 2048}}) as store:
         assert store.config.segment_bytes == 2048
+
+
+# -- notes: settings the broker follows and segstore does not, another broker's file --------------------
+
+def test_store_paths_of_another_place_are_noted_and_path_is_read(tmp_path):
+    """4.9.7 ``MessageStoreConfig.storePathRootDir`` is the broker's store directory (its consumequeue,
+    index, checkpoint and config under it: ``StorePathConfigHelper``), ``storePathCommitLog`` its commitlog
+    directory (``getStorePathCommitLog``: ``storePathRootDir/commitlog`` when unset; several directories
+    split at ``MULTI_PATH_SPLITTER`` ',' for ``MultiPathMappedFileQueue``, which also loads
+    ``readOnlyCommitLogStorePaths``).  The broker's own conf naming other places than PATH was taken
+    without a word and PATH read: segstore still reads PATH (a copy of the store, say), and says so on
+    stderr, naming the line; settings naming PATH itself, or a path --config replaces, say nothing."""
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    _, plain, _ = cli_run("info", store, "--json")
+    elsewhere = _conf(tmp_path, "brokerName=a\nstorePathRootDir=/opt/rocketmq/store\n"
+                                "storePathCommitLog=/opt/rocketmq/store/commitlog\n")
+    code, out, err = cli_run("info", store, "--config-file", elsewhere, "--json")
+    assert (code, out) == (0, plain), err
+    (note,) = err.splitlines()
+    assert note.startswith(f"segstore info: note: {elsewhere}:13: line 2: storePathRootDir "
+                           "'/opt/rocketmq/store'")
+    assert f"segstore reads {store} " in note
+    apart = _conf(tmp_path, f"storePathRootDir={store}\nstorePathCommitLog=/disk2/commitlog\n"
+                            "readOnlyCommitLogStorePaths=/disk3/commitlog\n", "apart.conf")
+    code, _, err = cli_run("dump", store, "--config-file", apart, "--topic", "TopicA")
+    notes = err.splitlines()
+    assert code == 0 and len(notes) == 2, err
+    assert f"{apart}:" in notes[0] and "line 2: storePathCommitLog '/disk2/commitlog' is not" in notes[0]
+    assert f"segstore reads {store / 'commitlog'}" in notes[0]
+    assert "line 3: readOnlyCommitLogStorePaths '/disk3/commitlog'" in notes[1]
+    spread = _conf(tmp_path, "storePathCommitLog=/d1/commitlog,/d2/commitlog\n", "spread.conf")
+    _, _, err = cli_run("info", store, "--config-file", spread)
+    assert "spreads its commitlog over 2 directories (MultiPathMappedFileQueue" in err, err
+    same = _conf(tmp_path, f"storePathRootDir={store}/\nstorePathCommitLog={store}/commitlog\n"
+                           "storePathConsumeQueue=/x\nstorePathIndex=/y\n", "same.conf")
+    assert cli_run("info", store, "--config-file", same)[2] == ""
+    # --config wins over the file: its storePathRootDir is not looked at (the commitlog it names then
+    # lies outside the store directory --config gives)
+    err = cli_run("info", store, "--config-file", elsewhere, "--config", f"storePathRootDir={store}")[2]
+    assert "storePathRootDir" not in err and "storePathCommitLog '/opt/rocketmq/store/commitlog'" in err
+    # the library returns the notes; only the CLI prints them
+    assert segstore.config_file_notes(same, "rocketmq", store) == []
+    assert len(segstore.config_file_notes(elsewhere, "rocketmq", store)) == 1
+
+
+def test_another_brokers_file_is_noted(tmp_path):
+    """A Kafka ``server.properties`` given for a RocketMQ store names nothing a 4.9.7 broker reads (every
+    name has a '.', which no setter ``MixAll.properties2Object`` calls has): the broker ignores all of it,
+    as segstore does, and the user almost certainly gave the wrong file; a RocketMQ ``broker.conf`` given
+    for a Kafka store names nothing a 3.8 ``KafkaConfig`` knows (all its names but ``listeners`` have a
+    '.').  Both were taken without a word."""
+    rocketmq = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    code, _, err = cli_run("info", rocketmq, "--config-file", KAFKA_CONF / "server.properties")
+    said = f"segstore info: note: {KAFKA_CONF / 'server.properties'}: expected a RocketMQ broker.conf, "
+    assert code == 0 and err.startswith(said + "found no name a RocketMQ broker reads"), err
+    kafka = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    code, _, err = cli_run("info", kafka, "--config-file", ROCKETMQ_CONF / "broker.conf")
+    assert code == 0 and "expected a Kafka server.properties, found no name a Kafka broker reads" in err, err
+    assert cli_run("info", rocketmq, "--config-file", ROCKETMQ_CONF / "broker.conf")[2] == ""
+    assert cli_run("info", kafka, "--config-file", KAFKA_CONF / "server.properties")[2] == ""

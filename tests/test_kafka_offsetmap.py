@@ -165,6 +165,11 @@ def _compact(path: Path, memory: int) -> compaction.CompactionResult:
         part.close()
 
 
+def _log_bytes(sizes: dict[int, int], end: int) -> int:
+    """The bytes of the .log files (base offset -> size) of the segments a clean up to ``end`` reads."""
+    return sum(size for base, size in sizes.items() if base < end)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PARTITION, st.integers(2, 14), st.sampled_from(["none", "gzip"]))
 def test_passes_with_a_small_map_equal_one_pass_with_a_large_one(segments: list, slots: int,
@@ -176,6 +181,7 @@ def test_passes_with_a_small_map_equal_one_pass_with_a_large_one(segments: list,
         small, large = Path(tmp) / "a" / "t-0", Path(tmp) / "b" / "t-0"
         written = _write(small, segments, compression)
         _write(large, segments, compression)
+        sizes = {int(log.stem): log.stat().st_size for log in small.glob("*.log")}
         bounded = _compact(small, slots * 24)
         reference = _compact(large, compaction.DEDUPE_BUFFER_SIZE)
         assert reference.passes <= 1 and not reference.map_full
@@ -188,6 +194,15 @@ def test_passes_with_a_small_map_equal_one_pass_with_a_large_one(segments: list,
         expected = [(o, k, v, h) for o, k, v, h in written
                     if o >= reference.end_offset or (k is not None and latest[k] == o)]
         assert _records(small) == _records(large) == expected
+        # a run's stats are the whole run's (the records and bytes of the segments below its end before
+        # it, and after it), not its passes' stats summed; its records those one pass over the range
+        # reads and keeps (its bytes may differ: a tombstone an earlier pass kept took a delete horizon)
+        assert (bounded.records_read, bounded.records_kept) == (reference.records_read,
+                                                                reference.records_kept)
+        assert bounded.bytes_before == reference.bytes_before == _log_bytes(sizes, reference.end_offset)
+        for result, path in ((bounded, small), (reference, large)):
+            after = {int(log.stem): log.stat().st_size for log in path.glob("*.log")}
+            assert result.bytes_after == _log_bytes(after, result.end_offset)
         for path in (small, large):
             with segstore.open(path) as store:
                 assert store.verify() == []
@@ -213,6 +228,28 @@ def test_the_text_of_a_run_in_passes_counts_them_in_english(tmp_path: Path, caps
     assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24)]) == 0
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("t-0: cleaned offsets 0-19: ") and line.endswith(", 7 passes"), line
+
+
+def test_a_run_in_passes_counts_the_records_the_partition_held_once(tmp_path: Path, capsys) -> None:
+    """Kafka 3.8.0 ``LogCleaner.recordStats`` logs one cleaning's ``CleanerStats``: "Start size: ... (N
+    messages)", "End size: ... (M messages)", the records and bytes of the segments that cleaning read and
+    wrote.  A run of 7 passes (4 slots: 3 keys a pass) over 20 records (10 keys twice) summed the passes'
+    stats, counting the records an earlier pass kept again in every later pass: "kept 85 of 95 records,
+    7144 -> 6392 bytes".  The run read the 20 records of the two segments below the active one and kept
+    the latest of each key, 10, and their bytes went from the two .log files' sizes to the cleaned one's."""
+    path = tmp_path / "logs" / "t-0"
+    segments = [[[(k, b"v%d" % k)] for k in range(10)], [[(k, b"w%d" % k)] for k in range(10)], [[(0, b"z")]]]
+    _write(path, segments, "none")
+    logs = sorted(path.glob("*.log"))
+    before = sum(p.stat().st_size for p in logs[:2])
+    assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    after = sorted(path.glob("*.log"))
+    assert len(after) == 2 and after[1] == logs[2]
+    assert done["passes"] == 7
+    assert (done["records_read"], done["records_kept"]) == (20, 10)
+    assert (done["bytes_before"], done["bytes_after"]) == (before, after[0].stat().st_size)
+    assert len(_records(path)) == 11       # the 10 kept and the active segment's one
 
 
 def test_a_dry_run_whose_first_pass_keeps_everything_says_the_map_filled(tmp_path: Path, capsys) -> None:

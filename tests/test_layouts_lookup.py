@@ -248,7 +248,7 @@ def test_index_lookups_check_their_arguments(tmp_path: Path, fmt: str) -> None:
     ``max_hits=-1`` gave every hit but the oldest on RocketMQ and none on Kafka, ``2.5`` a TypeError; a
     RocketMQ queue the store does not hold was "expected a 'time' index for T/7 ... (run: segstore index
     build ...)", as if building an index would make the queue.  Each is now the store's own typed error."""
-    from segstore.errors import ConfigError, SegstoreError
+    from segstore.errors import ConfigError, NotFoundError
 
     path = tmp_path / "T-0"
     _write(path, fmt, [[{"partition": 0, "key": "k1", "header": None, "step": 10, "size": 5}] * 4],
@@ -266,13 +266,17 @@ def test_index_lookups_check_their_arguments(tmp_path: Path, fmt: str) -> None:
         for lookup in bad:
             with pytest.raises(ConfigError):
                 lookup()
-        with pytest.raises(SegstoreError) as held:
-            store.offset_range("T", 7)
-        for lookup in (lambda: indexes.find_key("T", 7, b"k1"), lambda: indexes.offset_for_time("T", 7, 1),
-                       lambda: indexes.read_at("T", 7, 0)):
-            with pytest.raises(type(held.value)) as caught:
-                lookup()
-            assert caught.value.message == held.value.message
+        # docs/index-layouts.md: "the store's own NotFoundError" (the CLI's exit 1, what the store does not
+        # hold); a Kafka partition directory asked for another partition (or topic) raised
+        # InvalidTopicError, a usage error (exit 2) for a name nothing is wrong with
+        for topic, queue in (("T", 7), ("U", 0)):
+            with pytest.raises(NotFoundError) as held:
+                store.offset_range(topic, queue)
+            for lookup, more in ((indexes.find_key, (b"k1",)), (indexes.offset_for_time, (1,)),
+                                 (indexes.read_at, (0,)), (lambda t, q: list(store.read(t, q)), ())):
+                with pytest.raises(NotFoundError) as caught:
+                    lookup(topic, queue, *more)
+                assert caught.value.message == held.value.message
 
 
 def test_key_index_headers_are_names_however_they_are_written(tmp_path: Path) -> None:

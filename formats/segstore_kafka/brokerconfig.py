@@ -153,3 +153,21 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
         except ConfigError as err:
             raise ConfigError(f"expected {name} as the broker takes it ({err.message})", path, pos) from err
     return {SERVER_PROPERTIES: {name: value for name, (value, _) in static.items()}, **(overrides or {})}
+
+
+#: The one Kafka 3.8 broker config name without a '.' (``KafkaConfig``: ``listeners``)
+_UNDOTTED_NAMES = frozenset({"listeners"})
+
+
+def file_notes(entries: Iterable[tuple[str, str, int]]) -> list[tuple[str, int | None]]:
+    """A ``server.properties`` none of whose names a Kafka broker reads: every name but ``listeners`` of
+    ``KafkaConfig`` has a '.', and this file's have none (camelCase names, as a RocketMQ
+    ``broker.conf`` holds): the broker would log each as "supplied but isn't a known config" and take
+    nothing from it, so the file was most likely not meant for it (``(message, None)``)."""
+    names = {name for name, _, _ in entries}
+    if not names or any("." in name or name in _UNDOTTED_NAMES for name in names):
+        return []
+    shown = ", ".join(sorted(names)[:3])
+    return [(f"expected a Kafka server.properties, found no name a Kafka broker reads ({shown}...: names "
+             "without a '.', as a RocketMQ broker.conf holds; the broker's are log.dirs, "
+             "log.retention.hours...): segstore takes none (the defaults stand)", None)]

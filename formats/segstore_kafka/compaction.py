@@ -313,6 +313,17 @@ def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:
 
 @dataclass(slots=True)
 class CompactionResult:
+    """What one compaction of a partition did.
+
+    ``records_read`` / ``bytes_before``: the records and bytes the segments it cleaned held before it,
+    each counted once; ``records_kept`` / ``bytes_after``: what those segments hold after it (a batch kept
+    as an empty header: its header's bytes, no record).  One pass is one broker cleaning, and these are
+    its ``CleanerStats`` (Kafka 3.8.0 ``LogCleaner.recordStats``: "Start size: ... (N messages)", "End
+    size: ... (M messages)"); a run of several passes reports the whole run, not the sum of its passes'
+    stats, which count the records an earlier pass kept again in each later one
+    (:meth:`add_pass`).  ``groups``: the groups each pass cleaned, in order.
+    """
+
     topic: str
     partition: int
     first_dirty_offset: int
@@ -335,6 +346,20 @@ class CompactionResult:
                 "records_kept": self.records_kept, "bytes_before": self.bytes_before,
                 "bytes_after": self.bytes_after, "dry_run": self.dry_run, "passes": self.passes,
                 "map_full": self.map_full}
+
+    def add_pass(self, read: int, kept: int, before: int, after: int) -> None:
+        """Fold one pass's ``CleanerStats`` (records read and kept, bytes read and written) into the run.
+
+        A pass reads every segment below its map's end, which are all those an earlier pass of the run
+        wrote (the map's end only grows): what it reads is what the earlier passes kept plus the records
+        they had not reached.  So the run read what this pass reads plus what the earlier passes
+        dropped, and keeps what this pass keeps.
+        """
+        if self.passes:
+            read += self.records_read - self.records_kept
+            before += self.bytes_before - self.bytes_after
+        self.records_read, self.records_kept, self.bytes_before, self.bytes_after = read, kept, before, after
+        self.passes += 1
 
 
 # -- cleaning -------------------------------------------------------------------------------
@@ -837,36 +862,39 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
         _check_horizon(part, now)
         result.map_full = build_offset_map(part, dirty, uncleanable, omap)
         result.end_offset = omap.latest_offset + 1
-        result.passes += 1
-        _clean(part, omap, uncleanable, now, result, rewriting)
+        stats = _clean(part, omap, uncleanable, now, result, rewriting)
+        result.add_pass(stats.records_read, stats.records_kept, stats.bytes_before, stats.bytes_after)
         if dry_run or not result.map_full:
             return result
 
 
 def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result: CompactionResult,
-           rewriting: Callable[[int], None] | None = None) -> None:
+           rewriting: Callable[[int], None] | None = None) -> CompactionResult:
     """``Cleaner.doClean`` after the map: every group below the map's end cleaned and swapped in, then
     ``cleaner-offset-checkpoint`` set to the end (not in a dry run).  ``rewriting(base)`` is called
-    with the first group's base before any group is swapped in."""
+    with the first group's base before any group is swapped in.  The groups are added to
+    ``result.groups``; returns this pass's own stats (records and bytes read and kept)."""
     end = omap.latest_offset + 1
     before = [s for s in part.segments if s.base < end]
     active, _ = producer_state(part, now)
     meta = CleanedTransactionMetadata()
     config = part.config
-    clean = _Filter(omap, meta, active, now, config.delete_retention_ms, result)
+    stats = CompactionResult(part.topic, part.partition, result.first_dirty_offset,
+                             result.first_uncleanable_offset, end, dry_run=result.dry_run)
+    clean = _Filter(omap, meta, active, now, config.delete_retention_ms, stats)
     groups = group_segments(before, config.segment_bytes, config.segment_index_bytes, uncleanable)
     if groups and rewriting is not None and not result.dry_run:
         rewriting(groups[0][0].base)
     for group in groups:
         result.groups.append([s.base for s in group])
-        result.bytes_before += sum(s.size for s in group)
+        stats.bytes_before += sum(s.size for s in group)
         cleaned = _CleanedSegment(part, group[0].base)
         meta.cleaned_index = cleaned.aborted
         for i, seg in enumerate(group):
             upper = group[i + 1].base if i + 1 < len(group) else seg.next_offset()
             meta.add_aborted(aborted_between(part, seg.base, upper))
             clean.segment(seg, cleaned)
-        result.bytes_after += cleaned.size
+        stats.bytes_after += cleaned.size
         if not result.dry_run:
             _swap_in(part, cleaned, group)
     if not result.dry_run:
@@ -874,6 +902,7 @@ def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result:
         offsets_cp = read_offsets(checkpoint)
         offsets_cp[(part.topic, part.partition)] = end
         write_offsets(checkpoint, offsets_cp)
+    return stats
 
 
 def _swap_in(part: Partition, cleaned: _CleanedSegment, group: list[LogSegment]) -> None:

@@ -51,7 +51,7 @@ from typing import Any
 from segstore.errors import InvalidMessageError, cut
 from segstore.javatext import JavaText, java_text
 from segstore.plugin import WRITE_CHUNK
-from segstore.records import LOG_APPEND_TIME, decode_base64_fields
+from segstore.records import LOG_APPEND_TIME, check_line_fields, decode_base64_fields
 
 from . import batch as codec
 from . import partitioner
@@ -311,6 +311,7 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
             dumped.append(obj)
         else:
             write_dumped()
+            check_line_fields(obj)
             obj = decode_base64_fields(obj)
             if not fits(obj):
                 write_plain()

@@ -103,6 +103,13 @@ class KafkaFormat(FormatPlugin):
 
         return from_properties(entries, path, overrides)
 
+    def config_file_notes(self, entries: Sequence[tuple[str, str, int]], path: str,
+                          store: str) -> list[tuple[str, int | None]]:
+        """A ``server.properties`` naming nothing a Kafka broker reads (:func:`.brokerconfig.file_notes`)."""
+        from .brokerconfig import file_notes
+
+        return file_notes(entries)
+
     def change_marker(self, path: str) -> Hashable | None:
         """The names, inodes, sizes and modification times of the files of the log directory or partition
         directory ``path`` and of its partition directories (:func:`segstore.files.tree_identity`): a

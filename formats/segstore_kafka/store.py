@@ -815,16 +815,21 @@ class KafkaStore(Store):
     def partition_of(self, topic: str, partition: int, *, create: bool = False) -> Partition:
         """The :class:`Partition` for ``(topic, partition)``.
 
-        :raises NotFoundError: no such partition (and not ``create``).
-        :raises InvalidTopicError: a partition directory store asked for another partition.
+        :raises NotFoundError: no such partition (and not ``create``); a partition directory store asked
+            for another partition to read, as a log directory without it answers (the CLI's exit 1).
+        :raises InvalidTopicError: a partition directory store asked to create (append to) another
+            partition: it holds one, and a message of another can only go to a log directory.
         :raises StoreClosedError: the store was closed.
         """
         self._check_open()
         if self._part is not None:
             if (topic, partition) != (self._part.topic, self._part.partition):
-                raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} "
-                                        "(this directory's "
-                                        f"partition), found {topic}-{partition}", self.path)
+                held = f"{self._part.topic}-{self._part.partition}"
+                if create:
+                    raise InvalidTopicError(f"expected {held} (this directory's partition), found "
+                                            f"{topic}-{partition}", self.path)
+                raise NotFoundError(f"expected a partition {topic}-{partition}, found none (this directory "
+                                    f"is partition {held})", self.path)
             return self._part
         new = create and self.mode == "a" and (topic, partition) not in self._log_dir.partitions
         part = self._log_dir.partition(topic, partition, create=create and self.mode == "a")
@@ -1276,7 +1281,7 @@ class KafkaStore(Store):
             if refused is not None:
                 raise ConfigError(refused, self._partition_path(topic, partition))
             if self._part is not None:
-                self.partition_of(topic, partition)
+                self.partition_of(topic, partition, create=True)    # another partition: InvalidTopicError
             else:
                 self._log_dir.check_new_partition(topic, partition, known)
                 self._check_assigned(topic, partition)

@@ -11,6 +11,7 @@ Topic names follow ``TopicValidator`` (rocketmq-common): characters ``[%|a-zA-Z0
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -627,3 +628,70 @@ def from_properties(entries: Iterable[tuple[str, str, int]], path: str,
                 f"reads it, found {value!r} ({err})"
             raise ConfigError(reason, path, pos) from err
     return {**{name: value for name, (value, _) in taken.items()}, **overrides}
+
+
+#: ``MessageStoreConfig.MULTI_PATH_SPLITTER`` (4.9.7, the ``rocketmq.broker.multiPathSplitter`` default):
+#: a ``storePathCommitLog`` holding it lists several directories (``MultiPathMappedFileQueue``)
+MULTI_PATH_SPLITTER = ","
+
+
+def _same_dir(a: str, b: str) -> bool:
+    """Whether two directory names name the same place, by their text (absolute, normalised; nothing
+    on disk is looked at): a URL is the same only as itself."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
+
+
+def file_notes(entries: Iterable[tuple[str, str, int]], store: str) -> list[tuple[str, int | None]]:
+    """What a user giving this ``broker.conf`` for the store at ``store`` should be told, though
+    :func:`from_properties` takes it (``(message, byte position of the line)``):
+
+    - ``storePathRootDir`` (4.9.7 ``MessageStoreConfig``, the store's directory: its ``consumequeue``,
+      ``index``, ``checkpoint``, ``config`` are there, ``StorePathConfigHelper``) naming another place
+      than ``store``: segstore reads ``store`` all the same (a copy of that broker's store, say);
+    - ``storePathCommitLog`` naming another directory than the store's own ``commitlog`` (and than
+      ``storePathRootDir/commitlog``): that broker's commitlog is elsewhere, or, holding
+      :data:`MULTI_PATH_SPLITTER`, spread over several directories (``MultiPathMappedFileQueue``);
+      likewise ``readOnlyCommitLogStorePaths``, more directories that broker loads commitlog files
+      from; segstore reads ``store/commitlog`` only;
+    - a file none of whose names a RocketMQ broker reads: every name has a '.', which no setter of
+      its config classes (``MixAll.properties2Object``) has, as in Kafka's ``server.properties``: the
+      broker ignores every one, so the file was most likely not meant for it.
+
+    4.9.7 has no ``storePathConsumeQueue`` or ``storePathIndex`` setting (``StorePathConfigHelper``
+    puts them under ``storePathRootDir``): the broker ignores those names, as segstore does.
+    """
+    last: dict[str, tuple[str, int]] = {}
+    for name, value, pos in entries:
+        last[name] = (value, pos)
+    notes: list[tuple[str, int | None]] = []
+    root = last.get("storePathRootDir")
+    if root is not None and not _same_dir(root[0], store):
+        notes.append((f"storePathRootDir {root[0]!r} is not the store given, {store}: that broker's store is "
+                      f"there; segstore reads {store} (its commitlog, consumequeue, index and config)",
+                      root[1]))
+    own = os.path.join(store, "commitlog")
+    commitlog = last.get("storePathCommitLog")
+    if commitlog is not None:
+        text, pos = commitlog
+        dirs = [d for d in text.split(MULTI_PATH_SPLITTER) if d.strip()]
+        if len(dirs) > 1:
+            notes.append((f"storePathCommitLog {text!r}: that broker spreads its commitlog over {len(dirs)} "
+                          f"directories (MultiPathMappedFileQueue, split at {MULTI_PATH_SPLITTER!r}); "
+                          f"segstore reads {own} only", pos))
+        elif not _same_dir(text, own) and not (root is not None
+                                                 and _same_dir(text, os.path.join(root[0], "commitlog"))):
+            notes.append((f"storePathCommitLog {text!r} is not {own}: that broker keeps its commitlog there, "
+                          f"outside its store directory; segstore reads {own}", pos))
+    read_only = last.get("readOnlyCommitLogStorePaths")
+    if read_only is not None and read_only[0].strip():
+        notes.append((f"readOnlyCommitLogStorePaths {read_only[0]!r}: that broker also loads commitlog files "
+                      f"from there; segstore reads {own} only", read_only[1]))
+    if last and all("." in name for name in last):
+        shown = ", ".join(sorted(last)[:3])
+        notes.append((f"expected a RocketMQ broker.conf, found no name a RocketMQ broker reads ({shown}...: "
+                      "names with a '.', as a Kafka server.properties holds; the broker's are camelCase, "
+                      "brokerName, storePathRootDir): the broker ignores every one, and so does segstore "
+                      "(its defaults stand)", None))
+    return notes

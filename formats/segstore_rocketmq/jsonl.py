@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from segstore.errors import InvalidMessageError, InvalidTopicError, cut
 from segstore.plugin import WRITE_CHUNK
-from segstore.records import decode_base64_fields, integer_field
+from segstore.records import check_line_fields, decode_base64_fields, integer_field
 
 from .config import validate_topic
 from .message import (
@@ -63,7 +63,7 @@ from .message import (
     has_queue_entry,
     magic_for,
 )
-from .store import JSON_KEYS, RocketMQStore
+from .store import APPEND_FIELDS_ORDER, JSON_KEYS, RocketMQStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -203,6 +203,8 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
     count = 0
     for stored, run in _runs(lines):
         if not stored:
+            for obj in run:
+                check_line_fields(obj, APPEND_FIELDS_ORDER, "RocketMQ")
             store.append_batch([decode_base64_fields(obj) for obj in run])
         else:
             columns = dump_columns(run, store) if COLUMNAR else None

@@ -78,6 +78,14 @@ class RocketMQFormat(FormatPlugin):
 
         return from_properties(entries, path, overrides)
 
+    def config_file_notes(self, entries: Sequence[tuple[str, str, int]], path: str,
+                          store: str) -> list[tuple[str, int | None]]:
+        """A ``broker.conf`` whose store paths name another place than ``store``, or that names nothing a
+        RocketMQ broker reads (:func:`.config.file_notes`)."""
+        from .config import file_notes
+
+        return file_notes(entries, store)
+
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append message lines (:mod:`.jsonl`): plain ones in RocketMQ field names (``topic, queue_id,
         body, tags, keys, properties, ...``) or the common Message names, string bodies UTF-8 and

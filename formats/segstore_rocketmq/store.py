@@ -48,6 +48,7 @@ from segstore.errors import (
     StoreClosedError,
     UnsupportedOperationError,
     cut,
+    did_you_mean,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
@@ -136,13 +137,17 @@ if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info`
 
 LOCK_CONTENT = b"lock"
 
-#: Fields an append dict may carry (besides the common Message names).
-APPEND_FIELDS = frozenset({
+#: Fields an append dict may carry (besides the common Message names), in the order errors list them.
+APPEND_FIELDS_ORDER = (
     "topic", "queue_id", "body", "tags", "keys", "properties", "flag", "born_timestamp", "born_host",
     "store_host", "store_timestamp", "sys_flag", "delay_level", "reconsume_times",
     "prepared_transaction_offset",
-})
-_COMMON_FIELDS = frozenset({"partition", "value", "key", "headers", "offset", "timestamp", "timestamp_type"})
+)
+APPEND_FIELDS = frozenset(APPEND_FIELDS_ORDER)
+#: The common Message names an append dict may carry instead (``offset`` and ``timestamp_type`` the
+#: store assigns: taken, and not listed as names to give).
+_COMMON_NAMES = ("partition", "value", "key", "headers", "timestamp")
+_COMMON_FIELDS = frozenset({*_COMMON_NAMES, "offset", "timestamp_type"})
 #: The keys of a ``dump --json`` object, in order.
 JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "body_crc", "flag", "sys_flag",
              "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
@@ -327,17 +332,37 @@ class _Windows:
         return start <= msg.queue_offset < stop and has_queue_entry(msg.sys_flag)
 
 
-def subscription_tags(expression: str) -> frozenset[str] | None:
+def subscription_tags(expression: str, path: str | None = None) -> frozenset[str] | None:
     """The tags a consumer subscribing with ``expression`` is given (None: every message), as 4.9.7
     ``FilterAPI.buildSubscriptionData`` reads it: ``*`` (or nothing) subscribes to all, anything else
     is tags joined by ``||``, each trimmed, empty ones dropped (``mqadmin printMsg -s`` trims the
     option first).  The broker then matches the tags codes of that set
     (``ExpressionMessageFilter.isMatchedByConsumeQueue``) and the client the tags themselves
-    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``."""
+    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``.
+
+    :raises ConfigError: an expression of ``||`` alone (``||``, ``||||``...): Java's
+        ``subString.split("\\|\\|")`` drops the trailing empty strings and returns no element, and
+        ``buildSubscriptionData`` throws "subString split error" (the client's pull: "parse
+        subscription error"), so the expression names no subscription at all.
+    """
     expression = expression.strip()
     if expression in ("", "*"):
         return None
+    if not expression.replace("||", ""):
+        raise ConfigError(f"expected a subscription expression (--tag): a tag, tags joined by '||' "
+                          f"('TagA || TagB') or '*', found {cut(expression)}, '||' with no tag, which "
+                          "RocketMQ 4.9.7 FilterAPI.buildSubscriptionData refuses (subString split error)",
+                          path)
     return frozenset(t.strip() for t in expression.split("||") if t.strip())
+
+
+def _id_shape(text: str) -> str:
+    """What is wrong with an offset msgId's text (stripped, upper case), in words."""
+    wrong = sorted({c for c in text if c not in "0123456789ABCDEF"})
+    shape = f"{len(text)} character{'' if len(text) == 1 else 's'}"
+    if wrong:
+        shape += f", not hex: {cut(''.join(wrong), 20)}"
+    return shape
 
 
 def message_line(msg: RocketMQMessage) -> str:
@@ -841,8 +866,11 @@ class RocketMQStore(LifecycleMixin, Store):
         if not other:
             return item
         if other - _COMMON_FIELDS:
-            raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
-                                      f"found {sorted(other - _COMMON_FIELDS)}")
+            unknown = sorted(other - _COMMON_FIELDS)
+            raise InvalidMessageError(f"expected RocketMQ message fields {list(APPEND_FIELDS_ORDER)} or the "
+                                      f"common names {list(_COMMON_NAMES)}, found unknown field"
+                                      f"{'s' if len(unknown) > 1 else ''} {unknown}"
+                                      f"{did_you_mean(unknown[0], [*APPEND_FIELDS_ORDER, *_COMMON_NAMES])}")
         fields = dict(item)
         # a common name beside the RocketMQ one it maps to says the same thing twice: one would be lost
         for common, own in (("partition", "queue_id"), ("value", "body"), ("key", "keys"),
@@ -1602,15 +1630,20 @@ class RocketMQStore(LifecycleMixin, Store):
         commitlog offset, as hex) is ``msg_id``; None when it names no message of this store.
 
         Runtime complexity: one commitlog read.
+
+        :raises ConfigError: ``msg_id`` is no offset msgId: not 32 hex digits (an IPv4 store host: 4
+            address bytes, the port's 4, the offset's 8) nor 56 (an IPv6 one, 16 address bytes).  4.9.7
+            ``MessageDecoder.decodeMessageId`` reads the hex (``UtilAll.string2bytes``, either case) as
+            those bytes, ``msgId.length() == 32 ? 4 : 16`` address bytes, and throws on fewer; a client
+            msgId (the ``UNIQ_KEY``, :meth:`find_client_msg_id`) has the same lengths.
         """
         self._check_open()
         text = msg_id.strip().upper()
-        if len(text) not in OFFSET_MSG_ID_LENGTHS:
-            return None
-        try:
-            offset = int(text[-16:], 16)
-        except ValueError:
-            return None
+        if len(text) not in OFFSET_MSG_ID_LENGTHS or text.strip("0123456789ABCDEF"):
+            raise ConfigError(f"expected an offset msgId: 32 hex digits (an IPv4 store host's address and "
+                              f"port, then the commitlog offset: MessageDecoder.createMessageId) or 56 (an "
+                              f"IPv6 store host), found {cut(msg_id)} ({_id_shape(text)})", self.path)
+        offset = int(text[-16:], 16)
         found = self._message_or_none(offset)
         if isinstance(found, DamagedMessage):
             # a message whose checks fail (its body CRC) is still the one the id names: its damage is
@@ -2304,7 +2337,7 @@ class RocketMQStore(LifecycleMixin, Store):
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
         checks_offsets = isinstance(cq, ConsumeQueue)
-        tags = subscription_tags(tag) if tag is not None else None
+        tags = subscription_tags(tag, self.path) if tag is not None else None
         codes = np.array([string_hash(t) for t in tags], np.int64) if tags is not None else None
         returned = 0
         position = offset
@@ -2472,7 +2505,10 @@ class RocketMQStore(LifecycleMixin, Store):
                end: int | None = None, *, decompress: bool = False) -> Iterator[RocketMQMessage]:
         """The messages whose TAGS equal ``tag``, queue by queue (``mqadmin printMsg -s``), each queue's
         at the offsets :meth:`offsets_between` gives for ``begin``/``end``: the consume queues' tags
-        codes filter before the commitlog is read (:meth:`read`).  ``O(entries + bytes of the hits)``."""
+        codes filter before the commitlog is read (:meth:`read`).  ``O(entries + bytes of the hits)``.
+
+        :raises ConfigError: an expression :func:`subscription_tags` refuses, whatever the store holds."""
+        subscription_tags(tag, self.path)
         for t in [topic] if topic is not None else self.topics():
             for q in [partition] if partition is not None else self.partitions(t):
                 start, stop = self.offsets_between(t, q, begin, end)
