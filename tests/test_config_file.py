@@ -365,3 +365,26 @@ def test_server_properties_given_as_a_path_is_a_config_error():
     with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0",
                        **{"server.properties": {"log.segment.bytes": 2048}}) as store:
         assert store.config.segment_bytes == 2048
+
+
+@pytest.mark.parametrize("line", ["log.retention.hours=\xb2", "log.retention.minutes=-\xb2",
+                                  "log.retention.ms=+-5", "log.retention.hours=99999999999",
+                                  "log.roll.hours=3000000000", "log.roll.jitter.hours=2147483648"])
+def test_hours_and_minutes_are_refused_where_integer_parseint_throws(tmp_path, line):
+    """3.8 KafkaConfig defines log.retention.hours/.minutes, log.roll.hours, log.roll.jitter.hours as INT
+    (ConfigDef.parseType: Integer.parseInt, whose Character.digit takes no '²'): such a file keeps the
+    broker from starting.  A ConfigError naming the line, not a ValueError traceback, nor hours made ms."""
+    conf = _conf(tmp_path, f"node.id=1\n{line}\n", "server.properties")
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(conf, "kafka")
+    assert (err.value.path, err.value.pos) == (str(conf), len("node.id=1\n"))
+    assert line.split("=")[0] in err.value.message
+
+
+def test_hours_in_any_decimal_digits_are_what_integer_parseint_reads():
+    """Character.digit (Integer.parseInt) reads any Unicode decimal digit: '\\u0665' is 5."""
+    from segstore_kafka.brokerconfig import from_properties, resolve
+
+    static = from_properties([("log.retention.hours", "\u0665", 0)], "f")["server.properties"]
+    assert resolve([static])["retention.ms"] == str(5 * 3_600_000)
+

@@ -100,14 +100,22 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
             found = merged.get(synonym)
             if found is None:
                 continue
-            text = found.strip()
-            digits = text[1:] if text[:1] in "+-" else text
-            out[topic] = found if factor == 1 or not digits.isdigit() else str(int(text) * factor)
+            whole = java_whole(found)
+            out[topic] = found if factor == 1 or whole is None else str(whole * factor)
             break
-    retention = out.get("retention.ms", "").strip()
-    if retention.lstrip("+-").isdigit() and int(retention) < 0:
+    retention = java_whole(out.get("retention.ms", ""))
+    if retention is not None and retention < 0:
         out["retention.ms"] = "-1"
     return out
+
+
+def java_whole(text: str) -> int | None:
+    """``text`` (trimmed) as ``Integer.parseInt``/``Long.parseLong`` read it, range aside: one optional
+    sign and decimal digits (``Character.digit``: any Unicode decimal digit, ``'\u0665'`` too, never
+    ``'²'``); None for any other text."""
+    text = java_trim(text)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return int(text) if digits.isdecimal() else None
 
 
 def java_trim(text: str) -> str:
@@ -147,7 +155,12 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
                 raise ConfigError(f"expected {name} as the broker takes it (a whole number of minutes from 1 "
                                   f"to {_INT_MAX}), found {value!r}", path, pos)
             continue
-        topic, _ = TOPIC_OF[name]
+        topic, factor = TOPIC_OF[name]
+        number = java_whole(value)
+        if factor != 1 and (number is None or not -_INT_MAX - 1 <= number <= _INT_MAX):
+            # KafkaConfig defines the hours and minutes as INT (Integer.parseInt), the ms as LONG
+            raise ConfigError(f"expected {name} as the broker takes it (an INT: a whole number from "
+                              f"{-_INT_MAX - 1} to {_INT_MAX}), found {value!r}", path, pos)
         try:
             KafkaConfig.from_mapping({topic: resolve([{name: value}])[topic]})
         except ConfigError as err:
