@@ -388,3 +388,16 @@ def test_hours_in_any_decimal_digits_are_what_integer_parseint_reads():
     static = from_properties([("log.retention.hours", "\u0665", 0)], "f")["server.properties"]
     assert resolve([static])["retention.ms"] == str(5 * 3_600_000)
 
+
+@pytest.mark.parametrize("text", ["log.retention.minutes=0", "log.retention.hours=-0", "log.retention.ms=0",
+                                  "log.retention.ms=0\nlog.retention.hours=5"])
+def test_a_retention_time_of_0_is_refused_as_kafkaconfig_refuses_it(tmp_path, text):
+    """3.8 KafkaConfig.validateValues: require(logRetentionTimeMillis >= 1 || logRetentionTimeMillis == -1):
+    a retention time of 0 keeps the broker from starting; taken, it had retention delete every segment."""
+    conf = _conf(tmp_path, text + "\n", "server.properties")
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(conf, "kafka")
+    assert "validateValues" in err.value.message and err.value.pos == 0
+    # the winning synonym's 0 only: the ms set, the minutes' 0 is never looked at
+    ok = _conf(tmp_path, "log.retention.ms=5\nlog.retention.minutes=0\n", "ok.properties")
+    assert segstore.config_file(ok, "kafka")["server.properties"]["log.retention.minutes"] == "0"

@@ -165,4 +165,11 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
             KafkaConfig.from_mapping({topic: resolve([{name: value}])[topic]})
         except ConfigError as err:
             raise ConfigError(f"expected {name} as the broker takes it ({err.message})", path, pos) from err
+    retention = resolve([{name: value for name, (value, _) in static.items()}]).get("retention.ms")
+    if retention is not None and java_whole(retention) == 0:
+        # KafkaConfig.validateValues: require(logRetentionTimeMillis >= 1 || == -1); the broker does not start
+        name = next(synonym for synonym, _ in BROKER_SYNONYMS["retention.ms"] if synonym in static)
+        raise ConfigError(f"expected {name} as the broker takes it (a retention time of -1, unlimited, or at "
+                          f"least 1 ms: KafkaConfig.validateValues), found {static[name][0]!r}", path,
+                          static[name][1])
     return {SERVER_PROPERTIES: {name: value for name, (value, _) in static.items()}, **(overrides or {})}
