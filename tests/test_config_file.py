@@ -401,3 +401,16 @@ def test_a_retention_time_of_0_is_refused_as_kafkaconfig_refuses_it(tmp_path, te
     # the winning synonym's 0 only: the ms set, the minutes' 0 is never looked at
     ok = _conf(tmp_path, "log.retention.ms=5\nlog.retention.minutes=0\n", "ok.properties")
     assert segstore.config_file(ok, "kafka")["server.properties"]["log.retention.minutes"] == "0"
+
+
+def test_a_files_value_that_config_replaces_is_not_looked_at(tmp_path):
+    """docs/cli.md: --config NAME=VALUE wins over the file's synonyms of NAME, and a file value that
+    --config replaces is not looked at (as RocketMQ's are not): log.retention.hours=abc under --config
+    retention.ms=5 was refused."""
+    conf = _conf(tmp_path, "log.retention.hours=abc\nlog.roll.hours=0\nlog.segment.bytes=2048\n",
+                 "server.properties")
+    config = segstore.config_file(conf, "kafka", **{"retention.ms": 5, "segment_ms": 60000})
+    assert config["server.properties"] == {"log.segment.bytes": "2048"}
+    assert config["retention.ms"] == 5
+    with pytest.raises(ConfigError, match=r"log\.roll\.hours"):
+        segstore.config_file(conf, "kafka", **{"retention.ms": 5})

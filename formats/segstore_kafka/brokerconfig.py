@@ -145,9 +145,11 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
     """
     from .partition import KafkaConfig
 
+    # a topic config given by name replaces the file's synonyms of it, which are not looked at
+    replaced = {str(name).replace("_", ".") for name in overrides or {}}
     static: dict[str, tuple[str, int]] = {}
     for name, value, pos in entries:
-        if name in TOPIC_OF or name == OFFSETS_RETENTION_MINUTES:
+        if (name in TOPIC_OF and TOPIC_OF[name][0] not in replaced) or name == OFFSETS_RETENTION_MINUTES:
             static[name] = (java_trim(value), pos)      # ConfigDef.parseType trims every value first
     for name, (value, pos) in static.items():
         if name == OFFSETS_RETENTION_MINUTES:
