@@ -414,3 +414,24 @@ def test_a_files_value_that_config_replaces_is_not_looked_at(tmp_path):
     assert config["retention.ms"] == 5
     with pytest.raises(ConfigError, match=r"log\.roll\.hours"):
         segstore.config_file(conf, "kafka", **{"retention.ms": 5})
+
+
+def test_the_files_timestamp_difference_bounds_a_topic_that_sets_only_its_own_difference():
+    """3.8 KafkaConfig.logMessageTimestampBeforeMaxMs/AfterMaxMs: the broker's before (after) unless it is
+    Long.MAX_VALUE, else log.message.timestamp.difference.max.ms; extractLogConfigMap gives every topic
+    those as its before and after, and LogConfig.getMessageTimestampBeforeMaxMs takes the topic's before
+    over its difference.  So under a server.properties difference of 1000 a topic's own difference of
+    5000 still refuses a record 2000 ms old; segstore took 5000 (before and after left at Long.MAX)."""
+    from segstore_kafka.brokerconfig import resolve
+    from segstore_kafka.partition import KafkaConfig
+
+    static = {"log.message.timestamp.difference.max.ms": "1000"}
+    assert resolve([static])["message.timestamp.before.max.ms"] == "1000"
+    config = KafkaConfig.from_mapping({"server.properties": static,
+                                       "message.timestamp.difference.max.ms": 5000})
+    assert (config.timestamp_before_max_ms, config.timestamp_after_max_ms) == (1000, 1000)
+    after = {**static, "log.message.timestamp.after.max.ms": "7"}
+    own = KafkaConfig.from_mapping({"server.properties": after, "message.timestamp.difference.max.ms": 5000})
+    assert (own.timestamp_before_max_ms, own.timestamp_after_max_ms) == (1000, 7)
+    alone = KafkaConfig.from_mapping({"message.timestamp.difference.max.ms": 5000})
+    assert alone.timestamp_before_max_ms == 5000

@@ -29,6 +29,10 @@ from segstore.errors import ConfigError, cut
 SERVER_PROPERTIES = "server.properties"
 _HOURS, _MINUTES = 3_600_000, 60_000
 _INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+#: The deprecated topic config whose broker value gives the two below where they are not set.
+TIMESTAMP_DIFFERENCE = "message.timestamp.difference.max.ms"
+TIMESTAMP_BOUNDS = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
 #: Topic config -> the broker configs that give its default, first set wins, with the factor to ms
 #: (server-common ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, for the names segstore uses).
 BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -106,6 +110,14 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
     retention = java_whole(out.get("retention.ms", ""))
     if retention is not None and retention < 0:
         out["retention.ms"] = "-1"
+    difference = out.get(TIMESTAMP_DIFFERENCE)
+    if difference is not None:
+        # KafkaConfig.logMessageTimestampBeforeMaxMs / AfterMaxMs: the broker's before (after) unless it is
+        # Long.MAX_VALUE, else its difference; extractLogConfigMap gives every topic those, so a topic's
+        # own message.timestamp.difference.max.ms no longer reaches LogConfig's before and after
+        for name in TIMESTAMP_BOUNDS:
+            if name not in out or java_whole(out[name]) == _LONG_MAX:
+                out[name] = difference
     return out
 
 
