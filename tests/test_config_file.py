@@ -435,3 +435,14 @@ def test_the_files_timestamp_difference_bounds_a_topic_that_sets_only_its_own_di
     assert (own.timestamp_before_max_ms, own.timestamp_after_max_ms) == (1000, 7)
     alone = KafkaConfig.from_mapping({"message.timestamp.difference.max.ms": 5000})
     assert alone.timestamp_before_max_ms == 5000
+
+
+def test_a_number_followed_by_a_no_break_space_is_refused_as_string_trim_keeps_it(tmp_path):
+    """3.8 ConfigDef.parseType trims with String.trim (characters up to U+0020 only), then
+    Long.parseLong/Integer.parseInt: "4096" and the Latin-1 byte 0xA0 (U+00A0) throws, and the broker does
+    not start; Python's str.strip took the U+00A0 away and segstore read 4096."""
+    conf = _conf(tmp_path, "log.segment.bytes=4096\xa0\n", "server.properties")
+    with pytest.raises(ConfigError, match=r"log\.segment\.bytes"):
+        segstore.config_file(conf, "kafka")
+    ok = _conf(tmp_path, "log.segment.bytes=\x1f4096\t\n", "ok.properties")    # String.trim cuts U+001F
+    assert segstore.config_file(ok, "kafka")["server.properties"]["log.segment.bytes"] == "4096"
