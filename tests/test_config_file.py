@@ -446,3 +446,15 @@ def test_a_number_followed_by_a_no_break_space_is_refused_as_string_trim_keeps_i
         segstore.config_file(conf, "kafka")
     ok = _conf(tmp_path, "log.segment.bytes=\x1f4096\t\n", "ok.properties")    # String.trim cuts U+001F
     assert segstore.config_file(ok, "kafka")["server.properties"]["log.segment.bytes"] == "4096"
+
+
+def test_broker_conf_numbers_in_any_decimal_digits_are_what_integer_parseint_reads(tmp_path):
+    """4.9.7 MixAll.properties2Object: Integer.parseInt, whose Character.digit reads any Unicode decimal
+    digit ('\\u0665' is 5; '\\u00b2' is none); segstore refused '\\u0665' saying Integer.parseInt throws."""
+    conf = _conf(tmp_path, "fileReservedTime=\\u0665\\u0660\ndeleteWhen=\\u0660\\u0664\n")
+    from segstore_rocketmq.config import BrokerConfig
+
+    parsed = BrokerConfig.from_mapping(segstore.config_file(conf, "rocketmq"))
+    assert (parsed.fileReservedTime, parsed.deleteWhen) == (50, "\u0660\u0664")
+    with pytest.raises(ConfigError, match="fileReservedTime"):
+        segstore.config_file(_conf(tmp_path, "fileReservedTime=\xb2\n", "sup.conf"), "rocketmq")
