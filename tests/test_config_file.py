@@ -458,3 +458,14 @@ def test_broker_conf_numbers_in_any_decimal_digits_are_what_integer_parseint_rea
     assert (parsed.fileReservedTime, parsed.deleteWhen) == (50, "\u0660\u0664")
     with pytest.raises(ConfigError, match="fileReservedTime"):
         segstore.config_file(_conf(tmp_path, "fileReservedTime=\xb2\n", "sup.conf"), "rocketmq")
+
+
+def test_offsets_retention_minutes_in_any_decimal_digits_is_what_integer_parseint_reads(tmp_path):
+    """ConfigDef.parseType (INT): Integer.parseInt reads '\\u0665' as 5 (Character.digit); segstore took no
+    value for it (a ConfigError, 'a whole number of minutes')."""
+    from segstore_kafka.brokerconfig import offsets_retention_ms
+
+    conf = _conf(tmp_path, "offsets.retention.minutes=\\u0665\n", "server.properties")
+    static = segstore.config_file(conf, "kafka")["server.properties"]
+    assert offsets_retention_ms(static) == 5 * 60_000
+    assert offsets_retention_ms({"offsets.retention.minutes": "\xb2"}) is None

@@ -19,7 +19,6 @@ given to ``open`` is the topic's, which wins over everything).  Pure: names in, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -140,10 +139,8 @@ def offsets_retention_ms(static: Mapping[str, str]) -> int | None:
     """The file's ``offsets.retention.minutes`` in ms; None where it gives none or one the broker refuses
     (``ConfigDef`` trims the text, ``Integer.parseInt`` reads it, at least 1)."""
     text = static.get(OFFSETS_RETENTION_MINUTES)
-    if text is None or re.fullmatch(r"[+-]?[0-9]+", java_trim(text)) is None:
-        return None
-    minutes = int(java_trim(text))
-    return minutes * _MINUTES if 1 <= minutes <= _INT_MAX else None
+    minutes = None if text is None else java_whole(text)
+    return minutes * _MINUTES if minutes is not None and 1 <= minutes <= _INT_MAX else None
 
 
 def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
