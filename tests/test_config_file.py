@@ -469,3 +469,14 @@ def test_offsets_retention_minutes_in_any_decimal_digits_is_what_integer_parsein
     static = segstore.config_file(conf, "kafka")["server.properties"]
     assert offsets_retention_ms(static) == 5 * 60_000
     assert offsets_retention_ms({"offsets.retention.minutes": "\xb2"}) is None
+
+
+def test_server_properties_compression_none_is_refused_as_kafkaconfig_refuses_it(tmp_path):
+    """3.8 KafkaConfig: compression.type is ValidString.in(BrokerCompressionType.names): uncompressed, zstd,
+    lz4, snappy, gzip, producer.  'none' (segstore's --config alias of uncompressed) keeps the broker from
+    starting; the file's 'uncompressed' is taken."""
+    conf = _conf(tmp_path, "compression.type=none\n", "server.properties")
+    with pytest.raises(ConfigError, match="BrokerCompressionType"):
+        segstore.config_file(conf, "kafka")
+    ok = _conf(tmp_path, "compression.type=uncompressed\n", "ok.properties")
+    assert segstore.config_file(ok, "kafka")["server.properties"] == {"compression.type": "uncompressed"}

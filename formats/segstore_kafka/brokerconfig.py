@@ -167,6 +167,12 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
                                   f"to {_INT_MAX}), found {value!r}", path, pos)
             continue
         topic, factor = TOPIC_OF[name]
+        if name == "compression.type" and value == "none":
+            # segstore's own name for it; KafkaConfig's ValidString.in(BrokerCompressionType.names) has no
+            # "none" (uncompressed, zstd, lz4, snappy, gzip, producer): the broker does not start
+            raise ConfigError(f"expected {name} as the broker takes it (uncompressed, zstd, lz4, snappy, "
+                              f"gzip or producer: KafkaConfig's BrokerCompressionType names), found 'none'",
+                              path, pos)
         number = java_whole(value)
         if factor != 1 and (number is None or not -_INT_MAX - 1 <= number <= _INT_MAX):
             # KafkaConfig defines the hours and minutes as INT (Integer.parseInt), the ms as LONG
