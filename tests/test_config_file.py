@@ -232,6 +232,19 @@ def test_meta_properties_is_read_as_kafka_reads_it(tmp_path):
     assert code == 0 and "meta.properties" not in err, err
 
 
+
+@pytest.mark.parametrize(("text", "node"), [("+1", 1), ("-0", 0), ("\\u0661", 1), ("2147483648", None),
+                                            ("9999999999", None), ("1 ", None)])
+def test_meta_properties_node_id_is_read_as_integer_parseint_reads_it(tmp_path, text, node):
+    """3.8 MetaProperties: PropertiesUtils.loadRequiredIntProp is Integer.parseInt of the text as it is:
+    '+1' is node 1 (segstore knew no node, so none of node 1's dynamic broker configs applied), a number
+    past an int is none (the broker throws; segstore took node 9999999999)."""
+    log_dir = copy_writable(KRAFT_DIR, tmp_path / "logs")
+    meta = f"version=1\ncluster.id=EpwKlK0lR6qKZW0cGwZz8w\nnode.id={text}\n"
+    (log_dir / "meta.properties").write_text(meta, encoding="latin-1")
+    with segstore.open(log_dir) as store:
+        assert store.identity.node_id == node
+
 def test_server_properties_offsets_retention_minutes_expires_group_offsets(tmp_path):
     """The group coordinator expires an Empty group's offsets after offsets.retention.minutes (3.8
     KafkaConfig: GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG, INT, atLeast(1)); the file's value
