@@ -232,6 +232,19 @@ def test_meta_properties_is_read_as_kafka_reads_it(tmp_path):
     assert code == 0 and "meta.properties" not in err, err
 
 
+
+@pytest.mark.parametrize(("text", "node"), [("+1", 1), ("-0", 0), ("\\u0661", 1), ("2147483648", None),
+                                            ("9999999999", None), ("1 ", None)])
+def test_meta_properties_node_id_is_read_as_integer_parseint_reads_it(tmp_path, text, node):
+    """3.8 MetaProperties: PropertiesUtils.loadRequiredIntProp is Integer.parseInt of the text as it is:
+    '+1' is node 1 (segstore knew no node, so none of node 1's dynamic broker configs applied), a number
+    past an int is none (the broker throws; segstore took node 9999999999)."""
+    log_dir = copy_writable(KRAFT_DIR, tmp_path / "logs")
+    meta = f"version=1\ncluster.id=EpwKlK0lR6qKZW0cGwZz8w\nnode.id={text}\n"
+    (log_dir / "meta.properties").write_text(meta, encoding="latin-1")
+    with segstore.open(log_dir) as store:
+        assert store.identity.node_id == node
+
 def test_server_properties_offsets_retention_minutes_expires_group_offsets(tmp_path):
     """The group coordinator expires an Empty group's offsets after offsets.retention.minutes (3.8
     KafkaConfig: GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG, INT, atLeast(1)); the file's value
@@ -425,3 +438,118 @@ def test_another_brokers_file_is_noted(tmp_path):
     assert code == 0 and "expected a Kafka server.properties, found no name a Kafka broker reads" in err, err
     assert cli_run("info", rocketmq, "--config-file", ROCKETMQ_CONF / "broker.conf")[2] == ""
     assert cli_run("info", kafka, "--config-file", KAFKA_CONF / "server.properties")[2] == ""
+
+
+@pytest.mark.parametrize("line", ["log.retention.hours=\xb2", "log.retention.minutes=-\xb2",
+                                  "log.retention.ms=+-5", "log.retention.hours=99999999999",
+                                  "log.roll.hours=3000000000", "log.roll.jitter.hours=2147483648"])
+def test_hours_and_minutes_are_refused_where_integer_parseint_throws(tmp_path, line):
+    """3.8 KafkaConfig defines log.retention.hours/.minutes, log.roll.hours, log.roll.jitter.hours as INT
+    (ConfigDef.parseType: Integer.parseInt, whose Character.digit takes no '²'): such a file keeps the
+    broker from starting.  A ConfigError naming the line, not a ValueError traceback, nor hours made ms."""
+    conf = _conf(tmp_path, f"node.id=1\n{line}\n", "server.properties")
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(conf, "kafka")
+    assert (err.value.path, err.value.pos) == (str(conf), len("node.id=1\n"))
+    assert line.split("=")[0] in err.value.message
+
+
+def test_hours_in_any_decimal_digits_are_what_integer_parseint_reads():
+    """Character.digit (Integer.parseInt) reads any Unicode decimal digit: '\\u0665' is 5."""
+    from segstore_kafka.brokerconfig import from_properties, resolve
+
+    static = from_properties([("log.retention.hours", "\u0665", 0)], "f")["server.properties"]
+    assert resolve([static])["retention.ms"] == str(5 * 3_600_000)
+
+
+@pytest.mark.parametrize("text", ["log.retention.minutes=0", "log.retention.hours=-0", "log.retention.ms=0",
+                                  "log.retention.ms=0\nlog.retention.hours=5"])
+def test_a_retention_time_of_0_is_refused_as_kafkaconfig_refuses_it(tmp_path, text):
+    """3.8 KafkaConfig.validateValues: require(logRetentionTimeMillis >= 1 || logRetentionTimeMillis == -1):
+    a retention time of 0 keeps the broker from starting; taken, it had retention delete every segment."""
+    conf = _conf(tmp_path, text + "\n", "server.properties")
+    with pytest.raises(ConfigError) as err:
+        segstore.config_file(conf, "kafka")
+    assert "validateValues" in err.value.message and err.value.pos == 0
+    # the winning synonym's 0 only: the ms set, the minutes' 0 is never looked at
+    ok = _conf(tmp_path, "log.retention.ms=5\nlog.retention.minutes=0\n", "ok.properties")
+    assert segstore.config_file(ok, "kafka")["server.properties"]["log.retention.minutes"] == "0"
+
+
+def test_a_files_value_that_config_replaces_is_not_looked_at(tmp_path):
+    """docs/cli.md: --config NAME=VALUE wins over the file's synonyms of NAME, and a file value that
+    --config replaces is not looked at (as RocketMQ's are not): log.retention.hours=abc under --config
+    retention.ms=5 was refused."""
+    conf = _conf(tmp_path, "log.retention.hours=abc\nlog.roll.hours=0\nlog.segment.bytes=2048\n",
+                 "server.properties")
+    config = segstore.config_file(conf, "kafka", **{"retention.ms": 5, "segment_ms": 60000})
+    assert config["server.properties"] == {"log.segment.bytes": "2048"}
+    assert config["retention.ms"] == 5
+    with pytest.raises(ConfigError, match=r"log\.roll\.hours"):
+        segstore.config_file(conf, "kafka", **{"retention.ms": 5})
+
+
+def test_the_files_timestamp_difference_bounds_a_topic_that_sets_only_its_own_difference():
+    """3.8 KafkaConfig.logMessageTimestampBeforeMaxMs/AfterMaxMs: the broker's before (after) unless it is
+    Long.MAX_VALUE, else log.message.timestamp.difference.max.ms; extractLogConfigMap gives every topic
+    those as its before and after, and LogConfig.getMessageTimestampBeforeMaxMs takes the topic's before
+    over its difference.  So under a server.properties difference of 1000 a topic's own difference of
+    5000 still refuses a record 2000 ms old; segstore took 5000 (before and after left at Long.MAX)."""
+    from segstore_kafka.brokerconfig import resolve
+    from segstore_kafka.partition import KafkaConfig
+
+    static = {"log.message.timestamp.difference.max.ms": "1000"}
+    assert resolve([static])["message.timestamp.before.max.ms"] == "1000"
+    config = KafkaConfig.from_mapping({"server.properties": static,
+                                       "message.timestamp.difference.max.ms": 5000})
+    assert (config.timestamp_before_max_ms, config.timestamp_after_max_ms) == (1000, 1000)
+    after = {**static, "log.message.timestamp.after.max.ms": "7"}
+    own = KafkaConfig.from_mapping({"server.properties": after, "message.timestamp.difference.max.ms": 5000})
+    assert (own.timestamp_before_max_ms, own.timestamp_after_max_ms) == (1000, 7)
+    alone = KafkaConfig.from_mapping({"message.timestamp.difference.max.ms": 5000})
+    assert alone.timestamp_before_max_ms == 5000
+
+
+def test_a_number_followed_by_a_no_break_space_is_refused_as_string_trim_keeps_it(tmp_path):
+    """3.8 ConfigDef.parseType trims with String.trim (characters up to U+0020 only), then
+    Long.parseLong/Integer.parseInt: "4096" and the Latin-1 byte 0xA0 (U+00A0) throws, and the broker does
+    not start; Python's str.strip took the U+00A0 away and segstore read 4096."""
+    conf = _conf(tmp_path, "log.segment.bytes=4096\xa0\n", "server.properties")
+    with pytest.raises(ConfigError, match=r"log\.segment\.bytes"):
+        segstore.config_file(conf, "kafka")
+    ok = _conf(tmp_path, "log.segment.bytes=\x1f4096\t\n", "ok.properties")    # String.trim cuts U+001F
+    assert segstore.config_file(ok, "kafka")["server.properties"]["log.segment.bytes"] == "4096"
+
+
+def test_broker_conf_numbers_in_any_decimal_digits_are_what_integer_parseint_reads(tmp_path):
+    """4.9.7 MixAll.properties2Object: Integer.parseInt, whose Character.digit reads any Unicode decimal
+    digit ('\\u0665' is 5; '\\u00b2' is none); segstore refused '\\u0665' saying Integer.parseInt throws."""
+    conf = _conf(tmp_path, "fileReservedTime=\\u0665\\u0660\ndeleteWhen=\\u0660\\u0664\n")
+    from segstore_rocketmq.config import BrokerConfig
+
+    parsed = BrokerConfig.from_mapping(segstore.config_file(conf, "rocketmq"))
+    assert (parsed.fileReservedTime, parsed.deleteWhen) == (50, "\u0660\u0664")
+    with pytest.raises(ConfigError, match="fileReservedTime"):
+        segstore.config_file(_conf(tmp_path, "fileReservedTime=\xb2\n", "sup.conf"), "rocketmq")
+
+
+def test_offsets_retention_minutes_in_any_decimal_digits_is_what_integer_parseint_reads(tmp_path):
+    """ConfigDef.parseType (INT): Integer.parseInt reads '\\u0665' as 5 (Character.digit); segstore took no
+    value for it (a ConfigError, 'a whole number of minutes')."""
+    from segstore_kafka.brokerconfig import offsets_retention_ms
+
+    conf = _conf(tmp_path, "offsets.retention.minutes=\\u0665\n", "server.properties")
+    static = segstore.config_file(conf, "kafka")["server.properties"]
+    assert offsets_retention_ms(static) == 5 * 60_000
+    assert offsets_retention_ms({"offsets.retention.minutes": "\xb2"}) is None
+
+
+def test_server_properties_compression_none_is_refused_as_kafkaconfig_refuses_it(tmp_path):
+    """3.8 KafkaConfig: compression.type is ValidString.in(BrokerCompressionType.names): uncompressed, zstd,
+    lz4, snappy, gzip, producer.  'none' (segstore's --config alias of uncompressed) keeps the broker from
+    starting; the file's 'uncompressed' is taken."""
+    conf = _conf(tmp_path, "compression.type=none\n", "server.properties")
+    with pytest.raises(ConfigError, match="BrokerCompressionType"):
+        segstore.config_file(conf, "kafka")
+    ok = _conf(tmp_path, "compression.type=uncompressed\n", "ok.properties")
+    assert segstore.config_file(ok, "kafka")["server.properties"] == {"compression.type": "uncompressed"}

@@ -290,3 +290,15 @@ def test_write_input_refuses_a_properties_base64_that_is_not_its_properties(stor
     else:
         assert code == 1 and found in err and "properties_base64" in err, err
         assert not (copy / "commitlog").exists() or not any(_files(copy).values())
+
+
+def test_a_kafka_copy_names_properties_that_were_not_utf8_where_it_cannot_come_back(store, tmp_path):
+    """convert --to kafka copies the properties as Java reads them (U+FFFD, written as UTF-8: what 4.9.7
+    MessageDecoder serves a consumer), so the stored bytes are not in the copy and the way back puts the
+    next message elsewhere: the ConversionError named other causes only (--topic, a non-empty
+    destination, another file size, --decompress-bodies), none of which applied."""
+    kafka, back = tmp_path / "kafka", tmp_path / "back"
+    code, _, err = cli_run("convert", store, kafka, "--to", "kafka")
+    assert code == 0, err
+    code, _, err = cli_run("convert", kafka, back, "--to", "rocketmq", *ARGS)
+    assert code == 1 and "not UTF-8" in err, err

@@ -19,7 +19,6 @@ given to ``open`` is the topic's, which wins over everything).  Pure: names in, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,10 @@ from segstore.errors import ConfigError, cut
 SERVER_PROPERTIES = "server.properties"
 _HOURS, _MINUTES = 3_600_000, 60_000
 _INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+#: The deprecated topic config whose broker value gives the two below where they are not set.
+TIMESTAMP_DIFFERENCE = "message.timestamp.difference.max.ms"
+TIMESTAMP_BOUNDS = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
 #: Topic config -> the broker configs that give its default, first set wins, with the factor to ms
 #: (server-common ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, for the names segstore uses).
 BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -100,14 +103,30 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
             found = merged.get(synonym)
             if found is None:
                 continue
-            text = found.strip()
-            digits = text[1:] if text[:1] in "+-" else text
-            out[topic] = found if factor == 1 or not digits.isdigit() else str(int(text) * factor)
+            whole = java_whole(found)
+            out[topic] = found if factor == 1 or whole is None else str(whole * factor)
             break
-    retention = out.get("retention.ms", "").strip()
-    if retention.lstrip("+-").isdigit() and int(retention) < 0:
+    retention = java_whole(out.get("retention.ms", ""))
+    if retention is not None and retention < 0:
         out["retention.ms"] = "-1"
+    difference = out.get(TIMESTAMP_DIFFERENCE)
+    if difference is not None:
+        # KafkaConfig.logMessageTimestampBeforeMaxMs / AfterMaxMs: the broker's before (after) unless it is
+        # Long.MAX_VALUE, else its difference; extractLogConfigMap gives every topic those, so a topic's
+        # own message.timestamp.difference.max.ms no longer reaches LogConfig's before and after
+        for name in TIMESTAMP_BOUNDS:
+            if name not in out or java_whole(out[name]) == _LONG_MAX:
+                out[name] = difference
     return out
+
+
+def java_whole(text: str) -> int | None:
+    """``text`` (trimmed) as ``Integer.parseInt``/``Long.parseLong`` read it, range aside: one optional
+    sign and decimal digits (``Character.digit``: any Unicode decimal digit, ``'\u0665'`` too, never
+    ``'²'``); None for any other text."""
+    text = java_trim(text)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return int(text) if digits.isdecimal() else None
 
 
 def java_trim(text: str) -> str:
@@ -120,10 +139,8 @@ def offsets_retention_ms(static: Mapping[str, str]) -> int | None:
     """The file's ``offsets.retention.minutes`` in ms; None where it gives none or one the broker refuses
     (``ConfigDef`` trims the text, ``Integer.parseInt`` reads it, at least 1)."""
     text = static.get(OFFSETS_RETENTION_MINUTES)
-    if text is None or re.fullmatch(r"[+-]?[0-9]+", java_trim(text)) is None:
-        return None
-    minutes = int(java_trim(text))
-    return minutes * _MINUTES if 1 <= minutes <= _INT_MAX else None
+    minutes = None if text is None else java_whole(text)
+    return minutes * _MINUTES if minutes is not None and 1 <= minutes <= _INT_MAX else None
 
 
 def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
@@ -137,9 +154,11 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
     """
     from .partition import KafkaConfig
 
+    # a topic config given by name replaces the file's synonyms of it, which are not looked at
+    replaced = {str(name).replace("_", ".") for name in overrides or {}}
     static: dict[str, tuple[str, int]] = {}
     for name, value, pos in entries:
-        if name in TOPIC_OF or name == OFFSETS_RETENTION_MINUTES:
+        if (name in TOPIC_OF and TOPIC_OF[name][0] not in replaced) or name == OFFSETS_RETENTION_MINUTES:
             static[name] = (java_trim(value), pos)      # ConfigDef.parseType trims every value first
     for name, (value, pos) in static.items():
         if name == OFFSETS_RETENTION_MINUTES:
@@ -147,11 +166,29 @@ def from_properties(entries: Sequence[tuple[str, str, int]], path: str,
                 raise ConfigError(f"expected {name} as the broker takes it (a whole number of minutes from 1 "
                                   f"to {_INT_MAX}), found {value!r}", path, pos)
             continue
-        topic, _ = TOPIC_OF[name]
+        topic, factor = TOPIC_OF[name]
+        if name == "compression.type" and value == "none":
+            # segstore's own name for it; KafkaConfig's ValidString.in(BrokerCompressionType.names) has no
+            # "none" (uncompressed, zstd, lz4, snappy, gzip, producer): the broker does not start
+            raise ConfigError(f"expected {name} as the broker takes it (uncompressed, zstd, lz4, snappy, "
+                              f"gzip or producer: KafkaConfig's BrokerCompressionType names), found 'none'",
+                              path, pos)
+        number = java_whole(value)
+        if factor != 1 and (number is None or not -_INT_MAX - 1 <= number <= _INT_MAX):
+            # KafkaConfig defines the hours and minutes as INT (Integer.parseInt), the ms as LONG
+            raise ConfigError(f"expected {name} as the broker takes it (an INT: a whole number from "
+                              f"{-_INT_MAX - 1} to {_INT_MAX}), found {value!r}", path, pos)
         try:
             KafkaConfig.from_mapping({topic: resolve([{name: value}])[topic]})
         except ConfigError as err:
             raise ConfigError(f"expected {name} as the broker takes it ({err.message})", path, pos) from err
+    retention = resolve([{name: value for name, (value, _) in static.items()}]).get("retention.ms")
+    if retention is not None and java_whole(retention) == 0:
+        # KafkaConfig.validateValues: require(logRetentionTimeMillis >= 1 || == -1); the broker does not start
+        name = next(synonym for synonym, _ in BROKER_SYNONYMS["retention.ms"] if synonym in static)
+        raise ConfigError(f"expected {name} as the broker takes it (a retention time of -1, unlimited, or at "
+                          f"least 1 ms: KafkaConfig.validateValues), found {static[name][0]!r}", path,
+                          static[name][1])
     return {SERVER_PROPERTIES: {name: value for name, (value, _) in static.items()}, **(overrides or {})}
 
 

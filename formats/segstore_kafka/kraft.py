@@ -51,6 +51,7 @@ from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import columnar
+from .brokerconfig import java_trim, java_whole
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
 
@@ -448,8 +449,10 @@ def node_identity(log_dir: str) -> NodeIdentity | None:
         return None
 
     def number(name: str) -> int | None:
+        # PropertiesUtils.loadRequiredIntProp: Integer.parseInt of the text as it is (no trim)
         text = props.get(name, "")
-        return int(text) if re.fullmatch(r"-?\d{1,10}", text) else None
+        whole = java_whole(text) if text == java_trim(text) else None
+        return whole if whole is not None and -2**31 <= whole < 2**31 else None
 
     node = number("node.id")
     return NodeIdentity(props.get("cluster.id"), node if node is not None else number("broker.id"),

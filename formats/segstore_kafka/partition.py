@@ -47,7 +47,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, resolve, static_layer
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, java_whole, resolve, static_layer
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -199,12 +199,9 @@ def _config_int(name: str, raw: Any) -> int:
     that ``Integer.parseInt``/``Long.parseLong`` reads once trimmed (no ``_`` separators); a float or a
     bool is refused (``Expected value to be a 32-bit integer``), not cut to a whole number."""
     if isinstance(raw, str):
-        text = raw.strip()
-        if "_" not in text:
-            try:
-                return int(text)
-            except ValueError:
-                pass
+        number = java_whole(raw)    # String.trim then a sign and decimal digits: no "5\xa0", no "1_000"
+        if number is not None:
+            return number
     elif not isinstance(raw, bool) and hasattr(raw, "__index__"):     # int, numpy's integers
         return operator.index(raw)
     raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from segstore.errors import ConfigError
 
-from .brokerconfig import BROKER_SYNONYMS, resolve
+from .brokerconfig import BROKER_SYNONYMS, TIMESTAMP_BOUNDS, TIMESTAMP_DIFFERENCE, resolve
 from .kraft import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
 from .partition import MIN_INDEX_BYTES, KafkaConfig, index_size_below_an_entry
 
@@ -186,6 +186,8 @@ class TopicConfigs:
             layers.append(self.image.configs.get((BROKER_RESOURCE, str(self.node_id))) or {})
         dynamic = {name for name, synonyms in BROKER_SYNONYMS.items()
                    if any(synonym in layer for layer in layers for synonym, _ in synonyms)}
+        if TIMESTAMP_DIFFERENCE in dynamic:     # it gives the broker's before and after (resolve)
+            dynamic.update(TIMESTAMP_BOUNDS)
         return {name: value for name, value in resolve([self.static, *layers]).items() if name in dynamic}
 
     def notes(self, topics: Collection[str]) -> list[str]:

@@ -187,8 +187,9 @@ def _host(value: Any) -> str:
     return str(value)
 
 
-#: ``Integer.parseInt``'s text: an optional sign and decimal digits
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+#: ``Integer.parseInt``'s text: an optional sign and decimal digits (``Character.digit``: any Unicode decimal
+#: digit, as ``\d`` and ``int()`` take them)
+_JAVA_INT = re.compile(r"[+-]?\d+")
 
 
 def _delete_when(value: Any) -> str:
