@@ -1092,8 +1092,9 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
                 f"(a RocketMQ store's Kafka copy comes back whole, each message at its commitlog position: "
                 f"only some of its topics were chosen (--topic), the destination was not empty, its "
                 f"mappedFileSizeCommitLog differs from the source's, or an earlier message was stored with "
-                f"another size than in the source, as a body inflated by convert --decompress-bodies is, or "
-                f"property names that were not UTF-8, which the Kafka copy holds as Java reads them (U+FFFD): "
+                f"another size than in the source, as a body inflated by convert --decompress-bodies is, "
+                f"or property names that were not UTF-8, which the Kafka copy holds as Java reads them "
+                f"(U+FFFD): "
                 f"convert the original RocketMQ store)", store.path, result.position)
 
 
