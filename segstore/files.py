@@ -496,7 +496,27 @@ _CLOSED, _READ_WHOLE = -1, -2
 _PARKED = -3
 
 
-class MappedFile:
+class _Budgeted:
+    """What a file a budget of open files may park (:class:`MappedFile`, :class:`AppendFile`) closes
+    alike: under its lock (none: never parked), then out of its budget."""
+
+    _lock: threading.Lock | None
+    writable: bool
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Unmap and close. Idempotent; thread-safe against the budget parking the file."""
+        if self._lock is None:
+            self._close()
+            return
+        with self._lock:
+            self._close()
+        _budget(self.writable).discard(self)
+
+
+class MappedFile(_Budgeted):
     """A fixed-size file mapped into memory.
 
     ``create=True`` makes the file if it is missing, preallocated to ``size`` as a
@@ -878,15 +898,6 @@ class MappedFile:
         self.reserved = min(self.reserved, size)
         self._map()
 
-    def close(self) -> None:
-        """Unmap and close. Idempotent."""
-        if self._lock is None:
-            self._close()
-            return
-        with self._lock:
-            self._close()
-        _budget(self.writable).discard(self)
-
     def _close(self) -> None:
         if isinstance(self._mm, bytearray):
             self._mm = None
@@ -1050,7 +1061,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_open_readers_after_fork)
 
 
-class AppendFile:
+class AppendFile(_Budgeted):
     """A file that grows by appends and is read by position (the Kafka ``.log``).
 
     Reads go through a map of the file refreshed when the file has grown, so a
@@ -1244,15 +1255,6 @@ class AppendFile:
     def _fsync(self) -> None:
         with _os_errors(self.path):
             os.fsync(self._fd)
-
-    def close(self) -> None:
-        """Close. Idempotent."""
-        if self._lock is None:
-            self._close()
-            return
-        with self._lock:
-            self._close()
-        _budget(self.writable).discard(self)
 
     def _close(self) -> None:
         self._drop_map()
