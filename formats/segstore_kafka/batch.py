@@ -43,6 +43,7 @@ must not outlive the mapping of that buffer unless built from ``bytes``.
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
 from collections.abc import Iterator, Sequence
@@ -50,7 +51,7 @@ from dataclasses import dataclass, field, replace
 
 from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
-from segstore.javatext import java_text
+from segstore.javatext import JavaText, java_text
 
 from . import legacy
 from .compression import (
@@ -781,9 +782,12 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
                  producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
                  is_transactional: bool = False, is_control: bool = False,
                  timestamp_type: str = CREATE_TIME, log_append_time: int | None = None,
-                 offset_deltas: Sequence[int] | None = None, compression_level: int | None = None) -> bytes:
+                 offset_deltas: Sequence[int] | None = None, compression_level: int | None = None,
+                 stored_keys: bool = False) -> bytes:
     """Encode one RecordBatch v2, byte for byte as Kafka's ``MemoryRecordsBuilder`` does
-    (``compression_level``: the codec's level, :func:`.compression.compress`).
+    (``compression_level``: the codec's level, :func:`.compression.compress`).  ``stored_keys``:
+    header keys that are a :class:`segstore.javatext.JavaText` written as the bytes they keep
+    (:func:`_encode_records_py`; records given as tuples), not as their text.
 
     ``records`` are tuples ``(key, value, timestamp[, headers])`` or objects with
     ``key``, ``value``, ``timestamp`` and ``headers`` (a :class:`Record`, a
@@ -803,8 +807,11 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
         raise InvalidMessageError("expected a log_append_time with LogAppendTime, found None")
     if offset_deltas is not None and len(offset_deltas) != len(records):
         raise InvalidMessageError(f"expected {len(records)} offset deltas, found {len(offset_deltas)}")
+    encoder = _encode_records
+    if stored_keys and any(isinstance(key, JavaText) for record in records for key, _ in record[3]):
+        encoder = functools.partial(_encode_records_py, stored_keys=True)
     try:
-        region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
+        region, base_timestamp, max_timestamp = encoder(records, offset_deltas)
     except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
         raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
     if log_append:

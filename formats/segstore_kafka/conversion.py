@@ -297,7 +297,7 @@ class KafkaWriter(_PartitionTarget, Writer):
             is_transactional=first.transactional, is_control=first.control,
             timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
             offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas,
-            compression_level=None if first.control else self.level)
+            compression_level=None if first.control else self.level, stored_keys=True)
         if len(data) > self.batch_limit and len(entries) > 1:
             half = len(entries) // 2
             self._write(part, entries[:half])

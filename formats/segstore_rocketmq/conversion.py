@@ -16,8 +16,9 @@ A RocketMQ message -> an entry (a *native* message)
     every other field           a header ``rmq.<field>`` (decimal or ``ip:port``); a
                                 trailing 0x02 after the properties (the broker
                                 version's style) as ``rmq.trailing_separator``
-    every property, in order    a header ``rmq.p.<NAME>`` (the value as stored: UTF-8, or
-                                the bytes where they are not, which the way back writes again)
+    every property, in order    a header ``rmq.p.<NAME>`` (the name and value as stored: UTF-8,
+                                or the bytes where they are not, which the way back writes
+                                again; such a key is a JavaText keeping its bytes)
     ==========================  ==============================================
 
     The first header is always ``rmq.physical_offset``: it marks an entry as one that
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import json
 from collections.abc import Iterable, Iterator
@@ -96,6 +98,7 @@ from segstore.errors import (
     MessageTooLargeError,
     cut,
 )
+from segstore.javatext import JavaText, java_text
 from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.search import first_true
@@ -148,6 +151,7 @@ SOURCE_BATCH_ROWS = 1 << 15
 #: the conversion's memory budget (300 MB) must hold beside its queued items.
 BUILD_THREADS = 4
 RMQ_PROPERTY_PREFIX = "rmq.p."
+RMQ_PROPERTY_PREFIX_BYTES = RMQ_PROPERTY_PREFIX.encode()
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
 H_BORN_TIMESTAMP = "rmq.born_timestamp"
@@ -311,12 +315,15 @@ def to_entry(msg: RocketMQMessage, peer: Peer, *, timestamp: str = "born") -> En
         headers += [(H_TOPIC, msg.topic.encode("utf-8")), (H_QUEUE_ID, b"%d" % msg.queue_id),
                     (H_QUEUE_OFFSET, b"%d" % msg.queue_offset)]
     properties = msg.properties
-    # properties stored as bytes that are not UTF-8: each value as stored (the way back writes those
-    # bytes again), not Java's text of it (EF BF BD for each U+FFFD); a name is a header key, text
     stored = stored_property_values(properties)
-    headers += [(RMQ_PROPERTY_PREFIX + name,
-                 value.encode("utf-8", "surrogatepass") if stored is None else stored[name])
-                for name, value in properties.items()]
+    if stored is None:
+        headers += [(RMQ_PROPERTY_PREFIX + name, value.encode("utf-8", "surrogatepass"))
+                    for name, value in properties.items()]
+    else:
+        # properties stored as bytes that are not UTF-8: each name and value as stored (the way back
+        # writes those bytes again), not Java's text of them (EF BF BD for each U+FFFD); a name's
+        # header key is a JavaText keeping ``rmq.p.`` + its bytes, which the peer's writer stores
+        headers += [(_property_key(name, stored[name][0]), stored[name][1]) for name in properties]
     keys = properties.get(PROPERTY_KEYS)
     key = next((k for k in keys.split(KEY_SEPARATOR) if k), None) if keys else None
     if timestamp == "born":
@@ -563,13 +570,15 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     :raises ConversionError: missing or malformed ``rmq.*`` headers.
     """
     fields: dict[str, bytes | None] = {}
-    values: dict[str, bytes] = {}
+    values: dict[str | bytes, bytes] = {}    # by name: its text, or its bytes where not UTF-8
     try:
         for name, value in entry.headers:
             if name.startswith(RMQ_PROPERTY_PREFIX):
-                if name[_PROPERTY_PREFIX_LENGTH:] in values:
+                raw = getattr(name, "raw", None)     # a header key that is not UTF-8 (a JavaText)
+                prop = name[_PROPERTY_PREFIX_LENGTH:] if raw is None else raw[_PROPERTY_PREFIX_LENGTH:]
+                if prop in values:
                     _repeated(name)
-                values[name[_PROPERTY_PREFIX_LENGTH:]] = value or b""
+                values[prop] = value or b""
             else:
                 if name in fields and name.startswith(_RMQ_PREFIX):
                     _repeated(name)
@@ -605,9 +614,17 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
     return msg
 
 
-def _restored_properties(values: dict[str, bytes], trailing: bool) -> dict[str, str]:
-    """The properties of a message's ``rmq.p.*`` headers (name, value as stored): their text where every
-    value is UTF-8; else the bytes as they are (:func:`.message.encode_property_bytes`), which the
+def _property_key(name: str, raw: bytes) -> str:
+    """The header key of a stored property name: ``rmq.p.NAME``, a :class:`segstore.javatext.JavaText`
+    keeping ``rmq.p.`` + the name's bytes where they are not UTF-8 (Java's text of those bytes)."""
+    key = java_text(RMQ_PROPERTY_PREFIX_BYTES + raw)
+    return key if isinstance(key, JavaText) else RMQ_PROPERTY_PREFIX + name
+
+
+def _restored_properties(values: dict[str | bytes, bytes], trailing: bool) -> dict[str, str]:
+    """The properties of a message's ``rmq.p.*`` headers (name, value as stored; a name given as bytes
+    is a header key's that is not UTF-8): their text where every name and value is UTF-8; else the
+    bytes as they are (:func:`.message.encode_property_bytes`), which the
     message keeps and writes again (a :class:`.message.JavaProperties`, read as RocketMQ 4.9.7 reads
     them, a U+FFFD for each malformed sequence), so a store copied through the peer comes back byte
     for byte, and the peer's copy of it again (:func:`to_entry` gives the stored values).  (Java's
@@ -617,14 +634,16 @@ def _restored_properties(values: dict[str, bytes], trailing: bool) -> dict[str, 
     :raises InvalidMessageError: a property the format cannot carry (a separator in a name or a
         value, more than 32767 bytes).
     """
-    try:
-        properties = {name: value.decode("utf-8") for name, value in values.items()}
-    except UnicodeDecodeError:
-        data = encode_property_bytes([(name.encode("utf-8", "surrogatepass"), value)
-                                      for name, value in values.items()], trailing)
-        return decode_properties(data, java_text=True)
-    encode_properties(properties, trailing)
-    return properties
+    texts: dict[str, str] | None = None
+    if all(isinstance(name, str) for name in values):
+        with contextlib.suppress(UnicodeDecodeError):
+            texts = {str(name): value.decode("utf-8") for name, value in values.items()}
+    if texts is None:
+        pairs = [(name if isinstance(name, bytes) else name.encode("utf-8", "surrogatepass"), value)
+                 for name, value in values.items()]
+        return decode_properties(encode_property_bytes(pairs, trailing), java_text=True)
+    encode_properties(texts, trailing)
+    return texts
 
 
 # -- the source side -------------------------------------------------------------------------
@@ -1093,8 +1112,8 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
                 f"only some of its topics were chosen (--topic), the destination was not empty, its "
                 f"mappedFileSizeCommitLog differs from the source's, or an earlier message was stored with "
                 f"another size than in the source, as a body inflated by convert --decompress-bodies is, "
-                f"or property names that were not UTF-8, which the Kafka copy holds as Java reads them "
-                f"(U+FFFD): "
+                f"or property names that were not UTF-8, which a Kafka copy made by an older segstore "
+                f"holds as Java reads them (U+FFFD): "
                 f"convert the original RocketMQ store)", store.path, result.position)
 
 

@@ -422,19 +422,19 @@ def stored_properties_of(properties: Mapping[str, str]) -> bytes | None:
     return raw
 
 
-def stored_property_values(properties: Mapping[str, str]) -> dict[str, bytes] | None:
-    """Each property's value as stored, by its name as the broker reads it, where ``properties`` were
-    read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.  The stored bytes
-    split as :func:`decode_properties` splits their text (0x01 and 0x02 are ASCII: no malformed
-    sequence takes one in), so the names and pairs kept are the same.  ``O(len(raw))``."""
+def stored_property_values(properties: Mapping[str, str]) -> dict[str, tuple[bytes, bytes]] | None:
+    """Each property's name and value as stored, by its name as the broker reads it, where
+    ``properties`` were read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.
+    The stored bytes split as :func:`decode_properties` splits their text (0x01 and 0x02 are ASCII: no
+    malformed sequence takes one in), so the names and pairs kept are the same.  ``O(len(raw))``."""
     raw = stored_properties_of(properties)
     if raw is None:
         return None
-    values: dict[str, bytes] = {}
+    values: dict[str, tuple[bytes, bytes]] = {}
     for item in raw.split(PROPERTY_SEPARATOR_BYTES):
         name, _, value = item.partition(NAME_VALUE_SEPARATOR_BYTES)
         if name and value:
-            values[bytes(name).decode("utf-8", JAVA_REPLACE)] = value
+            values[bytes(name).decode("utf-8", JAVA_REPLACE)] = (name, value)
     return values
 
 

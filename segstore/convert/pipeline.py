@@ -56,6 +56,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from segstore import arrays, files, registry
 from segstore.api import open as open_store
@@ -227,11 +228,43 @@ def _in_order(source_side: FormatConversion, target_side: FormatConversion, sour
         yield from stream
 
 
+class _KeysNotCarried(Exception):
+    """A source batch holds a header key the columns may not carry (:func:`_carried_keys`)."""
+
+
+#: What Java reads a malformed UTF-8 sequence as (``new String(bytes, UTF_8)``).
+_REPLACEMENT = "\ufffd"
+
+
+def _carried_keys(stream: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``stream``'s batches, ending with :class:`_KeysNotCarried` at one whose header keys hold a U+FFFD:
+    ``ENTRY_SCHEMA``'s keys are text, a stored key or property name is bytes (a Kafka header key on disk,
+    a RocketMQ property name as a batch send stores it) that may not be UTF-8, which an entry keeps
+    (a :class:`segstore.javatext.JavaText`) and its columns would hold as Java's text of them.  One
+    vectorized pass over the keys a batch."""
+    try:
+        for batch in stream:
+            keys = pc.list_flatten(batch.column("headers")).field("key")
+            if len(keys) and pc.any(pc.match_substring(keys, _REPLACEMENT)).as_py():
+                raise _KeysNotCarried
+            yield batch
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+
+
 def _convert(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
              reading: Options, writing: Options, report: ConversionReport, progress: _Progress) -> None:
-    if COLUMNAR and _convert_columns(source_side, target_side, source, dest, reading, writing, report,
-                                     progress):
-        return
+    if COLUMNAR:
+        try:
+            if _convert_columns(source_side, target_side, source, dest, reading, writing, report, progress):
+                return
+        except _KeysNotCarried:
+            # entry by entry from the start: the writer skips what the columns wrote (as it skips what
+            # a resumed run finds), which is counted as written, not as present
+            report.already_present -= report.messages
+            del reading.skipped[:]
     writer = target_side.writer(dest, writing)
     pending_messages = pending_bytes = 0
     for entry, size in _in_order(source_side, target_side, source, reading):
@@ -264,10 +297,12 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
+    streams = [_carried_keys(stream) for stream in streams]
     probes = None
     if target_side.home_marker:     # streams that came from the target are merged: read them small
         # (shared among all the streams: which are merged only their first batches tell)
         probes = source_side.arrow_streams(source, replace(reading, read_rows=read_rows(len(streams))))
+        probes = None if probes is None else [_carried_keys(probe) for probe in probes]
 
     def prepared() -> Iterator[tuple[list[pa.RecordBatch] | None, np.ndarray | None, Any]]:
         for pieces, order in _batches_in_order(streams, target_side, probes):
@@ -287,11 +322,15 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     # the source reads its next items (the merge orders them, the target parses them) while the
     # target writes this one: an item whose merge read every stream's next batch costs the reading
     # thread several times one that took rows already read, and the item queued evens that out
-    for written, nbytes, present in pipelined(prepared(), write, name="segstore-convert-read"):
-        report.already_present += present
-        report.messages += written
-        report.bytes += nbytes
-        progress.update(written, nbytes)
+    try:
+        for written, nbytes, present in pipelined(prepared(), write, name="segstore-convert-read"):
+            report.already_present += present
+            report.messages += written
+            report.bytes += nbytes
+            progress.update(written, nbytes)
+    except _KeysNotCarried:
+        writer.flush_all()      # what was taken is written (the run going on entry by entry skips it)
+        raise
     writer.flush_all()
     report.skipped.extend(reading.skipped)
     return True
