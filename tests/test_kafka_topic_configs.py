@@ -549,3 +549,19 @@ def test_a_topic_whose_index_size_is_below_an_entry_is_left_as_it_is_by_writable
     assert code == 1 and "00000000000000000005.log:131: " in err     # the torn batch stays, named
     code, out, _ = _run(capsys, "verify", str(logs))
     assert code == 1 and "recover leaves this partition as it is" in out
+
+
+def test_retention_leaves_a_topic_whose_index_size_is_below_an_entry_as_the_cleaner_does(tmp_path, capsys):
+    """Kafka 3.8.0 loads no partition of such a topic (``LogLoader.load``'s ``resizeIndexes``), and a
+    deletion of every segment rolls first (``UnifiedLog.deleteSegments``), whose new ``.timeindex``
+    ``AbstractIndex`` refuses ("Invalid max index size").  Before: ``retention`` deleted all six
+    segments and rolled a new one at offset 6; now it skips the topic, saying why, as ``compact``."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "8")])
+    before = sorted(p.name for p in (logs / "orders-0").iterdir())
+    code, out, _ = _run(capsys, "retention", str(logs), "--config", "retention.bytes=0", "--json")
+    result = _results(out)["orders-0"]
+    assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
+    assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before
