@@ -565,3 +565,18 @@ def test_retention_leaves_a_topic_whose_index_size_is_below_an_entry_as_the_clea
     result = _results(out)["orders-0"]
     assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
     assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before
+
+
+def test_delete_records_leaves_a_topic_whose_index_size_is_below_an_entry_as_retention_does(tmp_path, capsys):
+    """As retention: Kafka 3.8.0 loads no partition of such a topic, so none answers DeleteRecords.
+    Before: ``delete-records --before 3`` deleted its first three segments."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "8")])
+    before = sorted(p.name for p in (logs / "orders-0").iterdir())
+    code, out, _ = _run(capsys, "delete-records", str(logs), "--topic", "orders", "--before", "3", "--json")
+    result = _results(out)["orders-0"]
+    assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
+    assert result["log_start_offset"] == 0
+    assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before

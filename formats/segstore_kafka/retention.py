@@ -327,7 +327,10 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
 
     An internal topic (and the KRaft metadata log) is refused as the broker refuses it: named (by
     ``topic``, or as the store's one partition), the call raises before anything changes; met in a
-    whole log directory, it is left alone and its result says why.  Every other partition is checked
+    whole log directory, it is left alone and its result says why, as is a topic whose config the broker
+    creates no index with (:attr:`.partition.Partition.unwritable`: Kafka 3.8.0 loads none of its
+    partitions, so none answers a DeleteRecords, and retention and compact leave it too).  Every other
+    partition is checked
     (:func:`check_delete_records`) before any changes: one the broker would refuse (its
     ``DeleteRecords`` answer for that partition is an error) fails the whole call with nothing changed,
     rather than leaving the partitions before it changed and those after it not.
@@ -347,8 +350,8 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
                                     part.path)
     targets: dict[int, tuple[int, int]] = {}
     for i, part in enumerate(parts):
-        if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):
+        if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic) and part.unwritable is None:
             hw = high_watermark(part)
             targets[i] = (check_delete_records(part, before, hw), hw)
     return [(_delete_records_to(p, *targets[i], dry_run) if i in targets
-             else _left_alone(p, dry_run)).to_dict() for i, p in enumerate(parts)]
+             else _left_alone(p, dry_run, p.unwritable)).to_dict() for i, p in enumerate(parts)]
