@@ -944,8 +944,12 @@ class _OpenReaders:
     So reading a log directory of a thousand partitions, or a partition of a thousand segments, stays
     within the common ``ulimit -n`` of 1024, where every ``.log`` held two descriptors from open to
     close (and a RocketMQ store of a thousand queues, where every consume-queue file did).  The limit
-    is a quarter of the process's (two descriptors a file: half of it, the rest for everything
-    else); the descriptors of a file a view still reads are freed when the view is.
+    is a quarter of the process's hard limit (two descriptors a file: half of it, the rest for
+    everything else), which the soft one rises to when an open meets it (as the writers' budget:
+    a merged read of 2,000 queues under a soft limit of 1024 reopened each consume-queue file for
+    every chunk of entries, 6,000 reopens, where it now raises the soft limit once and reopens none);
+    where the hard limit is unlimited, a quarter of the soft one.  The descriptors of a file a view
+    still reads are freed when the view is.
     Thread-safe: one lock for the set, each file's own for its descriptor (taken without waiting:
     a file being read is passed over).
 
@@ -966,10 +970,12 @@ class _OpenReaders:
     @property
     def limit(self) -> int:
         if self._limit is None:
+            room = _descriptor_room()
             if self.writers:
-                room = _descriptor_room()
                 self._limit = max(16, room // 8) if room else 1 << 16
-            else:
+            elif room:      # the soft limit rises to the hard one when an open meets it, as for writers
+                self._limit = max(16, room // 4)
+            else:           # no hard limit: the soft one's, as the raise to 2^20 may be refused (macOS)
                 known = _descriptor_limit()
                 self._limit = max(16, known // 4) if known else 1 << 16
         return self._limit

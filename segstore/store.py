@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .errors import (
     ConfigError,
     CorruptDataError,
+    NotFoundError,
     OffsetOutOfRangeError,
     ReadOnlyError,
     SegstoreError,
@@ -522,6 +523,8 @@ class Store(abc.ABC):
 
         :raises ConfigError: a topic not a str, a key neither str nor bytes, ``partition``/``max_hits`` not
             an integer of at least 0, ``begin``/``end`` not a number.
+        :raises NotFoundError: a topic the store does not hold, or a ``partition`` of it that it does not
+            hold, as ``read`` and ``offset_range`` raise it (a misspelt topic is no "no hits").
         """
         from .layouts import find_records
 
@@ -540,6 +543,9 @@ class Store(abc.ABC):
         :raises ConfigError: a topic that is not a str (Kafka's find took None for every topic's records
             under one partition's), a key neither str nor bytes, a partition or ``max_hits`` not an
             integer (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
+        :raises NotFoundError: a topic the store does not hold, or a partition of it it does not hold
+            (RocketMQ 4.9.7 ``MQAdminImpl.queryMessage`` throws ``TOPIC_NOT_EXIST`` for a topic without
+            queues; ``read`` and ``offset_range`` raise it for the same names).
         """
         if not isinstance(topic, str):
             raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
@@ -549,6 +555,14 @@ class Store(abc.ABC):
             check_natural(name, value, self.path)
         self._check_time("begin", begin, negative=True)
         self._check_time("end", end, negative=True)
+        if partition is not None:
+            self.offset_range(topic, partition)     # the store's own NotFoundError for an unheld one
+        else:
+            topics = self.topics()
+            if topic not in topics:
+                shown = ", ".join(topics[:20]) + (f" and {len(topics) - 20} more" if len(topics) > 20 else "")
+                raise NotFoundError(f"expected a topic named {topic!r}, found "
+                                    f"{'topics ' + shown if topics else 'no topics'}", self.path)
         return raw
 
     def to_common(self, record: Record) -> Message:

@@ -648,3 +648,41 @@ def test_rocketmq_append_arrow_refuses_a_property_name_twice_as_its_append_does(
                                                       r"in row 1"):
             store.append_arrow(table)
         _unchanged(store)
+
+
+@pytest.mark.parametrize("lookup", [
+    lambda s: s.find("ordres", "k"),
+    lambda s: s.find("orders", "k", partition=7),
+    lambda s: s.offset_for_time("ordres", 0, 0),
+    lambda s: s.offsets_between("orders", 7),
+    lambda s: s.offset_range("ordres", 0),
+], ids=["find", "find-partition", "offset_for_time", "offsets_between", "offset_range"])
+def test_every_lookup_naming_what_the_store_does_not_hold_is_not_found(store, lookup):
+    # before: find of a misspelt topic, or of a partition the topic does not have, answered [] ("no hits")
+    # where read, offset_range and the CLI's query --key (exit 1) name it.  RocketMQ 4.9.7
+    # MQAdminImpl.queryMessage throws TOPIC_NOT_EXIST ("not matched route info") for a topic without queues
+    from segstore.errors import NotFoundError
+
+    with pytest.raises(NotFoundError, match=r"ordres|orders.7"):
+        lookup(store)
+    assert [r.offset for r in store.find("orders", "k")] == [0]
+
+
+@pytest.mark.parametrize("index", ["key", "time", "offset", "queue"])
+@pytest.mark.parametrize("lookup", [
+    lambda i: i.find_key("ordres", 0, "k"),
+    lambda i: i.offset_for_time("ordres", 0, 0),
+    lambda i: i.read_at("orders", 7, 0),
+], ids=["find_key", "offset_for_time", "read_at"])
+def test_an_index_lookup_naming_what_the_store_does_not_hold_is_not_found_before_unsupported(
+        tmp_path, index, lookup):
+    # before: UnsupportedOperationError ("expected an index answering offset lookups among (key)") where
+    # the store held no such topic or partition; the name is the user's first mistake
+    from segstore.errors import NotFoundError
+
+    for fmt in ("kafka", "rocketmq"):
+        config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+        with segstore.open(tmp_path / fmt, format=fmt, mode="a", indexes=[index], **config) as s:
+            s.append(ONE[fmt])
+            with pytest.raises(NotFoundError, match=r"ordres|orders.7"):
+                lookup(s.indexes)

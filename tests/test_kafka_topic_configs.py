@@ -514,3 +514,69 @@ def test_a_metadata_logs_segment_index_size_below_an_entry_refuses_appends_as_th
     with segstore.open(logs, format="kafka", mode="a") as store:
         store.append(Message("orders", b"v", key=b"k", partition=0, timestamp=T0))
         assert store.partition_of("orders", 0).config.segment_index_bytes == 12
+
+
+def test_a_topic_whose_index_size_is_below_an_entry_is_left_as_it_is_by_writable_opens_and_recover(
+        tmp_path, capsys):
+    """Kafka 3.8.0 ``LogLoader.load`` resizes the active segment's indexes to ``segment.index.bytes``
+    (``LogSegment.resizeIndexes``) and ``LogSegment.recover`` resets them to it (``AbstractIndex.reset``:
+    ``resize(maxIndexSize)``), which for 4..11 bytes cannot hold the entries the time index holds
+    (``mmap.position`` past the new limit, then a full index): the broker loads no such partition.
+    Before: segstore's writable open grew the active indexes to the 10 MiB default while open (trimmed at
+    close; a crash left them so) and recover rebuilt a crash-left partition at that size.  Now a writable
+    open and recover leave its files as they are, recover and verify saying why."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "8")])
+    part = logs / "orders-0"
+
+    def files() -> list[tuple[str, bytes]]:
+        return sorted((p.name, p.read_bytes()) for p in part.iterdir())
+
+    before = files()
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        assert files() == before        # before: the active .index and .timeindex at 10 MiB
+        store.append(Message("other", b"v", partition=0, timestamp=T0))
+    assert files() == before
+    active = sorted(part.glob("*.log"))[-1]
+    with active.open("ab") as log:       # a torn batch at the end, as a crash leaves one
+        log.write(b"\x00" * 7)
+    before = files()
+    code, out, err = _run(capsys, "recover", str(logs))
+    assert files() == before             # before: the torn bytes cut and the indexes rebuilt
+    assert "orders-0: left as it is, not recovered: expected segment.index.bytes of at least 12" in out
+    assert code == 1 and "00000000000000000005.log:131: " in err     # the torn batch stays, named
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert code == 1 and "recover leaves this partition as it is" in out
+
+
+def test_retention_leaves_a_topic_whose_index_size_is_below_an_entry_as_the_cleaner_does(tmp_path, capsys):
+    """Kafka 3.8.0 loads no partition of such a topic (``LogLoader.load``'s ``resizeIndexes``), and a
+    deletion of every segment rolls first (``UnifiedLog.deleteSegments``), whose new ``.timeindex``
+    ``AbstractIndex`` refuses ("Invalid max index size").  Before: ``retention`` deleted all six
+    segments and rolled a new one at offset 6; now it skips the topic, saying why, as ``compact``."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "8")])
+    before = sorted(p.name for p in (logs / "orders-0").iterdir())
+    code, out, _ = _run(capsys, "retention", str(logs), "--config", "retention.bytes=0", "--json")
+    result = _results(out)["orders-0"]
+    assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
+    assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before
+
+
+def test_delete_records_leaves_a_topic_whose_index_size_is_below_an_entry_as_retention_does(tmp_path, capsys):
+    """As retention: Kafka 3.8.0 loads no partition of such a topic, so none answers DeleteRecords.
+    Before: ``delete-records --before 3`` deleted its first three segments."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders"])
+    write_metadata_log(logs, [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+                              config("orders", "segment.index.bytes", "8")])
+    before = sorted(p.name for p in (logs / "orders-0").iterdir())
+    code, out, _ = _run(capsys, "delete-records", str(logs), "--topic", "orders", "--before", "3", "--json")
+    result = _results(out)["orders-0"]
+    assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
+    assert result["log_start_offset"] == 0
+    assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before

@@ -4,7 +4,7 @@ A Kafka reader opened every segment's ``.log`` (two descriptors once mapped: ``m
 its descriptor), ``.index`` and ``.timeindex`` for as long as the store was open: a log directory
 of 1000 partitions, or one partition of 1000 segments, could not be dumped at all ("Too many open
 files").  Index files are read whole and hold no descriptor; a reader's ``.log`` lets go of its
-descriptor and map past a budget (a quarter of the limit), least recently read first, and opens
+descriptor and map past a budget (a quarter of the hard limit), least recently read first, and opens
 the same file again when it is read; what still runs out is a typed error naming the limit.
 """
 
@@ -415,3 +415,39 @@ def test_a_partition_of_more_segments_than_the_limit_holds_is_written_whole(tmp_
     limited = _tree(tmp_path / "limited")
     assert len([name for name in limited if name.endswith(".log")]) == 200
     assert limited == _tree(tmp_path / "free")
+
+
+_MERGED_QUEUES = """
+import heapq, resource
+import segstore
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard))
+reopened = []
+reopen = files._reopen
+files._reopen = lambda *args: reopened.append(args[0]) or reopen(*args)
+with segstore.open(sys.argv[1], format="rocketmq") as store:
+    reads = [store.read("t", q) for q in range(200)]
+    out["read"] = sum(1 for _ in heapq.merge(*reads, key=lambda m: m.physical_offset))
+out["reopened"] = len(reopened)
+out["soft"], out["hard"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard
+"""
+
+
+def test_a_merged_read_of_more_queues_than_the_soft_limit_holds_raises_it_as_the_writers_do(tmp_path):
+    """A read of 200 RocketMQ queues at once (``heapq.merge`` of their reads, as a dump of a
+    multi-dispatch topic merges them) under a soft limit of 128: the readers' budget was a quarter of
+    the soft limit (32 consume-queue files), so each queue's file was let go of and opened again for
+    every chunk of entries, where the writers' budget is taken from the hard limit, which the soft one
+    rises to when an open meets it (as HotSpot raises it at every JVM start, -XX:+MaxFDLimit).
+    Measured on 2,000 queues under 1024: 6,000 reopens, none once the soft limit rose."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard < 2048:     # (unlimited: the soft limit's quarter, as before)
+        pytest.skip("a hard limit of open files under 2048, or none")
+    small = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
+             "messageIndexEnable": False}
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **small) as store:
+        for _ in range(3):
+            store.append_batch([{"topic": "t", "queue_id": q, "body": b"x"} for q in range(200)])
+    out = _in_a_fresh_process(_MERGED_QUEUES, str(tmp_path / "s"))
+    assert out["read"] == 600 and out["reopened"] == 0, out     # before: 600 reopens
+    assert out["soft"] == out["hard"], out

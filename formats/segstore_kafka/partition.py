@@ -779,7 +779,13 @@ class Partition:
                  clock: Callable[[], int] = now_ms, recovery_point: int = 0,
                  unwritable: str | None = None, lock: bool = True) -> None:
         """``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
-        ``segment.index.bytes`` no index can be created with); every append raises it."""
+        ``segment.index.bytes`` no index can be created with); every append raises it, and a writable
+        open leaves the partition's files as they are (read as a reader reads them): Kafka 3.8.0
+        ``LogLoader.load`` would resize the active segment's indexes to that size
+        (``LogSegment.resizeIndexes``) and ``LogSegment.recover``'s ``AbstractIndex.reset`` too, which
+        fails below the entries an index holds; segstore neither grows them to another size nor
+        rebuilds them at one."""
+        writable = writable and unwritable is None
         self.path = path
         self.unwritable = unwritable
         self.recovery_point = recovery_point
@@ -994,6 +1000,8 @@ class Partition:
         ``index.interval.bytes``); the first one that is not is rebuilt (a torn or
         corrupt tail cut and kept), and every one after it too.
         """
+        if self.unwritable is not None:     # opened as a reader: nothing of it is touched
+            return [f"{self.path}: left as it is, not recovered: {self.unwritable}"]
         lines = list(self.recovered)
         self.recovered = []
         segments = self.segments
@@ -1471,6 +1479,8 @@ class Partition:
                 problems += [(path, pos, f"{message} (run recover)")
                              for path, pos, message in _txn_index_problems(seg, aborted)]
             progress.advance(seg.size)
+        if problems and self.unwritable is not None:    # why recover leaves them
+            problems.append((self.path, None, f"recover leaves this partition as it is: {self.unwritable}"))
         return problems
 
     def txn_index_problems(self) -> dict[int, list[tuple[str, int | None, str]]]:

@@ -294,11 +294,12 @@ METADATA_LOG_SKIPPED = ("the KRaft metadata log: the quorum deletes its segments
                         "log manager's retention never runs on it")
 
 
-def _left_alone(part: Partition, dry_run: bool) -> RetentionResult:
+def _left_alone(part: Partition, dry_run: bool, reason: str | None = None) -> RetentionResult:
     """A result saying the partition was not touched, and why (``dry_run`` as the run's: the CLI's
-    summary says "dry run" when a result does)."""
-    reason = (METADATA_LOG_SKIPPED if not is_log_managed(part.topic)
-              else f"internal topic: {_internal_refusal(part.topic)}")
+    summary says "dry run" when a result does); ``reason`` None: the metadata log's or an internal
+    topic's."""
+    reason = reason or (METADATA_LOG_SKIPPED if not is_log_managed(part.topic)
+                        else f"internal topic: {_internal_refusal(part.topic)}")
     return RetentionResult(part.topic, part.partition, high_watermark(part), part.log_start_offset,
                            part.log_start_offset, [], None, dry_run, skipped=reason)
 
@@ -311,9 +312,12 @@ def _internal_refusal(topic: str) -> str:
 def retention(store: Any, *, now_ms: int | None = None, dry_run: bool = False, topic: str | None = None,
               partition: int | None = None) -> list[dict[str, Any]]:
     """:func:`delete_old_segments` over every (selected) partition of a store opened for appends; the
-    KRaft metadata log is left alone (its result says why)."""
-    return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run) if is_log_managed(p.topic)
-             else _left_alone(p, dry_run)).to_dict()
+    KRaft metadata log is left alone (its result says why), and so is a topic whose config the broker
+    creates no index with (:attr:`.partition.Partition.unwritable`: Kafka 3.8.0 cannot load it, and the
+    roll a deletion of every segment takes, ``UnifiedLog.deleteSegments``, would create one)."""
+    return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run)
+             if is_log_managed(p.topic) and p.unwritable is None
+             else _left_alone(p, dry_run, p.unwritable)).to_dict()
             for p in _partitions(store, topic, partition)]
 
 
@@ -323,7 +327,10 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
 
     An internal topic (and the KRaft metadata log) is refused as the broker refuses it: named (by
     ``topic``, or as the store's one partition), the call raises before anything changes; met in a
-    whole log directory, it is left alone and its result says why.  Every other partition is checked
+    whole log directory, it is left alone and its result says why, as is a topic whose config the broker
+    creates no index with (:attr:`.partition.Partition.unwritable`: Kafka 3.8.0 loads none of its
+    partitions, so none answers a DeleteRecords, and retention and compact leave it too).  Every other
+    partition is checked
     (:func:`check_delete_records`) before any changes: one the broker would refuse (its
     ``DeleteRecords`` answer for that partition is an error) fails the whole call with nothing changed,
     rather than leaving the partitions before it changed and those after it not.
@@ -343,8 +350,8 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
                                     part.path)
     targets: dict[int, tuple[int, int]] = {}
     for i, part in enumerate(parts):
-        if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):
+        if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic) and part.unwritable is None:
             hw = high_watermark(part)
             targets[i] = (check_delete_records(part, before, hw), hw)
     return [(_delete_records_to(p, *targets[i], dry_run) if i in targets
-             else _left_alone(p, dry_run)).to_dict() for i, p in enumerate(parts)]
+             else _left_alone(p, dry_run, p.unwritable)).to_dict() for i, p in enumerate(parts)]

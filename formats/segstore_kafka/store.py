@@ -2577,7 +2577,7 @@ class KafkaStore(Store):
         """:meth:`Store.find`: through the extra key index when the partitions have one
         (``segstore index build PATH --index key``), else by scanning the key column of each
         partition (:meth:`scan_arrow`, in C where built): ``O(bytes of the topic's logs)``.
-        A topic or partition the store does not hold has no records: ``[]``.
+        A topic or partition the store does not hold is a ``NotFoundError``, as for :meth:`read`.
         """
         found, damage = self._find_until_damage(topic, key, partition=partition, begin=begin, end=end,
                                                 max_hits=max_hits)

@@ -249,7 +249,7 @@ class IndexSet:
 
         :raises ConfigError: a partition that is not an integer (the store's check).
         :raises NotFoundError: the store holds no such stream (the store's own error: an index layout
-            cannot make it).
+            cannot make it), before the UnsupportedOperationError of a lookup no index answers.
         """
         from .base import Stream
 
@@ -261,8 +261,8 @@ class IndexSet:
 
         :raises ConfigError: an offset that is not an integer; see :meth:`_stream`.
         """
+        stream = self._stream(topic, partition)     # an unheld name first: the user's first mistake
         layout = self._answering("offset")
-        stream = self._stream(topic, partition)
         if not isinstance(offset, numbers.Integral) or isinstance(offset, bool):
             raise ConfigError(f"expected an offset as an integer, found {type(offset).__name__} "
                               f"{cut(offset)}", self.store.path)
@@ -274,8 +274,8 @@ class IndexSet:
         :raises ConfigError: a time that is no number of ms (NaN included) or negative, as the store's
             ``offset_for_time``; see :meth:`_stream`.
         """
+        stream = self._stream(topic, partition)     # an unheld name first: the user's first mistake
         layout = self._answering("time")
-        stream = self._stream(topic, partition)
         check_time("lookup", timestamp, self.store.path)
         return layout.offset_for_time(stream, timestamp)
 
@@ -287,8 +287,8 @@ class IndexSet:
         :raises ConfigError: a key neither str nor bytes, a ``max_hits`` not an integer of at least 0, as
             ``Store.find``; see :meth:`_stream`.
         """
+        stream = self._stream(topic, partition)     # an unheld name first: the user's first mistake
         layout = self._answering("key")
-        stream = self._stream(topic, partition)
         raw = lookup_key(key, self.store.path)
         check_natural("max_hits", max_hits, self.store.path)
         return layout.find_key(stream, raw, max_hits)
