@@ -319,3 +319,24 @@ def test_decimals_of_every_length_read_as_int_reads_them(length) -> None:
     taken = [row for row in rows_ if arrowwrite.restored_fields_arrow(batch_of([row], [0]), PEER) is not None]
     within = [-(1 << 63) <= sign * int(text) < (1 << 63) for text in digits for sign in (1, -1)]
     assert len(taken) == sum(within)
+
+
+@pytest.mark.parametrize("name", [rmq.H_PHYSICAL_OFFSET, "rmq.msg_id", "rmq.unknown"])
+def test_an_rmq_header_a_row_repeats_sends_the_run_to_the_reference_which_refuses_it(name) -> None:
+    """restore_message refuses any rmq.* header a row holds twice, one it reads or not (rmq.msg_id,
+    derived from the store; convert 4e74599): the C pass and its Arrow reference declined a repeated
+    read field only and took a run whose row repeats rmq.msg_id (found by Hypothesis in CI)."""
+    good = [(rmq.H_PHYSICAL_OFFSET, b"0"), (rmq.H_BORN_TIMESTAMP, b"1"), (rmq.H_BORN_HOST, b"1.2.3.4:5"),
+            (rmq.H_STORE_TIMESTAMP, b"2"), (rmq.H_STORE_HOST, b"1.2.3.4:5"), ("rmq.msg_id", b"C0A8"),
+            ("rmq.unknown", b"x")]
+    twice = [*good, next(item for item in good if item[0] == name)]
+    batch = batch_of([("T", good), ("T", twice)], [0, 1])
+    assert arrowwrite.restored_fields(batch, PEER) is None
+    assert arrowwrite.restored_fields_arrow(batch, PEER) is None
+    entries = [entry for entry, _ in arrowwrite.batch_entries(batch)]
+    rmq.restore_message(entries[0], PEER)
+    with pytest.raises(rmq.ConversionError, match="found it again"):
+        rmq.restore_message(entries[1], PEER)
+    once = batch_of([("T", good), ("T", list(reversed(good)))], [0, 1])
+    assert arrowwrite.restored_fields(once, PEER) is not None
+    assert arrowwrite.restored_fields_arrow(once, PEER) is not None

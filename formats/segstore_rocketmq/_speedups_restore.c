@@ -288,6 +288,10 @@ enum {
 };
 #define RH_REQUIRED ((1u << RH_PHYSICAL) | (1u << RH_BORN_TIMESTAMP) | (1u << RH_STORE_TIMESTAMP) | \
                      (1u << RH_BORN_HOST) | (1u << RH_STORE_HOST))
+/* What every header of a converted message's own starts with (conversion._RMQ_PREFIX): such a header
+ * repeated in a row is refused by the reference (restore_message), whether or not it is read here. */
+#define RMQ_HEADER_PREFIX "rmq."
+#define RMQ_HEADER_PREFIX_LEN 4
 /* Header positions in a row whose field restore_headers guesses from the row before; the property
  * headers of a row it keeps to look for a repeated name among (past them: every header before). */
 enum { RH_GUESSES = 64, RH_ROW_PROPERTIES = 32 };
@@ -604,7 +608,18 @@ restore_headers(PyObject *module, PyObject *args)
                 }
             }
             if (f == RH_FIELDS) {
-                continue;       /* rmq.msg_id (derived from the store) or another peer's header */
+                /* rmq.msg_id (derived from the store) or another peer's header; an rmq.* one the row
+                 * holds twice (the reference refuses it, read or not): a pass over the row's headers
+                 * before it, as rare as such names are (one a converted row: rmq.msg_id) */
+                if (kl >= RMQ_HEADER_PREFIX_LEN && memcmp(key, RMQ_HEADER_PREFIX, RMQ_HEADER_PREFIX_LEN) == 0) {
+                    for (int64_t e = rows[i]; e < j; e++) {
+                        if (ko[e + 1] - ko[e] == kl && same_text(kd + ko[e], key, kl)) {
+                            status = RH_REPEATED;
+                            break;
+                        }
+                    }
+                }
+                continue;
             }
             if (seen & (1u << f)) {
                 if (f == RH_TOPIC || f == RH_QUEUE_ID) {

@@ -48,6 +48,7 @@ from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 from .config import SCHEDULE_TOPIC
 from .consumequeue import CQ_DTYPE
 from .conversion import (
+    _RMQ_PREFIX,
     H_BORN_HOST,
     H_BORN_TIMESTAMP,
     H_FLAG,
@@ -416,6 +417,9 @@ def restored_fields_arrow(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
         return None
     if field(H_MAGIC) is not None:        # v2 messages (any rmq.magic header): the reference path
         return None
+    if any(field(name) is False for name in dictionary
+           if name is not None and name.startswith(_RMQ_PREFIX) and not name.startswith(RMQ_PROPERTY_PREFIX)):
+        return None     # an rmq.* header a row repeats, read or not (rmq.msg_id): restore_message refuses it
     hosts = []
     for name in (H_BORN_HOST, H_STORE_HOST):
         found = field(name)
