@@ -497,14 +497,41 @@ _PARKED = -3
 
 
 class _Budgeted:
-    """What a file a budget of open files may park (:class:`MappedFile`, :class:`AppendFile`) closes
-    alike: under its lock (none: never parked), then out of its budget."""
+    """What a file a budget of open files may park (:class:`MappedFile`, :class:`AppendFile`) does
+    alike: let go of its map, park (descriptor and map let go of) and close, each under its lock
+    (none: never parked).  The slots of what they share are here (its subclasses' keep no dict)."""
 
+    __slots__ = ("_fd", "_kept", "_lock", "_mm", "writable")
     _lock: threading.Lock | None
+    _fd: int
+    _mm: Any
+    _kept: tuple[_KeptMaps, _KeptMap] | None
     writable: bool
 
     def _close(self) -> None:
         raise NotImplementedError
+
+    def _drop_map(self) -> None:
+        """Let go of the map: a numpy view still referencing it keeps it (the OS unmaps it when the view
+        dies; nothing it shows changes: the map is shared)."""
+        if self._mm is not None:
+            _let_go(self._mm, self._kept)
+        self._mm, self._kept = None, None
+
+    def _park(self) -> bool:
+        """Let go of the descriptor and map unless another thread is using the file (for its budget);
+        whether it did."""
+        lock = self._lock
+        if lock is None or not lock.acquire(blocking=False):
+            return False
+        try:
+            if self._fd >= 0:
+                self._drop_map()
+                os.close(self._fd)
+                self._fd = _PARKED
+            return True
+        finally:
+            lock.release()
 
     def close(self) -> None:
         """Unmap and close. Idempotent; thread-safe against the budget parking the file."""
@@ -542,8 +569,7 @@ class MappedFile(_Budgeted):
     for those whose owners keep the map (:meth:`buffer`) between calls.
     """
 
-    __slots__ = ("_fd", "_ident", "_in_memory", "_kept", "_lock", "_mm", "_reserving", "_used", "path",
-                 "reserved", "size", "writable")
+    __slots__ = ("_ident", "_in_memory", "_reserving", "_used", "path", "reserved", "size")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> MappedFile:
         # A URL gets the read-only remote file (end of this module) behind the same API.
@@ -605,24 +631,6 @@ class MappedFile(_Budgeted):
                 self._unpark()
             self._used = next(_ticks)
             return use(*args)
-
-    def _park(self) -> bool:
-        """Let go of the descriptor and map unless another thread is using the file (for its budget);
-        whether it did.  A map a view still holds stays until the view goes (nothing it shows changes:
-        the map is shared)."""
-        lock = self._lock
-        if lock is None or not lock.acquire(blocking=False):
-            return False
-        try:
-            if self._fd >= 0:
-                if self._mm is not None:
-                    _let_go(self._mm, self._kept)
-                self._mm, self._kept = None, None
-                os.close(self._fd)
-                self._fd = _PARKED
-            return True
-        finally:
-            lock.release()
 
     def _unpark(self) -> None:
         """Open and map the file again after :meth:`_park` (its lock held): the same file, by inode,
@@ -901,10 +909,7 @@ class MappedFile(_Budgeted):
     def _close(self) -> None:
         if isinstance(self._mm, bytearray):
             self._mm = None
-        if self._mm is not None:
-            # a numpy view still referencing the map keeps it: the OS unmaps it when the view dies
-            _let_go(self._mm, self._kept)
-        self._mm, self._kept = None, None
+        self._drop_map()
         if self._fd >= 0:
             os.close(self._fd)
         self._fd = _CLOSED
@@ -1078,8 +1083,7 @@ class AppendFile(_Budgeted):
     :raises NotFoundError: (a read) a file opened again is found removed or replaced.
     """
 
-    __slots__ = ("_fd", "_ident", "_kept", "_lock", "_mm", "_mm_size", "_sized_at", "_used", "path", "size",
-                 "writable")
+    __slots__ = ("_ident", "_mm_size", "_sized_at", "_used", "path", "size")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> AppendFile:
         return object.__new__(RemoteAppendFile if cls is AppendFile and is_url(path) else cls)
@@ -1107,26 +1111,6 @@ class AppendFile(_Budgeted):
         #: when it was last used (:data:`_ticks`), for its budget
         self._used = next(_ticks)
         _budget(self.writable).add(self)
-
-    def _drop_map(self) -> None:
-        if self._mm is not None:
-            _let_go(self._mm, self._kept)
-        self._mm, self._kept = None, None
-
-    def _park(self) -> bool:
-        """Let go of the descriptor and map unless another thread is reading (for
-        :class:`_OpenReaders`); whether it did."""
-        lock = self._lock
-        if lock is None or not lock.acquire(blocking=False):     # (only readers are in the set)
-            return False
-        try:
-            if self._fd >= 0:
-                self._drop_map()
-                os.close(self._fd)
-                self._fd = _PARKED
-            return True
-        finally:
-            lock.release()
 
     def _unpark(self) -> None:
         """Open the file again after :meth:`_park` (its lock held): the same file, by inode.
