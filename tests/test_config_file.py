@@ -553,3 +553,14 @@ def test_server_properties_compression_none_is_refused_as_kafkaconfig_refuses_it
         segstore.config_file(conf, "kafka")
     ok = _conf(tmp_path, "compression.type=uncompressed\n", "ok.properties")
     assert segstore.config_file(ok, "kafka")["server.properties"] == {"compression.type": "uncompressed"}
+
+
+def test_a_digit_outside_the_bmp_is_refused_as_integer_parseint_refuses_it():
+    """Integer.parseInt reads each UTF-16 unit with Character.digit(char, 10): a decimal digit outside the
+    BMP ('\\U0001d7d3', MATHEMATICAL BOLD DIGIT FIVE) is two surrogates, no digit, so it throws; the
+    partition names were read so (LocalLog.parseTopicPartitionName), the broker configs took it as 5."""
+    from segstore_kafka.brokerconfig import java_whole
+    from segstore_kafka.logdir import java_partition
+
+    assert java_whole(" \u0665 ") == 5 and java_whole("\U0001d7d3") is None
+    assert java_partition("t-\u0665") == 5 and java_partition("t-\U0001d7d3") is None

@@ -120,13 +120,18 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return out
 
 
-def java_whole(text: str) -> int | None:
-    """``text`` (trimmed) as ``Integer.parseInt``/``Long.parseLong`` read it, range aside: one optional
-    sign and decimal digits (``Character.digit``: any Unicode decimal digit, ``'\u0665'`` too, never
-    ``'²'``); None for any other text."""
-    text = java_trim(text)
+def java_digits(text: str) -> int | None:
+    """``text`` as ``Integer.parseInt``/``Long.parseLong`` read it, range aside: one optional sign and
+    decimal digits, each a UTF-16 unit ``Character.digit(char, 10)`` reads (any Unicode decimal digit of
+    the BMP, ``'\u0665'`` too; never ``'²'``, nor a digit outside the BMP, whose surrogates are none);
+    None for any other text."""
     digits = text[1:] if text[:1] in ("+", "-") else text
-    return int(text) if digits.isdecimal() else None
+    return int(text) if digits.isdecimal() and max(digits) <= "\uffff" else None
+
+
+def java_whole(text: str) -> int | None:
+    """``text`` trimmed as ``ConfigDef.parseType`` trims it (:func:`java_trim`), then :func:`java_digits`."""
+    return java_digits(java_trim(text))
 
 
 def java_trim(text: str) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from segstore import files, overlap
 from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
 
+from .brokerconfig import java_digits
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -107,11 +108,8 @@ def java_partition(name: str) -> int | None:
     ``Integer.parseInt`` makes of the text after the last ``-`` (a sign, then decimal digits of any
     count, Unicode ones of the BMP too: ``Character.digit``; within an int), else None."""
     topic, dash, partition = name.rpartition("-")
-    digits = partition[1:] if partition[:1] in ("+", "-") else partition
-    if not dash or not topic or not digits.isdecimal() or max(digits) > "\uffff":
-        return None
-    value = int(partition)
-    return value if -(1 << 31) <= value < 1 << 31 else None
+    value = java_digits(partition) if dash and topic else None
+    return value if value is not None and -(1 << 31) <= value < 1 << 31 else None
 
 
 def unread_partition_dirs(path: str, names: list[str]) -> dict[tuple[str, int], str]:
