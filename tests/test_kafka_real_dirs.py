@@ -111,6 +111,7 @@ def test_checkpoints_kafka_refuses_are_typed_errors(tmp_path: Path, text: str) -
     ("0" * 20 + "\n1\n\u0661 \u0662\u0660\n", [(1, 20)]),        # ARABIC-INDIC DIGITS ONE, TWO, ZERO
     ("+0\n\uff11\n+3 " + "0" * 25 + "100\n", [(3, 100)]),          # FULLWIDTH DIGIT ONE, leading zeros
     ("0\n1\n-2147483648 9223372036854775807\n", [(-2147483648, 9223372036854775807)]),
+    ("0\n1\n1\t\x0b\x0c5 \t\n", [(1, 5)]),       # Java's \s: space, tab, VT, FF; trailing ones dropped
 ])
 def test_leader_epochs_read_as_kafka_reads_them(tmp_path: Path, text: str, entries: list) -> None:
     """server-common 3.8.0 ``CheckpointFile.CheckpointReadBuffer.read`` (``toInt``: ``Integer.parseInt``
@@ -135,6 +136,9 @@ def test_offset_checkpoints_read_as_kafka_reads_them(tmp_path: Path) -> None:
     "0\n1\n1 9223372036854775808\n",            # past a long offset
     "0\n1\n1 1_000\n",
     "\U0001d7ce\n0\n",
+    "0\n1\n 1 5\n",                              # Pattern.split: an empty first field, three in all
+    "0\n1\n1 5\u00a0\n",                         # NO-BREAK SPACE is no \s to Java: "5\u00a0" no long
+    "0\n1\n1\u20035\n",                          # EM SPACE: one field
 ])
 def test_leader_epochs_kafka_throws_on_are_typed_errors(tmp_path: Path, text: str) -> None:
     path = tmp_path / "leader-epoch-checkpoint"

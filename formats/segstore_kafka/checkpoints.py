@@ -37,6 +37,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
+#: The formatters' ``WHITE_SPACES_PATTERN`` (``\s+``: Java's ``\s`` is these six ASCII blanks only)
+_WHITE_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")
 #: the high watermarks (``ReplicaManager.HighWatermarkFilename``)
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
@@ -46,6 +48,16 @@ class EpochEntry(NamedTuple):
 
     epoch: int
     start_offset: int
+
+
+def split_fields(line: str) -> list[str]:
+    """``WHITE_SPACES_PATTERN.split(line)`` (``Pattern.compile("\\\\s+")``, as 3.8's checkpoint formatters and
+    ``PartitionMetadataReadBuffer`` split a line): at runs of the six ASCII blanks only, a blank at the
+    start leaving an empty first field, trailing empty fields dropped."""
+    tokens = _WHITE_SPACES.split(line)
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    return tokens
 
 
 def _parse(path: str, text: str, fields: int) -> list[list[str]]:
@@ -73,7 +85,7 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
         raise CorruptDataError(f"expected {count} entries, found {len(body)}", path, starts[2])
     out = []
     for i, line in enumerate(body):
-        tokens = line.split()
+        tokens = split_fields(line)
         if len(tokens) != fields:
             raise CorruptDataError(f"expected {fields} space-separated fields, found {cut(line)}", path,
                                    starts[2 + i])
