@@ -564,3 +564,19 @@ def test_a_digit_outside_the_bmp_is_refused_as_integer_parseint_refuses_it():
 
     assert java_whole(" \u0665 ") == 5 and java_whole("\U0001d7d3") is None
     assert java_partition("t-\u0665") == 5 and java_partition("t-\U0001d7d3") is None
+
+
+def test_server_properties_numbers_with_thousands_of_leading_zeros_read_as_configdef_reads_them(tmp_path):
+    """3.8 ``ConfigDef.parseType`` (clients/.../common/config/ConfigDef.java): a LONG is ``Long.parseLong`` of
+    the trimmed text, which reads leading zeros of any number; Python's ``int`` refuses a text of more than
+    4300 digits, which ended ``config_file`` with a ValueError traceback."""
+    text = "log.retention.ms=" + "0" * 5000 + "5\nlog.retention.hours=1\n"
+    conf = _conf(tmp_path, text, "server.properties")
+    static = segstore.config_file(conf, "kafka")["server.properties"]
+    assert static["log.retention.ms"] == "0" * 5000 + "5"
+    with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0", "kafka",
+                       **segstore.config_file(conf, "kafka")) as store:
+        assert store.config.retention_ms == 5
+    too_big = _conf(tmp_path, "log.retention.hours=" + "0" * 5000 + "2147483648\n", "big.properties")
+    with pytest.raises(ConfigError, match=r"log\.retention\.hours"):
+        segstore.config_file(too_big, "kafka")

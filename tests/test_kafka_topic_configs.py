@@ -376,7 +376,9 @@ def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, cap
                 "min.compaction.lag.ms=-1", "max.message.bytes=-1", "retention.bytes=9223372036854775808"):
         code, out, err = _run(capsys, "retention", str(logs), "--config", bad, "--dry-run")
         assert code == 2 and out == "", bad
-        assert f"expected {bad.split('=')[0]} from " in err, err
+        # past a long: ConfigDef's Long.parseLong throws ("Not a number of type LONG"), no bound is met
+        name = bad.split("=")[0]
+        assert f"expected {name} from " in err or f"expected an integer for {name} (" in err, err
     for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
         assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good
 

@@ -199,12 +199,13 @@ def _config_int(name: str, raw: Any) -> int:
     that ``Integer.parseInt``/``Long.parseLong`` reads once trimmed (no ``_`` separators); a float or a
     bool is refused (``Expected value to be a 32-bit integer``), not cut to a whole number."""
     if isinstance(raw, str):
-        number = java_whole(raw)    # String.trim then a sign and decimal digits: no "5\xa0", no "1_000"
+        number = java_whole(raw)    # String.trim then Long.parseLong: no "5\xa0", no "1_000"
         if number is not None:
             return number
     elif not isinstance(raw, bool) and hasattr(raw, "__index__"):     # int, numpy's integers
         return operator.index(raw)
-    raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")
+    raise ConfigError(f"expected an integer for {name} (ConfigDef's Long.parseLong of the trimmed text: a "
+                      f"Java long), found {cut(raw)}")
 
 
 #: The smallest ``segment.index.bytes`` a segment's indexes can be created with: one ``.timeindex`` entry.
