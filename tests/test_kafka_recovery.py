@@ -580,6 +580,11 @@ def test_recover_removes_the_producer_snapshots_past_the_log_end_it_cut_back_to(
     ("x.log.swap", "Kafka's LogLoader cannot parse it"),
     ("99999999999999999999.log", "Kafka's LogLoader cannot parse it"),      # past a Java long
     ("73.log", "expected 00000000000000000073.log (the base offset, 20 digits), found '73.log'"),
+    # Long.parseLong reads any BMP decimal digit: ARABIC-INDIC SEVEN, THREE is offset 73
+    ("\u0667\u0663.log", "expected 00000000000000000073.log (the base offset, 20 digits)"),
+    ("-73.log", "expected -00000000000000000073.log (the base offset, 20 digits)"),
+    ("\u00b2.snapshot", "Kafka's LogLoader cannot parse it"),               # SUPERSCRIPT TWO: no decimal
+    ("\U0001d7d5.log.swap", "Kafka's LogLoader cannot parse it"),          # a digit past the BMP
 ])
 def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: Path, name: str,
                                                                       found: str) -> None:

@@ -44,6 +44,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
 )
+from segstore.javatext import parse_long
 from segstore.log import SegmentedLog
 
 from . import batch as codec
@@ -477,7 +478,12 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
 #: ``isIndexFile``), an interrupted clean or swap (``removeTempFilesAndCollectSwapFiles``; a ``.deleted``
 #: file is removed unread) and producer snapshots (``ProducerStateManager.listSnapshotFiles``)
 OFFSET_NAMED = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".cleaned", ".swap")
-JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+
+def _log_name(offset: int) -> str:
+    """``LogFileUtils.logFile``'s name: ``filenamePrefixFromOffset`` (at least 20 digits, a ``-`` before
+    them for a negative offset) and ``.log``."""
+    return f"{'-' if offset < 0 else ''}{abs(offset):020d}.log"
 
 
 def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
@@ -491,14 +497,14 @@ def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
         full = os.path.join(path, name)
         if not name.endswith(OFFSET_NAMED) or name.endswith(".deleted") or not files.is_file(full):
             continue
-        head = name.split(".", 1)[0]
-        if JAVA_LONG.fullmatch(head) is None or not -(1 << 63) <= int(head) < 1 << 63:
+        offset = parse_long(name.split(".", 1)[0])     # LogFileUtils.offsetFromFileName
+        if offset is None:
             problems.append((full, None, f"expected a name starting with an offset, found {cut(name)}: "
                              "Kafka's LogLoader cannot parse it (LogFileUtils.offsetFromFileName: "
                              "NumberFormatException) and the broker does not start"))
-        elif name.endswith(".log") and name != f"{int(head):020d}.log":
-            problems.append((full, None, f"expected {int(head):020d}.log (the base offset, 20 digits), found "
-                             f"{cut(name)}: Kafka's LogLoader opens {int(head):020d}.log for it and never "
+        elif name.endswith(".log") and name != _log_name(offset):
+            problems.append((full, None, f"expected {_log_name(offset)} (the base offset, 20 digits), found "
+                             f"{cut(name)}: Kafka's LogLoader opens {_log_name(offset)} for it and never "
                              "reads these records"))
     return problems
 
