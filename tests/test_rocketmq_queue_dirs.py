@@ -14,10 +14,11 @@ import json
 
 import pytest
 from conftest import cli_run
-from segstore_rocketmq.dirnames import parse_int, queue_dirs
+from segstore_rocketmq.dirnames import queue_dirs
 
 import segstore
 from segstore.errors import CorruptDataError, UnsupportedOperationError
+from segstore.javatext import parse_int
 
 CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
           "maxIndexNum": 64}

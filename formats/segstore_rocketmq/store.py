@@ -50,6 +50,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
 )
+from segstore.javatext import parse_int
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
 from segstore.search import Bound, search
@@ -84,7 +85,6 @@ from .dirnames import (
     LOCK_FILE,
     has_timer_store,
     is_rocketmq_store,
-    parse_int,
     queue_dirs,
 )
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
