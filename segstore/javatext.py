@@ -97,8 +97,16 @@ def java_text(data: bytes | bytearray | memoryview) -> str:
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 #: ``Long.MIN_VALUE``, ``Long.MAX_VALUE``
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+#: What ``String.trim`` cuts: U+0000..U+0020.
+_TRIMMED = "".join(map(chr, range(0x21)))
 #: The most digits a long takes without leading zeros (``Long.MIN_VALUE`` has 19).
 _LONG_DIGITS = 19
+
+
+def java_trim(text: str) -> str:
+    """``String.trim``: the chars up to U+0020 (blanks, tabs, line ends, other controls) cut from both
+    ends; no other whitespace (U+00A0 stays).  ``O(len(text))``."""
+    return text.strip(_TRIMMED)
 
 
 def parse_int(text: str) -> int | None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from segstore.errors import ConfigError, cut
-from segstore.javatext import parse_long
+from segstore.javatext import java_trim, parse_long
 
 #: The key of a store's config mapping holding the broker's static config: broker name -> text.
 SERVER_PROPERTIES = "server.properties"
@@ -126,12 +126,6 @@ def java_whole(text: str) -> int | None:
     ``Long.parseLong`` (:func:`segstore.javatext.parse_long`; an INT's narrower range is its caller's
     check); None where it throws."""
     return parse_long(java_trim(text))
-
-
-def java_trim(text: str) -> str:
-    """``String.trim``: the characters up to U+0020 (blanks, tabs, line ends, other controls) cut from
-    both ends, as 3.8 ``ConfigDef.parseType`` cuts them from every value before parsing it."""
-    return text.strip("".join(map(chr, range(0x21))))
 
 
 def offsets_retention_ms(static: Mapping[str, str]) -> int | None:

@@ -44,11 +44,11 @@ from segstore.errors import (
     cut,
     did_you_mean,
 )
-from segstore.javatext import parse_long
+from segstore.javatext import java_trim, parse_long
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, java_whole, resolve, static_layer
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_whole, resolve, static_layer
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
