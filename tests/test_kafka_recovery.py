@@ -606,6 +606,20 @@ def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: 
     assert (part / name).exists()
 
 
+def test_a_snapshot_name_long_parselong_refuses_is_named_not_a_crash(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerStateManager.listSnapshotFiles`` takes every ``*.snapshot``'s offset with
+    ``LogFileUtils.offsetFromFileName`` (``Long.parseLong``): twenty SUPERSCRIPT TWOs are ``str.isdigit``
+    but no decimal digits, and ``int()`` raised ValueError out of ``transactions --producers``."""
+    from conftest import cli_run
+
+    part = _fixture(tmp_path)
+    (part / ("\u00b2" * 20 + ".snapshot")).write_bytes(b"")
+    code, out, err = cli_run("transactions", part, "--producers")
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = cli_run("verify", part)
+    assert code == 1 and "LogFileUtils.offsetFromFileName: NumberFormatException" in out + err
+
+
 def test_a_corrupt_producer_snapshot_is_named_and_a_writable_open_removes_it_as_the_broker(
         tmp_path: Path) -> None:
     """Kafka 3.8.0 ``ProducerStateManager.loadFromSnapshot`` deletes a snapshot ``readSnapshot`` refuses
