@@ -137,7 +137,8 @@ def _parse(text: str, low: int, high: int) -> int | None:
     negative = text[:1] == "-"
     digits = text[1:] if negative or text[:1] == "+" else text
     # str.isdecimal is Unicode category Nd, which Character.digit(char, 10) reads in the BMP (the same
-    # 370 chars in JDK 17 and Python 3.10+); it is False for "" (a lone sign, or no text)
+    # 370 chars in JDK 17 and in Python 3.10 to 3.13: Unicode 13 to 15 added Nd past the BMP only); it is
+    # False for "" (a lone sign, or no text)
     if not digits.isdecimal() or (not digits.isascii() and max(digits) > "\uffff"):
         return None
     if len(digits) > _LONG_DIGITS:
