@@ -46,7 +46,7 @@ from .errors import (
     WrongFormatError,
     cut,
 )
-from .javatext import java_utf8
+from .javatext import java_trim, java_utf8, parse_int, parse_long
 from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
 from .records import Record
@@ -227,12 +227,10 @@ OFFSETS_RETENTION_MINUTES = (1, 2**31 - 1)
 
 
 def retention_minutes(text: str) -> int:
-    """``--offsets-retention-minutes``: a whole number the broker's ``offsets.retention.minutes`` takes."""
+    """``--offsets-retention-minutes``: a whole number the broker's ``offsets.retention.minutes`` takes
+    (``ConfigDef.parseType``: ``Integer.parseInt`` of the trimmed text)."""
     low, high = OFFSETS_RETENTION_MINUTES
-    try:
-        minutes = int(text)
-    except ValueError:
-        minutes = None
+    minutes = parse_int(java_trim(text))
     if minutes is None or not low <= minutes <= high:
         raise argparse.ArgumentTypeError(f"expected {low} to {high} minutes (offsets.retention.minutes, an "
                                          f"INT at least {low}), found {text!r}")
@@ -263,26 +261,22 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
 
 
 def _java_long(text: str) -> int:
-    """A whole number as ``Long.parseLong`` reads it (kafka-consumer-groups' ``--to-offset``, ``--shift-by``:
-    ``OptionSpec<Long>``, which refuses a number past a long as a usage error)."""
-    try:
-        value = int(text) if "_" not in text else None
-    except ValueError:
-        value = None
-    if value is None or not -2**63 <= value < 2**63:
+    """A whole number as ``Long.valueOf`` reads it (:func:`segstore.javatext.parse_long`;
+    kafka-consumer-groups' ``--to-offset``, ``--shift-by``: jopt-simple's ``OptionSpec<Long>``, which
+    refuses what it throws on, a blank around it or a number past a long, as a usage error)."""
+    value = parse_long(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a whole number from -2^63 to 2^63-1 (a Java long), "
                                          f"found {text!r}")
     return value
 
 
 def _java_int(text: str) -> int:
-    """A whole number as ``Integer.parseInt`` reads it (kafka-transactions' ``--max-transaction-timeout``, an
-    argparse4j ``Integer``, which refuses a number past an int as a usage error)."""
-    try:
-        value = _java_long(text)
-    except argparse.ArgumentTypeError:
-        value = None
-    if value is None or not -2**31 <= value < 2**31:
+    """A whole number as ``Integer.valueOf`` reads it (:func:`segstore.javatext.parse_int`;
+    kafka-transactions' ``--max-transaction-timeout``, an argparse4j ``Integer``, which refuses what it
+    throws on as a usage error)."""
+    value = parse_int(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a whole number from -2^31 to 2^31-1 (a Java int), "
                                          f"found {text!r}")
     return value
@@ -2037,18 +2031,12 @@ def _topic_partitions(args: argparse.Namespace) -> list[int] | None:
     if args.topic is None or ":" not in args.topic:
         return None
     topic, _, listed = args.topic.partition(":")
-    try:
-        partitions = [int(number) for number in listed.split(",")]
-    except ValueError:
-        raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {args.topic!r}") from None
-    if not topic or any(p < 0 for p in partitions):
+    numbers = [parse_int(number) for number in listed.split(",")]      # Integer.parseInt of each
+    partitions = [number for number in numbers if number is not None]
+    if not topic or len(partitions) != len(numbers) or any(p < 0 for p in partitions):
         raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {args.topic!r}")
     args.topic = topic
     return sorted(set(partitions))
-
-
-#: a whole number as Java reads one (before its range): a sign and digits
-_JAVA_WHOLE = re.compile(r"[+-]?\d+")
 
 
 def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> dict[tuple[str, int], int]:
@@ -2082,11 +2070,11 @@ def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> 
         cells = next(csv.reader([text]))
         fields = fields or len(cells)
         # parseResetPlan (Jackson's CSV reader): the partition an int, the offset a long, blanks around them
-        # trimmed; no "_" separators, nothing past those ranges
+        # trimmed, then NumberInput.parseInt / parseLong (Integer.parseInt / Long.parseLong past ASCII)
         numbers: tuple[int, int] | None = None
-        if len(cells) >= 3 and all(_JAVA_WHOLE.fullmatch(cell.strip()) for cell in cells[-2:]):
-            queue_, offset_ = int(cells[-2]), int(cells[-1])
-            if -2**31 <= queue_ < 2**31 and -2**63 <= offset_ < 2**63:
+        if len(cells) >= 3:
+            queue_, offset_ = parse_int(cells[-2].strip()), parse_long(cells[-1].strip())
+            if queue_ is not None and offset_ is not None:
                 numbers = queue_, offset_
         if numbers is None or len(cells) != fields or fields not in (3, 4):
             raise UsageError(f"expected topic,partition,offset (or group,topic,partition,offset) as the "

@@ -1,6 +1,7 @@
-"""Bytes as Java's ``new String(bytes, StandardCharsets.UTF_8)`` reads them: the text both brokers make of
-what they store (a Kafka record header key, ``RecordHeader.key()`` through ``Utils.utf8``; a RocketMQ
-message's properties, ``CommitLog.checkMessageAndReturnSize`` and ``MessageDecoder.decodeMessage``).
+"""Java's text: bytes as Java's ``new String(bytes, StandardCharsets.UTF_8)`` reads them: the text both
+brokers make of what they store (a Kafka record header key, ``RecordHeader.key()`` through
+``Utils.utf8``; a RocketMQ message's properties, ``CommitLog.checkMessageAndReturnSize`` and
+``MessageDecoder.decodeMessage``).
 
 Java never fails there: each malformed sequence becomes one U+FFFD.  Its extents are Python's ``replace``
 ones (the Unicode "maximal subpart" practice: JDK ``String.decodeUTF8_UTF16``, ``malformed3``,
@@ -12,12 +13,23 @@ it), where Python's ``replace`` writes a U+FFFD for each byte.
 and ``PyUnicode_DecodeUTF8(..., "segstore.java_replace")`` from C once this module is imported);
 :data:`SURROGATEPASS_JAVA_REPLACE` keeps an encoded surrogate as the lone surrogate it stands for
 (``surrogatepass``) and replaces the rest as Java does; :func:`java_text` gives the bytes with Java's
-text (:class:`JavaText`) where they are not UTF-8.  Stateless, thread-safe.
+text (:class:`JavaText`) where they are not UTF-8.
+
+And whole numbers as Java reads them from text (a file name, a checkpoint line, a config value, a
+property, an option): :func:`parse_int` and :func:`parse_long` are JDK 17's ``Integer.parseInt(String)``
+and ``Long.parseLong(String)`` (``Integer.valueOf(String)``, ``Long.valueOf(String)`` and Scala's
+``toInt``/``toLong`` call them), each caller naming the broker method whose text it reads.  Every place
+that reads a whole number the broker reads with them goes through these two: Python's ``int`` takes text
+Java refuses (blanks around it, ``_`` between digits, a digit outside the BMP) and an ASCII-only pattern
+refuses text Java takes (``"\\u0665"``, twenty leading zeros).
+
+Stateless, thread-safe.
 """
 
 from __future__ import annotations
 
 import codecs
+import unicodedata
 
 JAVA_REPLACE = "segstore.java_replace"
 SURROGATEPASS_JAVA_REPLACE = "segstore.surrogatepass_java_replace"
@@ -79,3 +91,61 @@ def java_text(data: bytes | bytearray | memoryview) -> str:
         text = JavaText(raw.decode("utf-8", JAVA_REPLACE))
         text.raw = raw
         return text
+
+
+#: ``Integer.MIN_VALUE``, ``Integer.MAX_VALUE``
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+#: ``Long.MIN_VALUE``, ``Long.MAX_VALUE``
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+#: What ``String.trim`` cuts: U+0000..U+0020.
+_TRIMMED = "".join(map(chr, range(0x21)))
+#: The most digits a long takes without leading zeros (``Long.MIN_VALUE`` has 19).
+_LONG_DIGITS = 19
+
+
+def java_trim(text: str) -> str:
+    """``String.trim``: the chars up to U+0020 (blanks, tabs, line ends, other controls) cut from both
+    ends; no other whitespace (U+00A0 stays).  ``O(len(text))``."""
+    return text.strip(_TRIMMED)
+
+
+def parse_int(text: str) -> int | None:
+    """``Integer.parseInt(text)`` of JDK 17: its value, or None where it throws ``NumberFormatException``.
+
+    Java's text is one optional ``+`` or ``-`` then at least one digit, each a UTF-16 char that
+    ``Character.digit(char, 10)`` reads: any decimal digit (Unicode category Nd) of the BMP, ``"\u0665"``
+    and ``"\uff15"`` as 5 too, but no digit outside it (its surrogates are no digits), no blank, no
+    ``_``; leading zeros of any number; the value within ``INT_MIN..INT_MAX``.  ``O(len(text))``.
+
+    >>> parse_int("+\u0664\u0662"), parse_int("0" * 30 + "7"), parse_int(" 1"), parse_int("2147483648")
+    (42, 7, None, None)
+    """
+    return _parse(text, INT_MIN, INT_MAX)
+
+
+def parse_long(text: str) -> int | None:
+    """``Long.parseLong(text)`` of JDK 17: :func:`parse_int`'s text, within ``LONG_MIN..LONG_MAX``; None
+    where it throws ``NumberFormatException``.  ``O(len(text))``.
+
+    >>> parse_long("-9223372036854775808"), parse_long("9223372036854775808"), parse_long("\U0001d7ce")
+    (-9223372036854775808, None, None)
+    """
+    return _parse(text, LONG_MIN, LONG_MAX)
+
+
+def _parse(text: str, low: int, high: int) -> int | None:
+    negative = text[:1] == "-"
+    digits = text[1:] if negative or text[:1] == "+" else text
+    # str.isdecimal is Unicode category Nd, which Character.digit(char, 10) reads in the BMP (the same
+    # 370 chars in JDK 17 and in Python 3.10 to 3.13: Unicode 13 to 15 added Nd past the BMP only); it is
+    # False for "" (a lone sign, or no text)
+    if not digits.isdecimal() or (not digits.isascii() and max(digits) > "\uffff"):
+        return None
+    if len(digits) > _LONG_DIGITS:
+        # leading zeros, which Java reads as any other digit (and int() would refuse past 4300 digits)
+        first = next((i for i, char in enumerate(digits) if unicodedata.decimal(char)), len(digits))
+        digits = digits[first:] or "0"
+        if len(digits) > _LONG_DIGITS:
+            return None
+    value = -int(digits) if negative else int(digits)
+    return value if low <= value <= high else None

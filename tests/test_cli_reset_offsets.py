@@ -446,3 +446,53 @@ def test_a_group_or_topic_the_broker_cannot_read_back_is_not_committed(tmp_path)
     code, _, err = run("consumers", str(path), "--group", "%|_-" + "g" * 251, "--reset-offsets", "--topic",
                        "T:0", "--to-latest", "--execute")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--to-offset", " 3"], ["--to-offset", "3 "], ["--to-offset", "\U0001d7d1"],
+    ["--shift-by", "+\U0001d7cf"],
+    ["--to-offset", "3", "--topic", "T:\U0001d7ce"], ["--to-offset", "3", "--topic", "T: 1"],
+    ["--to-offset", "3", "--topic", "T:1_0"],
+])
+def test_numbers_kafka_consumer_groups_refuses_are_refused(tmp_path, argv):
+    """3.8 kafka-consumer-groups: ``--to-offset`` / ``--shift-by`` are jopt-simple ``OptionSpec<Long>``
+    (``Long.valueOf``, untrimmed), ``--topic T:P,...`` ``parseTopicsWithPartitions``' ``Integer.parseInt``:
+    a blank, a ``_`` or a digit past the BMP (two surrogates to Java) throws.  Python's ``int`` took them."""
+    path = store_with_groups(tmp_path / "store")
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *argv)
+    assert (code, out) == (2, ""), err
+
+
+def test_numbers_in_any_bmp_decimal_digits_are_what_kafka_consumer_groups_reads(tmp_path):
+    """The same methods read ARABIC-INDIC DIGIT THREE as 3 and leading zeros of any number, and so does
+    ``parseResetPlan`` (Jackson's ``NumberInput.parseInt``/``parseLong``, which hand any text but ASCII
+    digits to ``Integer.parseInt`` / ``Long.parseLong``); a partition past the BMP is refused there too."""
+    path = store_with_groups(tmp_path / "store")
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--to-offset", "\u0663",
+                         "--topic", "T:" + "0" * 25 + "1", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
+    plan = tmp_path / "plan.csv"
+    plan.write_text("T,\u0660,\uff14\n", encoding="utf-8")
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file", plan,
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"group": "g1", "topic": "T", "partition": 0, "new_offset": 4}]
+    plan.write_text("T,\U0001d7ce,4\n", encoding="utf-8")
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file", plan)
+    assert (code, out) == (2, "") and "expected topic,partition,offset" in err
+
+
+def test_offsets_retention_minutes_is_read_as_configdef_reads_the_brokers():
+    """``--offsets-retention-minutes`` stands for 3.8 ``offsets.retention.minutes``: ``ConfigDef.parseType``
+    trims it (``String.trim``: U+0000..U+0020 only) and reads it with ``Integer.parseInt``.  Python's
+    ``int`` took ``1_0`` as 10, a digit past the BMP, and a NO-BREAK SPACE around the number."""
+    import argparse
+
+    from segstore.cli import retention_minutes
+
+    assert retention_minutes(" \u0665\t") == 5
+    assert retention_minutes("0" * 30 + "7") == 7
+    for text in ("1_0", "\U0001d7d3", "\xa05", "2147483648", "0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            retention_minutes(text)

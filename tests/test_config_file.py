@@ -14,6 +14,7 @@ The sample files are the distributions' own (compat_fixtures/broker-configs/PROV
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -533,6 +534,41 @@ def test_broker_conf_numbers_in_any_decimal_digits_are_what_integer_parseint_rea
         segstore.config_file(_conf(tmp_path, "fileReservedTime=\xb2\n", "sup.conf"), "rocketmq")
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("fileReservedTime", "\U0001d7d3"),              # MATHEMATICAL BOLD DIGIT FIVE
+    ("mappedFileSizeConsumeQueue", "\U0001d7d2" + "0" * 4),
+    ("deleteWhen", "\U0001d7ce\U0001d7d2"),
+    ("messageDelayLevel", "1s \U0001d7d3s"),
+    ("transactionTimeOut", "1" + "0" * 19),           # past a long
+])
+def test_broker_config_numbers_java_refuses_are_refused(name, value):
+    """4.9.7 ``MixAll.properties2Object`` (``Integer.parseInt`` / ``Long.parseLong``),
+    ``UtilAll.isItTimeToDo`` (``Integer.parseInt`` of each hour) and
+    ``ScheduleMessageService.parseDelayLevel`` (``Long.parseLong``) read Java's UTF-16 chars: a digit
+    past the BMP is two surrogates, no digit, and they throw (the broker keeps its default, never
+    deletes, does not start); ``\\d`` took it and segstore used 5."""
+    from segstore_rocketmq.config import BrokerConfig
+
+    with pytest.raises(ConfigError, match=name):
+        BrokerConfig.from_mapping({name: value})
+
+
+def test_broker_config_numbers_with_many_leading_zeros_are_what_java_reads():
+    """The same methods read leading zeros of any number; Python's ``int`` refused a text past 4300 digits,
+    so ``deleteWhen`` of hour 4 written so was refused ("Exceeds the limit")."""
+    from segstore_rocketmq.config import BrokerConfig, parse_delay_levels
+    from segstore_rocketmq.retention import is_time_to_delete
+
+    zeros = "0" * 5000
+    parsed = BrokerConfig.from_mapping({"deleteWhen": f"{zeros}4",
+                                        "fileReservedTime": f"{zeros}\u0660\u0665"})
+    assert parsed.fileReservedTime == 5
+    four = next(ms for ms in range(0, 86_400_000, 3_600_000) if time.localtime(ms / 1000).tm_hour == 4)
+    assert is_time_to_delete(parsed.deleteWhen, four)
+    assert not is_time_to_delete(parsed.deleteWhen, four + 3_600_000)
+    assert parse_delay_levels(f"{zeros}1s +\uff12m") == (1000, 120_000)
+
+
 def test_offsets_retention_minutes_in_any_decimal_digits_is_what_integer_parseint_reads(tmp_path):
     """ConfigDef.parseType (INT): Integer.parseInt reads '\\u0665' as 5 (Character.digit); segstore took no
     value for it (a ConfigError, 'a whole number of minutes')."""
@@ -564,3 +600,19 @@ def test_a_digit_outside_the_bmp_is_refused_as_integer_parseint_refuses_it():
 
     assert java_whole(" \u0665 ") == 5 and java_whole("\U0001d7d3") is None
     assert java_partition("t-\u0665") == 5 and java_partition("t-\U0001d7d3") is None
+
+
+def test_server_properties_numbers_with_thousands_of_leading_zeros_read_as_configdef_reads_them(tmp_path):
+    """3.8 ``ConfigDef.parseType`` (clients/.../common/config/ConfigDef.java): a LONG is ``Long.parseLong`` of
+    the trimmed text, which reads leading zeros of any number; Python's ``int`` refuses a text of more than
+    4300 digits, which ended ``config_file`` with a ValueError traceback."""
+    text = "log.retention.ms=" + "0" * 5000 + "5\nlog.retention.hours=1\n"
+    conf = _conf(tmp_path, text, "server.properties")
+    static = segstore.config_file(conf, "kafka")["server.properties"]
+    assert static["log.retention.ms"] == "0" * 5000 + "5"
+    with segstore.open(FIXTURES / "kafka" / "uncompressed" / "topic-0", "kafka",
+                       **segstore.config_file(conf, "kafka")) as store:
+        assert store.config.retention_ms == 5
+    too_big = _conf(tmp_path, "log.retention.hours=" + "0" * 5000 + "2147483648\n", "big.properties")
+    with pytest.raises(ConfigError, match=r"log\.retention\.hours"):
+        segstore.config_file(too_big, "kafka")

@@ -289,6 +289,10 @@ def test_usage_errors(tmp_path):
     (["--find-hanging", "--max-transaction-timeout", "99999999999999999999"], "(a Java int)"),
     (["--abort", "--topic", "t", "--partition", "0", "--start-offset", "9223372036854775808"],
      "(a Java long)"),
+    # Integer.valueOf / Long.valueOf: untrimmed, no digit past the BMP (two surrogates to Java)
+    (["--find-hanging", "--max-transaction-timeout", " 5"], "(a Java int)"),
+    (["--find-hanging", "--max-transaction-timeout", "\U0001d7d3"], "(a Java int)"),
+    (["--abort", "--topic", "t", "--partition", "0", "--start-offset", "\U0001d7d3"], "(a Java long)"),
 ])
 def test_a_number_past_the_tools_type_is_a_usage_error(tmp_path, argv, said):
     """3.8.0 ``TransactionsCommand`` (argparse4j): ``--max-transaction-timeout`` is an ``Integer``,

@@ -107,6 +107,46 @@ def test_checkpoints_kafka_refuses_are_typed_errors(tmp_path: Path, text: str) -
     assert info.value.path == str(path)
 
 
+@pytest.mark.parametrize(("text", "entries"), [
+    ("0" * 20 + "\n1\n\u0661 \u0662\u0660\n", [(1, 20)]),        # ARABIC-INDIC DIGITS ONE, TWO, ZERO
+    ("+0\n\uff11\n+3 " + "0" * 25 + "100\n", [(3, 100)]),          # FULLWIDTH DIGIT ONE, leading zeros
+    ("0\n1\n-2147483648 9223372036854775807\n", [(-2147483648, 9223372036854775807)]),
+    ("0\n1\n1\t\x0b\x0c5 \t\n", [(1, 5)]),       # Java's \s: space, tab, VT, FF; trailing ones dropped
+])
+def test_leader_epochs_read_as_kafka_reads_them(tmp_path: Path, text: str, entries: list) -> None:
+    """server-common 3.8.0 ``CheckpointFile.CheckpointReadBuffer.read`` (``toInt``: ``Integer.parseInt``
+    of the version and count lines) and storage ``LeaderEpochCheckpointFile.Formatter.fromString``
+    (``Integer.parseInt`` of the epoch, ``Long.parseLong`` of the offset): Java reads any decimal digit
+    of the BMP and leading zeros of any number."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(text, encoding="utf-8")
+    assert read_leader_epochs(str(path)) == entries
+
+
+def test_offset_checkpoints_read_as_kafka_reads_them(tmp_path: Path) -> None:
+    """3.8.0 ``OffsetCheckpointFile.Formatter.fromString``: ``partition.toInt``, ``offset.toLong``."""
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_text("0\n3\nt \u0660 \u0665\nt 1 " + "0" * 30 + "12\nt +2 \uff17\n", encoding="utf-8")
+    assert read_offsets(str(path)) == {("t", 0): 5, ("t", 1): 12, ("t", 2): 7}
+
+
+@pytest.mark.parametrize("text", [
+    "0\n1\n\U0001d7cf 5\n",                     # MATHEMATICAL BOLD DIGIT ONE: a surrogate pair to Java
+    "0\n1\n2147483648 5\n",                     # past an int epoch
+    "0\n1\n1 9223372036854775808\n",            # past a long offset
+    "0\n1\n1 1_000\n",
+    "\U0001d7ce\n0\n",
+    "0\n1\n 1 5\n",                              # Pattern.split: an empty first field, three in all
+    "0\n1\n1 5\u00a0\n",                         # NO-BREAK SPACE is no \s to Java: "5\u00a0" no long
+    "0\n1\n1\u20035\n",                          # EM SPACE: one field
+])
+def test_leader_epochs_kafka_throws_on_are_typed_errors(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CorruptDataError):
+        read_leader_epochs(str(path))
+
+
 @pytest.mark.parametrize("empty", EMPTY_CHECKPOINT_TEXTS, ids=["no-line", "version-only"])
 def test_a_log_dir_with_empty_checkpoints_serves_every_command(tmp_path: Path, empty: str) -> None:
     log_dir = _kafka38_log_dir(tmp_path, empty)

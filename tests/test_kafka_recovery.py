@@ -580,6 +580,11 @@ def test_recover_removes_the_producer_snapshots_past_the_log_end_it_cut_back_to(
     ("x.log.swap", "Kafka's LogLoader cannot parse it"),
     ("99999999999999999999.log", "Kafka's LogLoader cannot parse it"),      # past a Java long
     ("73.log", "expected 00000000000000000073.log (the base offset, 20 digits), found '73.log'"),
+    # Long.parseLong reads any BMP decimal digit: ARABIC-INDIC SEVEN, THREE is offset 73
+    ("\u0667\u0663.log", "expected 00000000000000000073.log (the base offset, 20 digits)"),
+    ("-73.log", "expected -00000000000000000073.log (the base offset, 20 digits)"),
+    ("\u00b2.snapshot", "Kafka's LogLoader cannot parse it"),               # SUPERSCRIPT TWO: no decimal
+    ("\U0001d7d5.log.swap", "Kafka's LogLoader cannot parse it"),          # a digit past the BMP
 ])
 def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: Path, name: str,
                                                                       found: str) -> None:
@@ -599,6 +604,20 @@ def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: 
         store.recover()
     assert info.value.path == str(part / name)
     assert (part / name).exists()
+
+
+def test_a_snapshot_name_long_parselong_refuses_is_named_not_a_crash(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerStateManager.listSnapshotFiles`` takes every ``*.snapshot``'s offset with
+    ``LogFileUtils.offsetFromFileName`` (``Long.parseLong``): twenty SUPERSCRIPT TWOs are ``str.isdigit``
+    but no decimal digits, and ``int()`` raised ValueError out of ``transactions --producers``."""
+    from conftest import cli_run
+
+    part = _fixture(tmp_path)
+    (part / ("\u00b2" * 20 + ".snapshot")).write_bytes(b"")
+    code, out, err = cli_run("transactions", part, "--producers")
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = cli_run("verify", part)
+    assert code == 1 and "LogFileUtils.offsetFromFileName: NumberFormatException" in out + err
 
 
 def test_a_corrupt_producer_snapshot_is_named_and_a_writable_open_removes_it_as_the_broker(

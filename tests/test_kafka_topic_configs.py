@@ -376,7 +376,9 @@ def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, cap
                 "min.compaction.lag.ms=-1", "max.message.bytes=-1", "retention.bytes=9223372036854775808"):
         code, out, err = _run(capsys, "retention", str(logs), "--config", bad, "--dry-run")
         assert code == 2 and out == "", bad
-        assert f"expected {bad.split('=')[0]} from " in err, err
+        # past a long: ConfigDef's Long.parseLong throws ("Not a number of type LONG"), no bound is met
+        name = bad.split("=")[0]
+        assert f"expected {name} from " in err or f"expected an integer for {name} (" in err, err
     for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
         assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good
 
@@ -580,3 +582,23 @@ def test_delete_records_leaves_a_topic_whose_index_size_is_below_an_entry_as_ret
     assert code == 0 and result["deleted_segments"] == [] and "Invalid max index size" in result["skipped"]
     assert result["log_start_offset"] == 0
     assert sorted(p.name for p in (logs / "orders-0").iterdir()) == before
+
+
+@pytest.mark.parametrize(("text", "read"), [
+    (f"version: 00000000000\ntopic_id: {ORDERS_ID}\n", True),        # Integer.parseInt: leading zeros
+    (f"version: \u0660\ntopic_id: {ORDERS_ID}\n", True),              # ARABIC-INDIC DIGIT ZERO
+    (f"version: 0\rtopic_id: {ORDERS_ID}", True),                     # readLine ends a line at \r
+    (f"version: 0\ntopic_id: {ORDERS_ID}  \n", True),                 # trailing empty fields dropped
+    (f"version: \U0001d7ce\ntopic_id: {ORDERS_ID}\n", False),         # surrogates: NumberFormatException
+    (f" version: 0\ntopic_id: {ORDERS_ID}\n", False),                 # Pattern.split: three fields
+    (f"version:\u00a00\ntopic_id: {ORDERS_ID}\n", False),             # NO-BREAK SPACE is no \s: one field
+    (f"version: 0\n topic_id: {ORDERS_ID}\n", False),
+])
+def test_partition_metadata_is_read_as_kafka_reads_it(tmp_path, capsys, text, read):
+    """3.8.0 storage ``PartitionMetadataReadBuffer.read``: each line (``BufferedReader.readLine``) split
+    by ``WHITE_SPACES_PATTERN`` (``\\s+``, untrimmed), the version ``Integer.parseInt`` of the second
+    field; what it throws on is a malformed file, which ``verify`` names."""
+    logs = _kraft_dir(tmp_path)
+    (logs / "orders-0" / "partition.metadata").write_text(text, encoding="utf-8")
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert (code, "orders-0/partition.metadata:" in out) == ((0, False) if read else (1, True)), out

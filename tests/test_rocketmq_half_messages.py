@@ -183,3 +183,29 @@ def test_a_transactional_id_is_refused_with_the_producer_views(tmp_path):
                                                       "--start-offset", "0"]):
         code, out, err = run("transactions", path, *argv, "--transactional-id", "x", "--now-ms", NOW)
         assert (code, out) == (2, "") and "--transactional-id goes with" in err, argv
+
+
+def test_op_bodies_and_half_properties_read_as_long_parselong_and_integer_parseint(tmp_path):
+    """4.9.7 TransactionalMessageServiceImpl: ``fillOpRemoveMap`` reads an op body with ``getLong``
+    (``Long.parseLong``), ``getImmunityTime`` CHECK_IMMUNITY_TIME_IN_SECONDS with ``getLong``, and
+    ``needDiscard`` TRANSACTION_CHECK_TIMES with ``getInt`` (``Integer.parseInt``), -1 where they throw.
+    Java reads any BMP decimal digit and leading zeros of any number, but no digit past the BMP (two
+    surrogates): an op body ``\\u0663`` or 22 digits finished nothing here, and an immunity ``\\U0001d7d8``
+    was 0 s (asked at once) where the broker's -1 makes it wait transactionTimeOut (6 s)."""
+    import pyarrow as pa
+
+    bodies = pa.array(["\u0663".encode(), b"0" * 20 + b"4", b"9223372036854775807", "\U0001d7d5".encode(),
+                       b"9223372036854775808"], pa.binary())
+    assert done_offsets(bodies) == {3, 4, 9223372036854775807}
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([
+            _half(0, HOUR), _half(1, HOUR), _half(2, 3_000, CHECK_IMMUNITY_TIME_IN_SECONDS="\U0001d7d8"),
+            _half(3, HOUR, TRANSACTION_CHECK_TIMES="\uff11\uff15"),        # FULLWIDTH 15: given up
+            _half(4, HOUR, TRANSACTION_CHECK_TIMES="\U0001d7cf\U0001d7d3")])  # -1: asked
+        store.append_batch([{"topic": OP, "queue_id": 0, "body": body, "tags": "d"}
+                            for body in ("\u0660".encode(), b"0" * 25 + b"1")])
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert code == 0
+    assert [(r["msg_id"], r["check_times"], r["next_check"]) for r in json.loads(out)] == [
+        ("K3", 15, "discard"), ("K4", 0, "check")]

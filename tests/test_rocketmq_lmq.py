@@ -81,6 +81,19 @@ def test_targets_follow_the_brokers_rules():
     assert multidispatch.targets({"INNER_MULTI_DISPATCH": " "}, 3, True) == []
 
 
+def test_target_offsets_are_what_long_parselong_reads():
+    """4.9.7 ``ConsumeQueue.multiDispatchLmqQueue``: ``Long.parseLong(queueOffsets[i])``, which reads any
+    BMP decimal digit and leading zeros of any number, and throws on a digit past the BMP (two surrogates
+    to Java), ending the dispatch there.  The ASCII-only reading dispatched none of the first two."""
+    props = {"INNER_MULTI_DISPATCH": "%LMQ%a,plain"}
+    assert multidispatch.targets({**props, "INNER_MULTI_QUEUE_OFFSET": "\u0664,\uff17"}, 3, True) == [
+        ("%LMQ%a", 0, 4), ("plain", 3, 7)]
+    assert multidispatch.targets({**props, "INNER_MULTI_QUEUE_OFFSET": "0" * 25 + "4,+7"}, 3, True) == [
+        ("%LMQ%a", 0, 4), ("plain", 3, 7)]
+    assert multidispatch.targets({**props, "INNER_MULTI_QUEUE_OFFSET": "4,\U0001d7d5"}, 3, True) == [
+        ("%LMQ%a", 0, 4)]
+
+
 def test_verify_accepts_lmq_entries_and_still_reports_a_wrong_one(lmq_store):
     path, phys = lmq_store
     with segstore.open(path, format="rocketmq", **SIZES) as store:

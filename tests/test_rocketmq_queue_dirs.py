@@ -14,10 +14,11 @@ import json
 
 import pytest
 from conftest import cli_run
-from segstore_rocketmq.dirnames import parse_int, queue_dirs
+from segstore_rocketmq.dirnames import queue_dirs
 
 import segstore
 from segstore.errors import CorruptDataError, UnsupportedOperationError
+from segstore.javatext import parse_int
 
 CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
           "maxIndexNum": 64}
@@ -119,3 +120,27 @@ def test_topics_named_like_rocksdb_files_are_topics(store_path):
         store.append_batch([{"topic": "CURRENT", "body": b"c"}, {"topic": "MANIFEST-1", "body": b"m"}])
     with segstore.open(str(store_path), "rocketmq") as store:
         assert sorted(store.topics()) == ["CURRENT", "MANIFEST-1", "T"]
+
+
+@pytest.mark.parametrize("where", ["commitlog", "consumequeue/T/0"])
+def test_a_file_name_mappedfile_cannot_parse_is_named_not_a_crash(store_path, where):
+    """4.9.7 ``MappedFile.init``: ``Long.parseLong(file.getName())`` of every file ``MappedFileQueue.load``
+    lists; twenty SUPERSCRIPT TWOs are digits to ``str.isdigit`` but no decimal digits, so Java throws
+    (the broker does not start), and ``int()`` raised ValueError out of every command."""
+    (store_path / where / ("\u00b2" * 20)).write_bytes(b"")
+    with pytest.raises(CorruptDataError, match="expected file names of 20 digits"):
+        segstore.open(str(store_path), "rocketmq", **CONFIG)
+    code, out, err = cli_run("verify", store_path)
+    assert code == 1 and "Traceback" not in err and "expected file names of 20 digits" in out + err
+
+
+def test_a_file_name_is_the_offset_long_parselong_reads():
+    """``MappedFile.init``'s ``Long.parseLong``: any BMP decimal digit, a sign; 20 characters as the broker
+    names files (``UtilAll.offset2FileName``), not negative."""
+    from segstore_rocketmq.consumequeue import name_offset
+
+    assert name_offset("00000000000000262144") == 262144
+    assert name_offset("\u0660" * 19 + "\u0665") == 5
+    assert name_offset("+" + "0" * 19) == 0
+    for name in ("\u00b2" * 20, "-" + "0" * 18 + "1", "0" * 19, "0" * 21, "\U0001d7ce" * 10, "0" * 19 + "x"):
+        assert name_offset(name) is None, name

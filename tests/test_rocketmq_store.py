@@ -462,10 +462,23 @@ def test_a_delay_property_keeps_its_text_or_is_refused_where_java_cannot_parse_i
         assert (kept.topic, kept.partition) == ("SCHEDULE_TOPIC_XXXX", 2)
         assert next(store.read("SCHEDULE_TOPIC_XXXX", 2)).properties["DELAY"] == "+03"
         assert store.queues[("SCHEDULE_TOPIC_XXXX", 2)].entries(0)["tags_code"].tolist() == [1_000 + 10_000]
-        for text in (" 3", "1.5", "x", str(2**31)):
+        for text in (" 3", "1.5", "x", str(2**31), "\U0001d7d1"):
             with pytest.raises(InvalidMessageError, match=r"Integer\.parseInt"):
                 store.append({"topic": "T", "body": b"r", "properties": {"DELAY": text}})
         assert ("T", 0) not in store.queues
+        # leading zeros of any number and any BMP decimal digit
+        for text in ("0" * 30 + "3", "\u0663"):
+            kept = store.append({"topic": "T", "body": b"z", "properties": {"DELAY": text}})
+            assert (kept.topic, kept.partition) == ("SCHEDULE_TOPIC_XXXX", 2)
+
+
+def test_a_delay_property_of_thousands_of_leading_zeros_is_the_level_java_reads(tmp_path):
+    """4.9.7 ``Message.getDelayTimeLevel``: ``Integer.parseInt`` reads leading zeros of any number;
+    Python's ``int`` refused a text past 4300 digits, and the put was refused ("Exceeds the limit")."""
+    with segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a",
+                       mappedFileSizeCommitLog=65536) as store:
+        kept = store.append({"topic": "T", "body": b"z", "properties": {"DELAY": "0" * 5000 + "3"}})
+        assert (kept.topic, kept.partition) == ("SCHEDULE_TOPIC_XXXX", 2)
 
 
 def test_consumer_offset_keys_that_are_no_topic_at_group_are_skipped_and_reported(tmp_path):

@@ -163,6 +163,9 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
     ({"path": "/s", "minPartitions": "2 "}, r"minPartitions must be an integer, found '2 '"),
     ({"path": "/s", "startingTimestamp": "1_000"}, r"startingTimestamp must be an integer, found '1_000'"),
+    # a digit past the BMP is two surrogates to Long.parseLong, no digit; a number past a long throws too
+    ({"path": "/s", "maxOffsetsPerTrigger": "\U0001d7d3"}, r"maxOffsetsPerTrigger must be an integer"),
+    ({"path": "/s", "startingTimestamp": "9" * 20}, rf"startingTimestamp must be at most {2**63 - 1}"),
 ])
 def test_read_options_refused(options, fragment):
     with pytest.raises(ConfigError, match=fragment):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from segstore.errors import ConfigError, cut
+from segstore.javatext import java_trim, parse_long
 
 #: The key of a store's config mapping holding the broker's static config: broker name -> text.
 SERVER_PROPERTIES = "server.properties"
@@ -120,24 +121,11 @@ def resolve(layers: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return out
 
 
-def java_digits(text: str) -> int | None:
-    """``text`` as ``Integer.parseInt``/``Long.parseLong`` read it, range aside: one optional sign and
-    decimal digits, each a UTF-16 unit ``Character.digit(char, 10)`` reads (any Unicode decimal digit of
-    the BMP, ``'\u0665'`` too; never ``'²'``, nor a digit outside the BMP, whose surrogates are none);
-    None for any other text."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    return int(text) if digits.isdecimal() and max(digits) <= "\uffff" else None
-
-
 def java_whole(text: str) -> int | None:
-    """``text`` trimmed as ``ConfigDef.parseType`` trims it (:func:`java_trim`), then :func:`java_digits`."""
-    return java_digits(java_trim(text))
-
-
-def java_trim(text: str) -> str:
-    """``String.trim``: the characters up to U+0020 (blanks, tabs, line ends, other controls) cut from
-    both ends, as 3.8 ``ConfigDef.parseType`` cuts them from every value before parsing it."""
-    return text.strip("".join(map(chr, range(0x21))))
+    """``text`` as 3.8 ``ConfigDef.parseType`` reads an INT or LONG: trimmed (:func:`java_trim`), then
+    ``Long.parseLong`` (:func:`segstore.javatext.parse_long`; an INT's narrower range is its caller's
+    check); None where it throws."""
+    return parse_long(java_trim(text))
 
 
 def offsets_retention_ms(static: Mapping[str, str]) -> int | None:

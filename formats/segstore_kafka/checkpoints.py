@@ -30,14 +30,15 @@ from typing import NamedTuple
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
+from segstore.javatext import parse_int, parse_long
 
 VERSION = 0
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
-#: What ``Integer.parseInt`` takes (no spaces, no underscores, unlike Python's ``int``).
-_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
+#: The formatters' ``WHITE_SPACES_PATTERN`` (``\s+``: Java's ``\s`` is these six ASCII blanks only)
+_WHITE_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")
 #: the high watermarks (``ReplicaManager.HighWatermarkFilename``)
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
@@ -49,10 +50,22 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+def split_fields(line: str) -> list[str]:
+    """``WHITE_SPACES_PATTERN.split(line)`` (``Pattern.compile("\\\\s+")``, as 3.8's checkpoint formatters and
+    ``PartitionMetadataReadBuffer`` split a line): at runs of the six ASCII blanks only, a blank at the
+    start leaving an empty first field, trailing empty fields dropped."""
+    tokens = _WHITE_SPACES.split(line)
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    return tokens
+
+
 def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     """The entry lines of a checkpoint, split into ``fields`` tokens each.
 
-    No line, or a version line alone, is no entries (``CheckpointReadBuffer.read``).
+    No line, or a version line alone, is no entries (``CheckpointReadBuffer.read``).  The version and the
+    count are what ``CheckpointReadBuffer.toInt`` reads (``Integer.parseInt`` of the whole line: Unicode
+    decimal digits of the BMP and leading zeros too, no blank).
     """
     # Lines end at \n, \r or \r\n, as Java's BufferedReader.readLine splits them.
     matches = [m for m in _LINE.finditer(text) if m.end() > m.start()]
@@ -60,19 +73,19 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     starts = [m.start() for m in matches] + [len(text)]
     if not lines:
         return []
-    if _JAVA_INT.fullmatch(lines[0]) is None or int(lines[0]) != VERSION:
+    if parse_int(lines[0]) != VERSION:
         raise CorruptDataError(f"expected checkpoint version {VERSION}, found {cut(lines[0])}", path, 0)
     if len(lines) == 1:
         return []
-    if _JAVA_INT.fullmatch(lines[1]) is None or int(lines[1]) < 0:
+    count = parse_int(lines[1])
+    if count is None or count < 0:
         raise CorruptDataError(f"expected an entry count, found {cut(lines[1])}", path, starts[1])
-    count = int(lines[1])
     body = lines[2:]
     if count != len(body):
         raise CorruptDataError(f"expected {count} entries, found {len(body)}", path, starts[2])
     out = []
     for i, line in enumerate(body):
-        tokens = line.split()
+        tokens = split_fields(line)
         if len(tokens) != fields:
             raise CorruptDataError(f"expected {fields} space-separated fields, found {cut(line)}", path,
                                    starts[2 + i])
@@ -80,19 +93,13 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     return out
 
 
-#: What ``Long.parseLong`` / ``Integer.parseInt`` take: digits with an optional sign (no spaces or
-#: underscores, which Python's ``int`` accepts), in the type's range.
-_JAVA_DIGITS = re.compile(r"[+-]?[0-9]{1,20}")
-JAVA_LONG = (-(1 << 63), (1 << 63) - 1)
-JAVA_INT = (-(1 << 31), (1 << 31) - 1)
-
-
-def _int(path: str, token: str, what: str, java: tuple[int, int] = JAVA_LONG) -> int:
-    """``token`` as Kafka's checkpoint readers parse it (``Long.parseLong``, partitions and epochs
-    ``Integer.parseInt``): anything else is a malformed line (``CheckpointFile``: ``IOException``)."""
-    value = int(token) if _JAVA_DIGITS.fullmatch(token) else None
-    if value is None or not java[0] <= value <= java[1]:
-        kind = "long" if java == JAVA_LONG else "int"
+def _int(path: str, token: str, what: str, *, long: bool = True) -> int:
+    """``token`` as Kafka's checkpoint formatters parse it: offsets ``Long.parseLong``, partitions and
+    epochs ``Integer.parseInt`` (``OffsetCheckpointFile.Formatter.fromString``'s ``toLong``/``toInt``,
+    ``LeaderEpochCheckpointFile.Formatter.fromString``); what they throw on is a malformed line."""
+    value = parse_long(token) if long else parse_int(token)
+    if value is None:
+        kind = "long" if long else "int"
         raise CorruptDataError(f"expected an integer {what} (a Java {kind}), found {cut(token)}", path)
     return value
 
@@ -106,7 +113,7 @@ def read_leader_epochs(path: str) -> list[EpochEntry]:
     """The entries of a ``leader-epoch-checkpoint`` (``[]`` if the file is missing)."""
     if not files.exists(path):
         return []
-    return [EpochEntry(_int(path, e, "epoch", JAVA_INT), _int(path, o, "start offset"))
+    return [EpochEntry(_int(path, e, "epoch", long=False), _int(path, o, "start offset"))
             for e, o in _parse(path, files.read_text(path), 2)]
 
 
@@ -129,7 +136,7 @@ def _parsed_offsets(path: str) -> dict[tuple[str, int], int]:
     kept = _PARSED.get(path)
     if kept is not None and kept[0] == identity:
         return kept[1]
-    offsets = {(t, _int(path, p, "partition", JAVA_INT)): _int(path, o, "offset")
+    offsets = {(t, _int(path, p, "partition", long=False)): _int(path, o, "offset")
                for t, p, o in _parse(path, files.read_text(path), 3)}
     _PARSED[path] = (identity, offsets)
     return offsets

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 from segstore import files
 from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
+from segstore.javatext import parse_int
 
 from . import columnar
-from .brokerconfig import java_trim, java_whole
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
 
@@ -450,9 +450,7 @@ def node_identity(log_dir: str) -> NodeIdentity | None:
 
     def number(name: str) -> int | None:
         # PropertiesUtils.loadRequiredIntProp: Integer.parseInt of the text as it is (no trim)
-        text = props.get(name, "")
-        whole = java_whole(text) if text == java_trim(text) else None
-        return whole if whole is not None and -2**31 <= whole < 2**31 else None
+        return parse_int(props.get(name, ""))
 
     node = number("node.id")
     return NodeIdentity(props.get("cluster.id"), node if node is not None else number("broker.id"),

@@ -33,6 +33,7 @@ import os
 
 from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
+from segstore.javatext import parse_long
 
 from . import batch as codec
 
@@ -47,9 +48,9 @@ INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 def offset_from_name(name: str) -> int | None:
-    """``LogFileUtils.offsetFromFileName``: the digits before the first ``.`` (None if not a number)."""
-    head = name.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    """``LogFileUtils.offsetFromFileName``: ``Long.parseLong`` of the text before the first ``.``
+    (:func:`segstore.javatext.parse_long`); None where it throws."""
+    return parse_long(name.split(".", 1)[0])
 
 
 def _next_offset(path: str, base: int) -> int:

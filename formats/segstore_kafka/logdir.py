@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 
 from segstore import files, overlap
 from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
+from segstore.javatext import parse_int
 
-from .brokerconfig import java_digits
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -105,11 +105,10 @@ def kafka_partition_name(name: str) -> bool:
 
 def java_partition(name: str) -> int | None:
     """The partition ``LocalLog.parseTopicPartitionName`` reads from a plain ``TOPIC-N`` name: what
-    ``Integer.parseInt`` makes of the text after the last ``-`` (a sign, then decimal digits of any
-    count, Unicode ones of the BMP too: ``Character.digit``; within an int), else None."""
+    ``Integer.parseInt`` makes of the text after the last ``-`` (:func:`segstore.javatext.parse_int`: a
+    sign, then decimal digits of any count, Unicode ones of the BMP too), else None."""
     topic, dash, partition = name.rpartition("-")
-    value = java_digits(partition) if dash and topic else None
-    return value if value is not None and -(1 << 31) <= value < 1 << 31 else None
+    return parse_int(partition) if dash and topic else None
 
 
 def unread_partition_dirs(path: str, names: list[str]) -> dict[tuple[str, int], str]:

@@ -44,10 +44,11 @@ from segstore.errors import (
     cut,
     did_you_mean,
 )
+from segstore.javatext import java_trim, parse_long
 from segstore.log import SegmentedLog
 
 from . import batch as codec
-from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_trim, java_whole, resolve, static_layer
+from .brokerconfig import SERVER_PROPERTIES, TOPIC_OF, java_whole, resolve, static_layer
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import COMPRESSION_NAMES, codec_id
 from .dirnames import MAX_PARTITION, PARTITION_DIR, named_path, segment_bases
@@ -199,12 +200,13 @@ def _config_int(name: str, raw: Any) -> int:
     that ``Integer.parseInt``/``Long.parseLong`` reads once trimmed (no ``_`` separators); a float or a
     bool is refused (``Expected value to be a 32-bit integer``), not cut to a whole number."""
     if isinstance(raw, str):
-        number = java_whole(raw)    # String.trim then a sign and decimal digits: no "5\xa0", no "1_000"
+        number = java_whole(raw)    # String.trim then Long.parseLong: no "5\xa0", no "1_000"
         if number is not None:
             return number
     elif not isinstance(raw, bool) and hasattr(raw, "__index__"):     # int, numpy's integers
         return operator.index(raw)
-    raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")
+    raise ConfigError(f"expected an integer for {name} (ConfigDef's Long.parseLong of the trimmed text: a "
+                      f"Java long), found {cut(raw)}")
 
 
 #: The smallest ``segment.index.bytes`` a segment's indexes can be created with: one ``.timeindex`` entry.
@@ -476,7 +478,12 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
 #: ``isIndexFile``), an interrupted clean or swap (``removeTempFilesAndCollectSwapFiles``; a ``.deleted``
 #: file is removed unread) and producer snapshots (``ProducerStateManager.listSnapshotFiles``)
 OFFSET_NAMED = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".cleaned", ".swap")
-JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+
+def _log_name(offset: int) -> str:
+    """``LogFileUtils.logFile``'s name: ``filenamePrefixFromOffset`` (at least 20 digits, a ``-`` before
+    them for a negative offset) and ``.log``."""
+    return f"{'-' if offset < 0 else ''}{abs(offset):020d}.log"
 
 
 def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
@@ -490,14 +497,14 @@ def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
         full = os.path.join(path, name)
         if not name.endswith(OFFSET_NAMED) or name.endswith(".deleted") or not files.is_file(full):
             continue
-        head = name.split(".", 1)[0]
-        if JAVA_LONG.fullmatch(head) is None or not -(1 << 63) <= int(head) < 1 << 63:
+        offset = parse_long(name.split(".", 1)[0])     # LogFileUtils.offsetFromFileName
+        if offset is None:
             problems.append((full, None, f"expected a name starting with an offset, found {cut(name)}: "
                              "Kafka's LogLoader cannot parse it (LogFileUtils.offsetFromFileName: "
                              "NumberFormatException) and the broker does not start"))
-        elif name.endswith(".log") and name != f"{int(head):020d}.log":
-            problems.append((full, None, f"expected {int(head):020d}.log (the base offset, 20 digits), found "
-                             f"{cut(name)}: Kafka's LogLoader opens {int(head):020d}.log for it and never "
+        elif name.endswith(".log") and name != _log_name(offset):
+            problems.append((full, None, f"expected {_log_name(offset)} (the base offset, 20 digits), found "
+                             f"{cut(name)}: Kafka's LogLoader opens {_log_name(offset)} for it and never "
                              "reads these records"))
     return problems
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError
+from segstore.javatext import parse_long
 
 from . import batch as codec
 from . import snapshot
@@ -98,12 +99,13 @@ def newest_seed(part: Partition, upto: int | None = None) -> tuple[dict[int, Pro
     found = []
     for name in files.list_dir(part.path):
         stem, dot, suffix = name.partition(".")
-        if dot and "." + suffix == snapshot.SUFFIX and len(stem) == 20 and stem.isdigit() \
-                and base <= int(stem) <= limit and int(stem) > 0:
-            found.append(int(stem))
-    for offset in sorted(found, reverse=True):
+        # ProducerStateManager.listSnapshotFiles: LogFileUtils.offsetFromFile, Long.parseLong of the stem
+        offset = parse_long(stem) if dot and "." + suffix == snapshot.SUFFIX and len(stem) == 20 else None
+        if offset is not None and base <= offset <= limit and offset > 0:
+            found.append((offset, name))
+    for offset, name in sorted(found, reverse=True):
         try:
-            return _snapshot_states(os.path.join(part.path, f"{offset:020d}{snapshot.SUFFIX}")), offset
+            return _snapshot_states(os.path.join(part.path, name)), offset
         except CorruptDataError:
             continue
     return {}, base

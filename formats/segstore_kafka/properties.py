@@ -28,13 +28,16 @@ import re
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
+from segstore.javatext import parse_int
 from segstore.properties import parse_properties
+
+from .checkpoints import split_fields
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 #: ``Uuid.ZERO_UUID`` as text: the reader refuses it as a topic id.
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
-_WHITE_SPACES = re.compile(r"\s+")
+_LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 def read_meta_properties(log_dir: str) -> dict[str, str] | None:
@@ -67,17 +70,18 @@ def parse_partition_metadata(text: str, path: str = "<memory>") -> str:
     :raises CorruptDataError: a malformed line, a version below 0, or a topic id that is not one
         (or is the zero id).
     """
-    lines = text.split("\n")
-    version_fields = _WHITE_SPACES.split(lines[0].strip()) if lines else []
-    if len(version_fields) != 2 or not re.fullmatch(r"[+-]?\d{1,10}", version_fields[1]):
-        raise CorruptDataError(f"expected a line 'version: N', found {cut(lines[0] if lines else '')}",
-                               path, 0)
-    if int(version_fields[1]) < 0:
+    # BufferedReader.readLine: lines end at \n, \r or \r\n; each split by WHITE_SPACES_PATTERN, untrimmed
+    first, end, rest = [*_LINE_END.split(text, 1), "", ""][:3]
+    version_fields = split_fields(first)
+    version = parse_int(version_fields[1]) if len(version_fields) == 2 else None   # Integer.parseInt
+    if version is None:
+        raise CorruptDataError(f"expected a line 'version: N', found {cut(first)}", path, 0)
+    if version < 0:
         raise CorruptDataError(f"expected partition metadata version 0 or later, found {version_fields[1]}",
                                path, 0)
-    second = lines[1] if len(lines) > 1 else ""
-    pos = len(lines[0]) + 1
-    id_fields = _WHITE_SPACES.split(second.strip())
+    second = _LINE_END.split(rest, 1)[0]
+    pos = len(first) + len(end)
+    id_fields = split_fields(second)
     if len(id_fields) != 2 or topic_id_bytes(id_fields[1]) is None:
         raise CorruptDataError(f"expected a line 'topic_id: ID' with a 22-character topic id, found "
                                f"{cut(second)}", path, pos)

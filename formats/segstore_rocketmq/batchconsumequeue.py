@@ -40,6 +40,7 @@ from segstore.errors import CorruptDataError
 from segstore.plugin import DumpLine
 from segstore.store import Problem
 
+from .consumequeue import name_offset
 from .dirnames import BCQ_DIR, queue_dirs
 
 BCQ_UNIT = np.dtype([
@@ -173,12 +174,13 @@ class BatchQueue:
 
 def read_file(path: str) -> BatchQueueFile:
     name = os.path.basename(path)
-    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+    base = name_offset(name)
+    if base is None:
         raise CorruptDataError(f"expected a batch consume queue file named by {FILE_NAME_DIGITS} digits, "
                                f"found {name!r}", path)
     mapped = files.MappedFile(path)
     try:
-        return decode_file(mapped.view(), path=path, base=int(name))
+        return decode_file(mapped.view(), path=path, base=base)
     finally:
         mapped.close()
 
@@ -193,8 +195,7 @@ def load(store_dir: str) -> dict[tuple[str, int], BatchQueue]:
     for topic, queue_id, directory in queue_dirs(root).queues:
         if queue_id < 0:
             continue
-        names = sorted(n for n in files.list_dir(directory)
-                       if len(n) == FILE_NAME_DIGITS and n.isdigit())
+        names = sorted(n for n in files.list_dir(directory) if name_offset(n) is not None)
         out[(topic, queue_id)] = BatchQueue(topic, queue_id,
                                             [read_file(os.path.join(directory, n)) for n in names])
     return out

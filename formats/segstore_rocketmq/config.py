@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from segstore.errors import ConfigError, InvalidTopicError, cut, did_you_mean
+from segstore.javatext import parse_int, parse_long
 
 #: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
 CQ_UNIT_SIZE = 20
@@ -102,11 +103,11 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     levels = []
     for token in parts:
         unit = _DELAY_UNITS_MS.get(token[-1:])
-        number = token[:-1]
-        if unit is None or _JAVA_INT.fullmatch(number) is None or not -2**63 <= int(number) <= JAVA_LONG_MAX:
+        number = parse_long(token[:-1])
+        if unit is None or number is None:
             raise ConfigError(f"expected delay levels like '1s 5m 2h 1d' (one space between), "
                               f"found {token!r} in {text!r}")
-        levels.append(int(number) * unit)
+        levels.append(number * unit)
     if not levels:
         raise ConfigError("expected at least one delay level, found none")
     return tuple(levels)
@@ -187,11 +188,6 @@ def _host(value: Any) -> str:
     return str(value)
 
 
-#: ``Integer.parseInt``'s text: an optional sign and decimal digits (``Character.digit``: any Unicode decimal
-#: digit, as ``\d`` and ``int()`` take them)
-_JAVA_INT = re.compile(r"[+-]?\d+")
-
-
 def _delete_when(value: Any) -> str:
     """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty.  Each is
     what ``Integer.parseInt`` reads; one that is no hour (``99``, the usual way to turn the time rule
@@ -203,20 +199,24 @@ def _delete_when(value: Any) -> str:
     while parts and not parts[-1]:
         parts.pop()
     for hour in parts:
-        if _JAVA_INT.fullmatch(hour) is None or not -2**31 <= int(hour) < 2**31:
+        if parse_int(hour) is None:
             raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23; "
                              f"the broker's Integer.parseInt refuses it)")
     return text
 
 
 def _whole(value: Any) -> int:
-    """A whole number as ``Integer.parseInt``/``Long.parseLong`` read its text (a sign and decimal
-    digits); an integer as it is.  A float or a bool is refused: ``int()`` would cut 1.5 to 1 and take
-    ``True`` for 1."""
+    """A whole number as ``Long.parseLong`` reads its text (:func:`segstore.javatext.parse_long`, the
+    text stripped: ``--config`` values are), an int field's narrower range its caller's check; an
+    integer as it is.  A float or a bool is refused: ``int()`` would cut 1.5 to 1 and take ``True`` for
+    1."""
     if isinstance(value, (bool, float)):
         raise TypeError(f"{value!r} is not a whole number")
-    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
-        raise ValueError(f"{value!r} is not a whole number")
+    if isinstance(value, str):
+        number = parse_long(value.strip())
+        if number is None:
+            raise ValueError(f"{value!r} is not a whole number")
+        return number
     return int(value)
 
 
@@ -582,7 +582,7 @@ def _check_file_text(name: str, text: str) -> None:
     :raises ValueError: what the broker does with it instead.
     """
     parser = _broker_parser(name)
-    if parser in _WHOLE_PARSERS and _JAVA_INT.fullmatch(text) is None:
+    if parser in _WHOLE_PARSERS and parse_long(text) is None:
         raise ValueError(f"Integer.parseInt/Long.parseLong throw on {text!r}: MixAll.properties2Object "
                          f"ignores the line and the broker keeps its default")
     if parser is _bool and text.lower() not in ("true", "false"):

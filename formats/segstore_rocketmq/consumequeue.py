@@ -15,6 +15,7 @@ from segstore.indexes.dense import (
     ConsumeQueue,
     ConsumeQueueFile,
     file_name,
+    name_offset,
     parse_file_name,
     valid_entries,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "ConsumeQueue",
     "ConsumeQueueFile",
     "file_name",
+    "name_offset",
     "parse_file_name",
     "queue_cut_dir",
     "valid_entries",

@@ -12,6 +12,7 @@ import os
 from typing import NamedTuple
 
 from segstore import files
+from segstore.javatext import parse_int
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
@@ -38,19 +39,6 @@ KEPT_ASIDE = ".cut-"
 #: Files of a RocksDB database (RocketMQ 5.2+ ``storeType=defaultRocksDB``: ``RocksDBConsumeQueueStore``
 #: opens its database in ``consumequeue/``): its ``CURRENT`` file names the live ``MANIFEST-*``.
 ROCKSDB_MARKER, ROCKSDB_MANIFEST = "CURRENT", "MANIFEST-"
-#: java.lang.Integer's range (a queue directory's name is parsed as one)
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def parse_int(name: str) -> int | None:
-    """Java's ``Integer.parseInt(name)`` (decimal digits, an optional sign, within an int); None where
-    it throws ``NumberFormatException``."""
-    digits = name[1:] if name[:1] in ("+", "-") else name
-    # Character.digit(char, 10) sees UTF-16 chars: a digit past the BMP is a surrogate pair it refuses
-    if not digits or not digits.isdecimal() or (not digits.isascii() and max(digits) > "\uffff"):
-        return None
-    value = int(name)
-    return value if _INT_MIN <= value <= _INT_MAX else None
 
 
 class QueueDirs(NamedTuple):

@@ -27,7 +27,7 @@ from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batchconsumequeue, timerstore
 from . import checkpoint as cp
-from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS
+from .consumequeue import CQ_DTYPE, name_offset
 from .indexfile import (
     ENTRY_DTYPE,
     FILE_NAME_LENGTH,
@@ -61,14 +61,14 @@ def file_kind(path: str) -> str | None:
         return "checkpoint"
     if name in (timerstore.TIMERWHEEL_FILE, "timercheck", "timermetrics"):
         return name
-    if len(name) == FILE_NAME_DIGITS and name.isdigit() and parent == timerstore.TIMERLOG_DIR:
+    if name_offset(name) is not None and parent == timerstore.TIMERLOG_DIR:
         return "timerlog"
     great = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path)))))
-    if len(name) == FILE_NAME_DIGITS and name.isdigit() and great == batchconsumequeue.BCQ_DIR:
+    if name_offset(name) is not None and great == batchconsumequeue.BCQ_DIR:
         return "batchconsumequeue"
     if len(name) == FILE_NAME_LENGTH and name.isdigit():
         return "indexfile"
-    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+    if name_offset(name) is None:
         return None
     if parent == COMMITLOG_DIR:
         return "commitlog"

@@ -25,9 +25,10 @@ thread-safe.  The store (``RocketMQStore.half_messages``) reads the queues and t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from segstore.javatext import parse_int, parse_long
 
 if TYPE_CHECKING:       # pyarrow is imported where the op bodies are read
     import pyarrow as pa
@@ -45,23 +46,27 @@ PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
 
 def done_offsets(bodies: pa.Array, tags: pa.Array | None = None) -> set[int]:
-    """The half-queue offsets a column of op message bodies names (decimal, 5.x's comma-separated); what
-    ``Long.parseLong`` refuses (a space, a letter, nothing) is passed over, as ``fillOpRemoveMap`` passes
-    over the -1 its ``getLong`` gives for it.  With ``tags`` (the op messages' tags, one a body) only the
-    bodies of op messages tagged ``d`` count: ``fillOpRemoveMap`` logs any other tag as illegal and
-    finishes nothing with it.  Vectorised (pyarrow compute)."""
+    """The half-queue offsets a column of op message bodies names (decimal, 5.x's comma-separated), each
+    as ``fillOpRemoveMap``'s ``getLong`` reads it (``Long.parseLong``:
+    :func:`segstore.javatext.parse_long`); what it refuses (a space, a letter, nothing) is passed over,
+    as ``fillOpRemoveMap`` passes over the -1 ``getLong`` gives for it.  With ``tags`` (the op messages'
+    tags, one a body) only the bodies of op messages tagged ``d`` count: ``fillOpRemoveMap`` logs any
+    other tag as illegal and finishes nothing with it.  Vectorised (pyarrow compute) but for a text
+    other than ASCII digits."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if tags is not None:
         bodies = pc.filter(bodies, pc.fill_null(pc.equal(tags, REMOVE_TAG), False))
     texts = pc.list_flatten(pc.split_pattern(pc.cast(bodies, pa.string()), ","))
-    numbers = pc.filter(texts, pc.match_substring_regex(texts, r"^[+-]?[0-9]{1,18}$"))
+    plain = pc.match_substring_regex(texts, r"^[+-]?[0-9]{1,18}$")
     # Arrow's cast takes a '-' but not Java's '+'
-    return set(pc.cast(pc.utf8_ltrim(numbers, "+"), pa.int64()).to_pylist())
+    done = set(pc.cast(pc.utf8_ltrim(pc.filter(texts, plain), "+"), pa.int64()).to_pylist())
+    # the rest (Unicode digits, 19 digits, leading zeros, or no number) as Long.parseLong reads them
+    others = (parse_long(text) for text in pc.filter(texts, pc.invert(plain)).to_pylist())
+    return done | {number for number in others if number is not None}
 
 
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
 _LONG_SIGN = 1 << 63
 
 
@@ -71,10 +76,8 @@ def _java_number(text: str | None, default: int, bits: int = 64) -> int:
     ``default`` for no text."""
     if text is None:
         return default
-    if not _JAVA_INTEGER.fullmatch(text):
-        return -1
-    value = int(text)
-    return value if -(1 << (bits - 1)) <= value < 1 << (bits - 1) else -1
+    value = parse_long(text) if bits == 64 else parse_int(text)
+    return -1 if value is None else value
 
 
 def pending(messages: Iterable[Any], done: set[int], *, now_ms: int, timeout_ms: int, check_max: int,

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segstore.javatext import parse_long
+
 #: ``MessageConst.PROPERTY_INNER_MULTI_DISPATCH`` / ``PROPERTY_INNER_MULTI_QUEUE_OFFSET``
 PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
@@ -40,15 +42,6 @@ def _split(text: str) -> list[str]:
     return parts
 
 
-def _java_long(text: str) -> int | None:
-    """``Long.parseLong``'s value, None where it throws."""
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isascii() or not body.isdigit():
-        return None
-    value = int(text)
-    return value if -2**63 <= value < 2**63 else None
-
-
 def targets(properties: Mapping[str, str], queue_id: int, enable_lmq: bool) -> list[tuple[str, int, int]]:
     """The ``(queue name, queue id, queue offset)`` entries the broker dispatches a message to besides its
     own queue (``DefaultMessageStore.checkMultiDispatchQueue`` then ``ConsumeQueue.multiDispatchLmqQueue``,
@@ -65,7 +58,7 @@ def targets(properties: Mapping[str, str], queue_id: int, enable_lmq: bool) -> l
         return []
     found = []
     for name, text in zip(queues, numbers, strict=True):
-        offset = _java_long(text)
+        offset = parse_long(text)       # multiDispatchLmqQueue: Long.parseLong
         if offset is None:
             break
         found.append((name, 0 if enable_lmq and is_lmq(name) else queue_id, offset))

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.errors import ConversionError
+from segstore.javatext import parse_int
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
-from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, is_rocketmq_store, parse_int
+from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, is_rocketmq_store
 
 if TYPE_CHECKING:
     from .store import RocketMQStore

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segstore import files
+from segstore.javatext import parse_int
 
 from .dirnames import INDEX_DIR
 from .indexfile import IndexService
@@ -66,9 +67,10 @@ def used_ratio(total: int, free: int, usable: int, freed: int = 0) -> float:
 
 
 def is_time_to_delete(delete_when: str, now_ms: int) -> bool:
-    """``UtilAll.isItTimeToDo``: the hour of ``now_ms`` (local time) is one of the listed hours."""
+    """``UtilAll.isItTimeToDo``: the hour of ``now_ms`` (local time) is one of the listed hours, each
+    ``Integer.parseInt`` of its text (``deleteWhen`` is checked so when the config is made)."""
     hour = time.localtime(now_ms / 1000).tm_hour
-    return any(int(h) == hour for h in delete_when.split(";") if h.strip())
+    return any(parse_int(h) == hour for h in delete_when.split(";") if h.strip())
 
 
 @dataclass(slots=True)

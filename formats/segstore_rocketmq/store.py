@@ -50,6 +50,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
 )
+from segstore.javatext import parse_int
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
 from segstore.search import Bound, search
@@ -73,7 +74,7 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_group, validate_topic
-from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
+from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, name_offset, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .dirnames import (
@@ -84,7 +85,6 @@ from .dirnames import (
     LOCK_FILE,
     has_timer_store,
     is_rocketmq_store,
-    parse_int,
     queue_dirs,
 )
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
@@ -424,8 +424,8 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
     steps: dict[int, int] = {}
     sizes: dict[int, int] = {}
     for directory in directories:
-        names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_DIGITS and n.isdigit()]
-        bases = [int(n) for n in names]
+        names = [n for n in files.list_dir(directory) if name_offset(n) is not None]
+        bases = [name_offset(n) or 0 for n in names]
         for low, high in itertools.pairwise(bases):
             steps[high - low] = steps.get(high - low, 0) + 1
         for name in names[:3]:      # a few per directory: one stat per queue, not per file
@@ -456,7 +456,7 @@ def _size_contradicted(directories: Iterable[str], size: int) -> int | None:
     lengths: set[int] = set()
     for directory in directories:
         names = files.list_dir(directory)
-        bases = sorted(int(n) for n in names if len(n) == FILE_NAME_DIGITS and n.isdigit())
+        bases = sorted(offset for offset in map(name_offset, names) if offset is not None)
         steps.update(high - low for low, high in itertools.pairwise(bases))
         for base in bases[:3]:
             path = os.path.join(directory, f"{base:0{FILE_NAME_DIGITS}d}")

@@ -39,6 +39,7 @@ from segstore.errors import CorruptDataError, SegstoreError
 from segstore.plugin import DumpLine
 from segstore.store import Problem
 
+from .consumequeue import name_offset
 from .dirnames import TIMERCHECK_FILE, TIMERLOG_DIR, TIMERMETRICS_FILE, TIMERWHEEL_FILE
 from .topicconfig import loads_fastjson
 
@@ -157,7 +158,7 @@ def read_timerlog(store_dir: str) -> list[TimerLogFile]:
     if not files.is_dir(root):
         return []
     out = []
-    for name in sorted(n for n in files.list_dir(root) if len(n) == 20 and n.isdigit()):
+    for name in sorted(n for n in files.list_dir(root) if name_offset(n) is not None):
         out.append(read_timerlog_file(os.path.join(root, name)))
     return out
 
@@ -165,7 +166,7 @@ def read_timerlog(store_dir: str) -> list[TimerLogFile]:
 def read_timerlog_file(path: str) -> TimerLogFile:
     mapped = files.MappedFile(path)
     try:
-        return decode_timerlog_file(mapped.view(), path=path, base=int(os.path.basename(path)))
+        return decode_timerlog_file(mapped.view(), path=path, base=name_offset(os.path.basename(path)) or 0)
     finally:
         mapped.close()
 

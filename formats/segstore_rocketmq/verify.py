@@ -27,6 +27,7 @@ import numpy as np
 
 from segstore import files, overlap, progress
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
+from segstore.javatext import parse_int
 from segstore.search import Bound, search
 from segstore.store import Problem
 
@@ -38,7 +39,7 @@ from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, valid
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
-from .dirnames import KEPT_ASIDE, parse_int
+from .dirnames import KEPT_ASIDE
 from .indexfile import (
     FIRST_ENTRY,
     HEADER,

@@ -31,6 +31,7 @@ from segstore import files
 from segstore.errors import CorruptDataError, CorruptIndexError, OffsetOutOfRangeError, StorageFullError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
+from segstore.javatext import parse_long
 from segstore.log import SegmentedLog
 from segstore.search import Bound, search
 
@@ -47,15 +48,25 @@ def file_name(base: int) -> str:
     return f"{base:0{FILE_NAME_DIGITS}d}"
 
 
+def name_offset(name: str) -> int | None:
+    """The start offset a file of the 20 characters the broker names files with stands for, as its
+    loader reads the name (RocketMQ ``MappedFile.init``: ``Long.parseLong(file.getName())``,
+    :func:`segstore.javatext.parse_long`: ``"\u0660" * 19 + "\u0665"`` is 5); None for any other name
+    (one it throws on, ``"\u00b2" * 20`` too, a negative one, or one of another length).  ``O(1)``."""
+    value = parse_long(name) if len(name) == FILE_NAME_DIGITS else None
+    return value if value is not None and value >= 0 else None
+
+
 def parse_file_name(directory: str, name: str) -> int:
-    """The start offset a 20-digit file name stands for.
+    """The start offset a 20-digit file name stands for (:func:`name_offset`).
 
     :raises CorruptDataError: the name is not 20 decimal digits (a file the broker's loader refuses).
     """
-    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+    offset = name_offset(name)
+    if offset is None:
         raise CorruptDataError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
                                os.path.join(directory, name))
-    return int(name)
+    return offset
 
 
 #: Slots :func:`valid_entries` checks first; each further step checks twice as many.

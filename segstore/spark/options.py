@@ -60,6 +60,7 @@ from typing import Any
 from .. import jsontext
 from ..errors import ConfigError, ReadOnlyError, did_you_mean
 from ..files import is_url
+from ..javatext import java_trim, parse_long
 
 EARLIEST = -2
 LATEST = -1
@@ -197,25 +198,27 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 #: The largest Java ``long``: what the JVM side (Spark's ``ReadLimit.maxRows``) takes.
 JAVA_LONG_MAX = (1 << 63) - 1
+#: ``[+-]?[0-9]+``: a number the JVM reader says is past a long where ``Long.parseLong`` throws on it
+_ASCII_WHOLE = re.compile(r"[+-]?[0-9]+")
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
          maximum: int | None = None, trim: bool = False) -> int | None:
     """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong`` / ``toInt``, the JVM
-    reader's SegstoreStream.getDefaultReadLimit) reads it: no whitespace around it, no ``_`` between
-    digits, which Python's ``int`` allows.  ``trim``: trimmed first, as the connector trims its times
-    (Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
+    reader's SegstoreStream.getDefaultReadLimit) reads it (:func:`segstore.javatext.parse_long`): no
+    whitespace around it, no ``_`` between digits, which Python's ``int`` allows, no digit past the BMP.
+    ``trim``: trimmed first (``String.trim``), as the connector trims its times (Spark 4
+    KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
     text = options.get(name.lower())
     if text is None:
         return None
-    candidate = text.strip() if trim else text
-    refused = ConfigError(f"option {name} must be an integer, found {text!r}")
-    if candidate != candidate.strip() or "_" in candidate:
-        raise refused
-    try:
-        value = int(candidate)
-    except ValueError as err:
-        raise refused from err
+    candidate = java_trim(text) if trim else text
+    value = parse_long(candidate)
+    if value is None and _ASCII_WHOLE.fullmatch(candidate) and len(candidate) < 4000:
+        # past a long: the JVM reader's message (SegstoreStream.getDefaultReadLimit)
+        raise ConfigError(f"option {name} must be at most {JAVA_LONG_MAX}, found {int(candidate)}")
+    if value is None:
+        raise ConfigError(f"option {name} must be an integer, found {text!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
     if maximum is not None and value > maximum:
