@@ -565,6 +565,48 @@ def test_c_decoder_matches_python_on_good_and_damaged_regions(data) -> None:
     assert _outcome(speedups.decode_records, *args) == _outcome(codec._decode_records_py, *args)
 
 
+def _batch_outcome(take):
+    """The records ``take()`` gives, or the error's type, message and position."""
+    try:
+        return "ok", take()
+    except CorruptDataError as err:
+        return "CorruptDataError", str(err), err.pos
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_iter_records_gives_what_records_gives_one_at_a_time(data) -> None:
+    """``RecordBatch.iter_records`` (a resume's probe of each partition's first record) gives the
+    records and errors :meth:`records` gives, over each codec and damaged record regions, and its
+    first records without decoding the rest: a record past the first ones that does not decode
+    stops it only when reached."""
+    records = data.draw(records_strategy)
+    compression = data.draw(st.sampled_from(["none", "gzip", "lz4", "zstd"]))
+    raw = bytearray(codec.encode_batch(records, base_offset=data.draw(st.sampled_from([0, 1000])),
+                                       compression=compression))
+    if compression == "none" and len(raw) > codec.RECORD_BATCH_OVERHEAD:
+        for _ in range(data.draw(st.integers(0, 2))):
+            at = data.draw(st.integers(codec.RECORD_BATCH_OVERHEAD, len(raw) - 1))
+            raw[at] = data.draw(st.integers(0, 255))
+    (batch,) = codec.iter_batches(bytes(raw), check_crc=False)
+    whole = _batch_outcome(batch.records)
+    assert _batch_outcome(lambda: list(batch.iter_records())) == whole
+    if whole[0] == "ok" and whole[1]:
+        assert next(batch.iter_records()) == whole[1][0]
+
+
+def test_iter_records_reaches_a_damaged_record_only_when_taken() -> None:
+    raw = bytearray(codec.encode_batch([(b"k%d" % i, b"v" * 20, 0, []) for i in range(3)], base_offset=7))
+    raw[-1] = 0x7F      # the last record's header count: far more headers than its bytes hold
+    (batch,) = codec.iter_batches(bytes(raw), check_crc=False)
+    with pytest.raises(CorruptDataError):
+        batch.records()
+    records = batch.iter_records()
+    assert [next(records).offset, next(records).offset] == [7, 8]
+    with pytest.raises(CorruptDataError):
+        next(records)
+
+
 def test_c_decoder_rejects_varints_like_python() -> None:
     speedups = _accelerator()
     for region in [b"\x80" * 5 + b"\x01", b"\x02\x00" + b"\xff" * 9 + b"\x03",

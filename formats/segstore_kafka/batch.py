@@ -264,9 +264,15 @@ def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int
     Raises ``ValueError(message, position in region)`` on malformed input, the
     same messages and positions as the C decoder.
     """
+    return list(_iter_records_py(region, count, base_offset, base_timestamp, log_append_time, base_sequence))
+
+
+def _iter_records_py(region, count: int, base_offset: int, base_timestamp: int,
+                     log_append_time: int | None, base_sequence: int) -> Iterator[Record]:
+    """:func:`_decode_records_py` one record at a time: a reader wanting the first few records of a
+    batch decodes only those (the check that the records fill ``region`` comes after the last)."""
     view = memoryview(region)
     end = len(view)
-    out = []
     pos = 0
     for index in range(count):
         start = pos
@@ -303,11 +309,10 @@ def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int
         sequence = NO_SEQUENCE
         if base_sequence != NO_SEQUENCE:
             sequence = increment_sequence(base_sequence, offset_delta)
-        out.append(Record(offset, timestamp, key, value, headers, attributes, pos - start, sequence))
+        yield Record(offset, timestamp, key, value, headers, attributes, pos - start, sequence)
     if pos != end:
         raise ValueError(f"expected {count} records filling {end} bytes, found {end - pos} bytes after them",
                          pos)
-    return out
 
 
 def _as_bytes(obj, what: str) -> bytes | None:
@@ -490,28 +495,62 @@ class RecordBatch:
         """
         if self.magic < MAGIC_V2:
             return self._legacy_records()
+        region = self._region()
+        if region is None:
+            return []
+        try:
+            return _decode_records(region, self.record_count, self.base_offset, self.base_timestamp,
+                                   self._log_append_time(), self.base_sequence)
+        except ValueError as err:
+            raise self._undecodable(err) from err
+
+    def iter_records(self) -> Iterator[Record]:
+        """:meth:`records`, each decoded as it is taken (by the Python reference decoder, a few µs a
+        record; a compressed batch is decompressed whole first): for a reader wanting only a batch's
+        first records, where :meth:`records` builds all of them.  The check that the records fill
+        the batch comes after the last.  Legacy (v0/v1) sets come decoded whole.
+
+        :raises CorruptDataError: as :meth:`records`, when the record it names is reached.
+        """
+        if self.magic < MAGIC_V2:
+            yield from self._legacy_records()
+            return
+        region = self._region()
+        if region is None:
+            return
+        try:
+            yield from _iter_records_py(region, self.record_count, self.base_offset, self.base_timestamp,
+                                        self._log_append_time(), self.base_sequence)
+        except ValueError as err:
+            raise self._undecodable(err) from err
+
+    def _region(self) -> bytes | memoryview | None:
+        """The v2 batch's records region, decompressed; None where it holds no record."""
         if self.magic > MAGIC_V2:
             raise _unknown_magic(self.magic, self.path, self.position)
         if self.record_count == 0:
-            return []   # DefaultRecordBatch.iterator: no record, the region (compressed or not) unread
+            return None     # DefaultRecordBatch.iterator: no record, the region (compressed or not) unread
         region: bytes | memoryview = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
-        region_pos = self.position + RECORD_BATCH_OVERHEAD
-        compressed = self.attributes & CODEC_MASK != NONE
-        if compressed:
-            region = decompress(self.attributes & CODEC_MASK, region, path=self.path, pos=region_pos)
-        log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
+        if self.attributes & CODEC_MASK != NONE:
+            region = decompress(self.attributes & CODEC_MASK, region, path=self.path,
+                                pos=self.position + RECORD_BATCH_OVERHEAD)
         if self.record_count < 0:
             raise CorruptDataError(f"expected a record count >= 0, found {self.record_count}",
                                    self.path, self.position)
-        try:
-            return _decode_records(region, self.record_count, self.base_offset, self.base_timestamp,
-                                   log_append_time, self.base_sequence)
-        except ValueError as err:
-            message, where = err.args
-            if compressed:
-                message = f"{message} (at byte {where} of the decompressed records)"
-                where = 0
-            raise CorruptDataError(message, self.path, region_pos + where) from err
+        return region
+
+    def _log_append_time(self) -> int | None:
+        """Every record's timestamp with LogAppendTime (the batch's max timestamp), else None."""
+        return self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
+
+    def _undecodable(self, err: ValueError) -> CorruptDataError:
+        """A decoder's ``ValueError(message, position in the records region)`` as the error naming the
+        file and position (within the batch where the region was compressed)."""
+        message, where = err.args
+        if self.attributes & CODEC_MASK != NONE:
+            message = f"{message} (at byte {where} of the decompressed records)"
+            where = 0
+        return CorruptDataError(message, self.path, self.position + RECORD_BATCH_OVERHEAD + where)
 
     def _legacy_messages(self) -> list:
         if self.legacy_error is not None:

@@ -279,6 +279,12 @@ class FormatConversion(abc.ABC):
         writes; None where the format has none."""
         return None
 
+    def first_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """:meth:`streams`, for a reader taking only each stream's first entries (a resume's check of
+        the source, before anything is converted): the same entries, which a format may decode one at
+        a time where :meth:`streams` decodes a whole batch of them.  By default :meth:`streams`."""
+        return self.streams(source, options)
+
     def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """:meth:`streams` for ``--verify``: a format whose entries carry its records' own fields
         also checks each record comes back whole from its entry (``options.problems``)."""

@@ -936,7 +936,7 @@ def _firsts(source_side: FormatConversion, source: Store, reading: Options) -> l
     """
     probe = replace(reading, skip_corrupt=False, skipped=[], problems=[])
     out: list[list[Any]] = []
-    for stream in source_side.streams(source, probe):
+    for stream in source_side.first_streams(source, probe):
         try:
             first = next(stream, None)
         except CorruptDataError:
