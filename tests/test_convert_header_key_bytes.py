@@ -1,0 +1,99 @@
+"""Kafka record header keys that are not UTF-8, through ``segstore convert`` both ways and ``--verify``.
+
+Kafka 3.8 keeps a header key as the bytes the producer sent: ``DefaultRecord.readHeaders`` reads a
+varint length and that many bytes into ``new RecordHeader(ByteBuffer key, ...)``, and only
+``RecordHeader.key()`` makes text of them (``Utils.utf8``, ``new String(bytes, UTF_8)``: a U+FFFD for
+each malformed sequence), so two keys of other bytes can read as one text.  The partition here holds
+two records whose header keys ``h FF k`` and ``h FE k`` both read as ``h\\ufffdk``, beside a UTF-8 key
+and one whose bytes ARE ``h EF BF BD k`` (U+FFFD as UTF-8, a key like any other).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+from conftest import cli_run
+from segstore_kafka import batch as codec
+
+#: header key placeholders (same length) and the bytes put in their place, per record
+KEYS = [(b"ZZQ", b"h\xffk"), (b"YYQ", b"h\xfek")]
+TEXT_KEY = "h\ufffdk"
+
+
+def _partition(tmp_path: Path) -> Path:
+    """A log dir whose partition ``t-0`` holds one batch of three records: header keys ``h FF k``,
+    ``h FE k`` and ``h EF BF BD k`` (U+FFFD written as UTF-8), each beside a key ``ok``."""
+    records = [(None, b"v0", 1_700_000_000_000, [("ZZQ", b"a"), ("ok", b"x")]),
+               (None, b"v1", 1_700_000_000_001, [("YYQ", b"b"), ("ok", None)]),
+               (None, b"v2", 1_700_000_000_002, [(TEXT_KEY, b"c")])]
+    data = bytearray(codec.encode_batch(records, base_offset=0))
+    for placeholder, raw in KEYS:
+        at = data.index(placeholder)
+        data[at:at + len(raw)] = raw
+    struct.pack_into(">i", data, 12, 0)     # partitionLeaderEpoch (a leader's first epoch; not in the CRC)
+    struct.pack_into(">I", data, codec.CRC_OFFSET, crc32c.crc32c(bytes(data[codec.ATTRIBUTES_OFFSET:])))
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    return tmp_path / "logs"
+
+
+def _log(logs: Path) -> bytes:
+    return (logs / "t-0" / "00000000000000000000.log").read_bytes()
+
+
+def _headers_properties(store: Path) -> list[list]:
+    code, out, err = cli_run("dump", store, "--json")
+    assert code == 0, err
+    return [json.loads(json.loads(line)["properties"]["kafka.headers"]) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_kafka_to_rocketmq_to_kafka_keeps_header_keys_that_are_not_utf8(tmp_path, monkeypatch, columnar):
+    """The RocketMQ copy's ``kafka.headers`` item of such a key is ``[name, value base64, name bytes
+    base64]``, the name Java's text of the bytes (what a Kafka consumer's ``RecordHeader.key()`` gives),
+    so Kafka -> RocketMQ -> Kafka gives the log byte for byte.  Before, the item held the text only (the
+    bytes were lost: ``--verify`` said "every record matches") and the way back wrote ``h EF BF BD k``
+    for both keys."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    logs = _partition(tmp_path)
+    rmq, back = tmp_path / "rmq", tmp_path / "back"
+    code, out, err = cli_run("convert", logs, rmq, "--to", "rocketmq", "--verify")
+    assert code == 0 and "3 messages" in out and "verified" in out, (out, err)
+    assert _headers_properties(rmq) == [[[TEXT_KEY, "YQ==", "aP9r"], ["ok", "eA=="]],
+                                        [[TEXT_KEY, "Yg==", "aP5r"], ["ok", None]],
+                                        [[TEXT_KEY, "Yw=="]]]
+    code, out, err = cli_run("convert", rmq, back, "--to", "kafka", "--verify")
+    assert code == 0 and "3 messages" in out and "verified" in out, (out, err)
+    assert _log(back) == _log(logs)
+
+
+@pytest.mark.parametrize(("item", "found"), [
+    ('["h\\ufffdk","YQ==","aGs="]', "found the UTF-8 of 'hk'"),      # UTF-8 bytes of another text
+    ('["h\\ufffdk","YQ==","aO+/vWs="]', "found the UTF-8 of 'h\ufffdk'"),  # UTF-8 bytes of the name
+    ('["hk","YQ==","aP9r"]', "read as 'hk', found 'h\ufffdk'"),    # bytes of another name
+    ('["h\\ufffdk","YQ==","a%"]', "Only base64 data"),                # not base64
+    ('["h\\ufffdk","YQ==",7]', "7]"),                     # not a string
+])
+def test_a_headers_item_whose_name_bytes_contradict_it_is_refused(tmp_path, item, found):
+    """A third item that is not the base64 of bytes that are not UTF-8 and that Java reads as the item's
+    name (an edited property) is refused naming the message and the property (exit 1), as any
+    ``kafka.headers`` of another shape is, rather than writing bytes the name does not say."""
+    logs = _partition(tmp_path)
+    rmq, back, edited = tmp_path / "rmq", tmp_path / "back", tmp_path / "edited.jsonl"
+    assert cli_run("convert", logs, rmq, "--to", "rocketmq")[0] == 0
+    code, out, err = cli_run("dump", rmq, "--json")
+    lines = [json.loads(line) for line in out.splitlines()]
+    lines[0]["properties"]["kafka.headers"] = f"[{item}]"
+    edited.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    copy = tmp_path / "copy"
+    assert cli_run("write", copy, "--input", edited)[0] == 0
+    code, out, err = cli_run("convert", copy, back, "--to", "kafka")
+    assert code == 1, (out, err)
+    assert "kafka.headers" in err and "queue offset 0" in err and found in err, err
