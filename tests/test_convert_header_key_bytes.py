@@ -19,6 +19,9 @@ import pytest
 from conftest import cli_run
 from segstore_kafka import batch as codec
 
+from segstore.convert.interchange import Entry
+from segstore.javatext import java_text
+
 #: header key placeholders (same length) and the bytes put in their place, per record
 KEYS = [(b"ZZQ", b"h\xffk"), (b"YYQ", b"h\xfek")]
 TEXT_KEY = "h\ufffdk"
@@ -77,7 +80,7 @@ def test_kafka_to_rocketmq_to_kafka_keeps_header_keys_that_are_not_utf8(tmp_path
 @pytest.mark.parametrize(("item", "found"), [
     ('["h\\ufffdk","YQ==","aGs="]', "found the UTF-8 of 'hk'"),      # UTF-8 bytes of another text
     ('["h\\ufffdk","YQ==","aO+/vWs="]', "found the UTF-8 of 'h\ufffdk'"),  # UTF-8 bytes of the name
-    ('["hk","YQ==","aP9r"]', "read as 'hk', found 'h\ufffdk'"),    # bytes of another name
+    ('["hk","YQ==","aP9r"]', "read as 'hk', found java_text(b'h\\xffk')"),  # bytes of another name
     ('["h\\ufffdk","YQ==","a%"]', "Only base64 data"),                # not base64
     ('["h\\ufffdk","YQ==",7]', "7]"),                     # not a string
 ])
@@ -97,3 +100,34 @@ def test_a_headers_item_whose_name_bytes_contradict_it_is_refused(tmp_path, item
     code, out, err = cli_run("convert", copy, back, "--to", "kafka")
     assert code == 1, (out, err)
     assert "kafka.headers" in err and "queue offset 0" in err and found in err, err
+
+
+def test_verify_compares_header_keys_by_their_bytes(tmp_path, monkeypatch):
+    """``convert --verify`` compares the records written with the source's, a header key by its bytes:
+    a destination holding ``h FF k`` where the source says ``h FE k`` is a problem (exit 1), though Java
+    reads both as ``h\\ufffdk``.  Before, entries compared keys as text and such a copy "verified".
+    Shown with a Kafka writer that writes the keys' text (``EF BF BD``) instead of their bytes."""
+    from segstore_kafka import conversion
+
+    logs = _partition(tmp_path)
+    rmq, back = tmp_path / "rmq", tmp_path / "back"
+    assert cli_run("convert", logs, rmq, "--to", "rocketmq")[0] == 0
+    encode = codec.encode_batch
+    monkeypatch.setattr(conversion.codec, "encode_batch",
+                        lambda *args, **kwargs: encode(*args, **{**kwargs, "stored_keys": False}))
+    code, out, err = cli_run("convert", rmq, back, "--to", "kafka", "--verify")
+    assert code == 1 and "verified" not in out, (out, err)
+    assert "java_text(b'h\\xffk')" in out + err, (out, err)
+
+
+def test_entries_with_header_keys_of_other_bytes_are_not_equal():
+    """Two entries whose header keys read alike but hold other stored bytes differ; a key's text and a
+    JavaText of the same bytes decoded alike are equal (what every verifier compares)."""
+    def entry(key: str) -> Entry:
+        return Entry(topic="t", partition=0, offset=0, timestamp=1, key=None, value=b"v",
+                     headers=[(key, b"a"), ("ok", None)])
+
+    assert entry(java_text(b"h\xffk")) != entry(java_text(b"h\xfek"))
+    assert entry(java_text(b"h\xffk")) != entry(TEXT_KEY)
+    assert entry(java_text(b"h\xffk")) == entry(java_text(b"h\xffk"))
+    assert entry(java_text(TEXT_KEY.encode())) == entry(TEXT_KEY)
