@@ -658,10 +658,12 @@ def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, ba
     """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
 
     ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
-    place in errors.  ``java_text``: properties that are not UTF-8 read as the broker reads them
-    (:func:`decode_properties`: RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` keeps such a
-    message); False refuses them, as the C walk does (``columnar.decode_region``, whose callers
-    build such a message's row with :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
+    place in errors.  ``java_text``: properties and a topic that are not UTF-8 read as the broker
+    reads them (:func:`decode_properties`; RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` and
+    ``MessageDecoder.decode`` read both as ``new String(bytes, UTF_8)``, a U+FFFD for each malformed
+    sequence, and keep such a message); False refuses them, as the C walk does
+    (``columnar.decode_region``, whose callers build such a message's row with
+    :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
     (the CRC).
 
     :raises TruncatedDataError: the record runs past the end of ``buf``.
@@ -730,7 +732,9 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
     p += topic_len_layout.size
     if topic_len < 0 or p + topic_len > total:
         raise ValueError(f"topic length {topic_len} does not fit in the message")
-    topic = bytes(rec[p:p + topic_len]).decode("utf-8")
+    # (4.9.7 CommitLog.checkMessageAndReturnSize and MessageDecoder.decode read the topic as new
+    # String(bytes, UTF_8) too: a topic that is not UTF-8 is one the broker refuses, its Java text)
+    topic = bytes(rec[p:p + topic_len]).decode("utf-8", JAVA_REPLACE if java_text else "strict")
     p += topic_len
     (props_len,) = PROPERTIES_LENGTH.unpack_from(rec, p)
     p += PROPERTIES_LENGTH.size
