@@ -111,6 +111,10 @@ def _make_types() -> dict[str, Any]:
         pa.field("bodyCrc", pa.int32(), nullable=False),
         pa.field("preparedTransactionOffset", pa.int64(), nullable=False),
         pa.field("magic", pa.int32(), nullable=False),
+        # the stored PROPERTIES bytes where they are not UTF-8 (``properties`` and ``headers`` hold the
+        # broker's text of them, a U+FFFD for each malformed sequence), else null: what an append of
+        # the row writes back (``dump --json``'s ``properties_base64``)
+        pa.field("propertiesBytes", pa.binary()),
     )
     kafka = (
         pa.field("baseOffset", pa.int64(), nullable=False),
@@ -130,7 +134,7 @@ def _make_types() -> dict[str, Any]:
             "ROCKETMQ_SCHEMA": pa.schema(connector + position + rocketmq),
             "KAFKA_SCHEMA": pa.schema(connector + position + kafka)}
     assert len(made["COMMON_SCHEMA"]) == 10
-    assert len(made["ROCKETMQ_SCHEMA"]) == 25 and len(made["KAFKA_SCHEMA"]) == 20
+    assert len(made["ROCKETMQ_SCHEMA"]) == 26 and len(made["KAFKA_SCHEMA"]) == 20
     assert set(made) == set(_TYPES)
     return made
 

@@ -58,6 +58,7 @@ from .message import (
     body_crc,
     decode,
     stored_properties,
+    stored_properties_of,
 )
 
 if TYPE_CHECKING:   # pyarrow loads where rows become columns: the walk itself (a store's open) needs none
@@ -95,7 +96,7 @@ _COLUMN_GROUPS = {"topic": 0, "partition": 0, "offset": 0, "value": 0, "timestam
                   "timestamp": FILL_TIMES, "bornTimestamp": FILL_TIMES, "storeTimestamp": FILL_TIMES,
                   "key": FILL_PROPS, "tags": FILL_PROPS, "keys": FILL_PROPS, "properties": FILL_PROPS,
                   "headers": FILL_PROPS, "flag": FILL_REST, "reconsumeTimes": FILL_REST,
-                  "preparedTransactionOffset": FILL_REST, "magic": FILL_REST,
+                  "preparedTransactionOffset": FILL_REST, "magic": FILL_REST, "propertiesBytes": FILL_PROPS,
                   "bornHost": FILL_HOSTS, "storeHost": FILL_HOSTS, "msgId": FILL_HOSTS}
 
 
@@ -637,10 +638,22 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
+        elif name == "propertiesBytes":
+            column = _stored_properties_column(view, rows)
         else:
             raise AssertionError(f"no builder for column {name}")
         columns.append(column)
     return columns
+
+
+def _stored_properties_column(view: memoryview, rows: Rows) -> pa.Array:
+    """The ``propertiesBytes`` column: null but for a row :func:`java_row` built (the C walk takes only
+    UTF-8 properties), whose stored properties are not UTF-8."""
+    import pyarrow as pa
+
+    if rows.view is None:
+        return pa.nulls(len(rows), pa.binary())
+    return pa.array([stored_properties_of(m.properties) for m in messages(view, rows)], pa.binary())
 
 
 def messages(view: memoryview, rows: Rows) -> list[RocketMQMessage]:
@@ -692,6 +705,7 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
         "bodyCrc": ([m.body_crc for m in msgs], None),
         "preparedTransactionOffset": ([m.prepared_transaction_offset for m in msgs], None),
         "magic": ([m.magic for m in msgs], None),
+        "propertiesBytes": ([stored_properties_of(m.properties) for m in msgs], None),
     }
     columns = []
     for field in schema:

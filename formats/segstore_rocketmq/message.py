@@ -422,6 +422,26 @@ def stored_properties_of(properties: Mapping[str, str]) -> bytes | None:
     return raw
 
 
+def java_properties_of(raw: bytes, properties: Mapping[str, str], what: str) -> JavaProperties:
+    """Stored properties bytes given beside their text (``what`` names them: a dump line's
+    ``properties_base64``, a row's ``propertiesBytes``), kept to be written as they are
+    (:func:`stored_properties_of`): they must read as ``properties`` as RocketMQ 4.9.7 reads them
+    (``CommitLog.checkMessageAndReturnSize``: ``new String(bytes, UTF_8)``, then
+    ``MessageDecoder.string2messageProperties``), in their order.  ``O(len(raw))``.
+
+    :raises InvalidMessageError: bytes that are UTF-8 (their text says all: none is given for them) or
+        that read as other properties, or more than the format holds.
+    """
+    read = decode_properties(raw, java_text=True)
+    if type(read) is not JavaProperties or list(read.items()) != list(properties.items()):
+        raise InvalidMessageError(f"expected {what} of bytes that are not UTF-8 and read as its properties "
+                                  f"{cut(dict(properties))}, found {cut(read)}")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(raw)}")
+    return read
+
+
 def stored_property_values(properties: Mapping[str, str]) -> dict[str, tuple[bytes, bytes]] | None:
     """Each property's name and value as stored, by its name as the broker reads it, where
     ``properties`` were read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.
