@@ -131,3 +131,36 @@ def test_entries_with_header_keys_of_other_bytes_are_not_equal():
     assert entry(java_text(b"h\xffk")) != entry(TEXT_KEY)
     assert entry(java_text(b"h\xffk")) == entry(java_text(b"h\xffk"))
     assert entry(java_text(TEXT_KEY.encode())) == entry(TEXT_KEY)
+
+
+def test_verify_compares_restored_properties_by_their_bytes(tmp_path, monkeypatch):
+    """Kafka -> RocketMQ of a RocketMQ store's copy restores each message byte for byte, and ``--verify``
+    compares a restored message's properties by their stored bytes: a value stored as ``ED A0 80`` (a
+    surrogate's three bytes, which RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` reads as one
+    U+FFFD) written back as ``EF BF BD`` (the same text, the same length, so every message still lands
+    where it was) is a problem (exit 1).  Before, the properties were compared as text and such a copy
+    "verified".  Shown with a RocketMQ writer that writes the properties' text instead of their bytes."""
+    from segstore_rocketmq import conversion
+
+    import segstore
+
+    config = {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 600}
+    args = [arg for name, value in config.items() for arg in ("--config", f"{name}={value}")]
+    store, kafka, back = tmp_path / "store", tmp_path / "kafka", tmp_path / "back"
+    with segstore.open(store, format="rocketmq", mode="a", **config) as rmq:
+        for i in range(3):
+            rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"b%d" % i, "properties": {"p": "vSSS"}}])
+    (log,) = (store / "commitlog").iterdir()
+    log.write_bytes(log.read_bytes().replace(b"vSSS", b"v\xed\xa0\x80"))
+    assert cli_run("convert", store, kafka, "--to", "kafka")[0] == 0
+    append = conversion._append_stored
+
+    def as_text(dest, messages):    # the properties' Java text (EF BF BD), not their stored bytes
+        for msg in messages:
+            msg.properties = dict(msg.properties)
+        append(dest, messages)
+
+    monkeypatch.setattr(conversion, "_append_stored", as_text)
+    code, out, err = cli_run("convert", kafka, back, "--to", "rocketmq", "--verify", *args)
+    assert code == 1 and "verified" not in out, (out, err)
+    assert "b'p\\x01v\\xed\\xa0\\x80'" in out + err and "\\xef\\xbf\\xbd" not in out + err, (out, err)

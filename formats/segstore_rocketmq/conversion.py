@@ -129,6 +129,7 @@ from .message import (
     encode_property_bytes,
     has_queue_entry,
     host_flags,
+    stored_properties_of,
     stored_property_values,
 )
 from .recovery import next_valid_message as next_valid_after
@@ -753,14 +754,17 @@ def _round_trips(source: Any, options: Options) -> Iterator[Sized]:
 
 def message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     """What a conversion keeps of a message: every field (with properties in order, offsets, magic
-    and style) when restored, the rest (properties as a set) when written from a foreign entry."""
+    and style, and their stored bytes where they are not UTF-8: two byte strings RocketMQ 4.9.7 reads
+    as one text, ``new String(bytes, UTF_8)``, differ) when restored, the rest (properties as a set)
+    when written from a foreign entry."""
     common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
               msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
     # the pairs a reader sees: an empty name or value (an rmq.p.* header of an older copy) is written, and
     # dropped on reading as RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops it
     properties = [(name, value) for name, value in msg.properties.items() if name and value]
     if restored:
-        return (*common, properties, msg.physical_offset, msg.queue_offset, msg.magic, msg.trailing_separator)
+        return (*common, properties, stored_properties_of(msg.properties), msg.physical_offset,
+                msg.queue_offset, msg.magic, msg.trailing_separator)
     return (*common, sorted(properties))
 
 
