@@ -1,4 +1,5 @@
-"""Kafka record header keys that are not UTF-8, through ``segstore convert`` both ways and ``--verify``.
+"""Kafka record header keys that are not UTF-8, through ``segstore convert`` both ways and ``--verify``,
+and ``scan_arrow`` -> ``append_arrow``.
 
 Kafka 3.8 keeps a header key as the bytes the producer sent: ``DefaultRecord.readHeaders`` reads a
 varint length and that many bytes into ``new RecordHeader(ByteBuffer key, ...)``, and only
@@ -15,6 +16,7 @@ import struct
 from pathlib import Path
 
 import crc32c
+import pyarrow as pa
 import pytest
 from conftest import cli_run
 from segstore_kafka import batch as codec
@@ -164,3 +166,54 @@ def test_verify_compares_restored_properties_by_their_bytes(tmp_path, monkeypatc
     code, out, err = cli_run("convert", kafka, back, "--to", "rocketmq", "--verify", *args)
     assert code == 1 and "verified" not in out, (out, err)
     assert "b'p\\x01v\\xed\\xa0\\x80'" in out + err and "\\xef\\xbf\\xbd" not in out + err, (out, err)
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_scan_arrow_then_append_arrow_keeps_header_keys_that_are_not_utf8(tmp_path, monkeypatch, accelerated):
+    """``scan_arrow`` gives a record's stored header keys where one is not UTF-8 as ``headerKeysBytes``
+    (``headers`` holds Java's text of them, ``RecordHeader.key()``), null elsewhere, and ``append_arrow``
+    writes those bytes back: the copy's log is the source's byte for byte (docs/kafka.md promises it for a
+    log from offset 0 without gaps).  Before, the columns held the text only and the copy wrote
+    ``h EF BF BD k`` for both keys."""
+    from segstore_kafka import arrowencode
+    from segstore_kafka import columnar as kafka_columnar
+
+    import segstore
+
+    if not accelerated:
+        monkeypatch.setattr(kafka_columnar, "_speedups", None)
+        monkeypatch.setattr(arrowencode, "_speedups", None)
+    logs, copy = _partition(tmp_path), tmp_path / "copy"
+    with segstore.open(logs, format="kafka") as src:
+        batches = list(src.scan_arrow())
+        assert [k for b in src.scan_arrow(["headerKeysBytes"]) for k in b.column(0).to_pylist()] == [
+            [b"h\xffk", None], [b"h\xfek", None], None]
+    with segstore.open(copy, format="kafka", mode="a") as dst:
+        for batch in batches:
+            dst.append_arrow(batch)
+    assert _log(copy) == _log(logs)
+
+
+@pytest.mark.parametrize(("raws", "found"), [
+    ([b"h\xffk"], "of 2 items, one a header, found 1 in row 0"),
+    ([b"x\xffk", None], "read as header key 'h\ufffdk', found java_text(b'x\\xffk') in row 0"),
+    ([b"hk", None], "not UTF-8 and read as header key 'h\ufffdk', found 'hk' in row 0"),
+])
+def test_append_arrow_refuses_header_key_bytes_that_are_not_its_keys(tmp_path, raws, found):
+    """A row whose ``headerKeysBytes`` do not match its headers (another count, bytes that are UTF-8 or
+    that Java reads as another key: an edited row) is refused naming the row; nothing is written."""
+    import segstore
+    from segstore.errors import InvalidMessageError
+
+    logs, copy = _partition(tmp_path), tmp_path / "copy"
+    with segstore.open(logs, format="kafka") as src:
+        (batch,) = src.scan_arrow()
+    column = batch.column("headerKeysBytes").to_pylist()
+    column[0] = raws
+    edited = batch.set_column(batch.schema.get_field_index("headerKeysBytes"), "headerKeysBytes",
+                              pa.array(column, pa.list_(pa.binary())))
+    with segstore.open(copy, format="kafka", mode="a") as dst:
+        with pytest.raises(InvalidMessageError) as caught:
+            dst.append_arrow(edited)
+        assert found in caught.value.message
+        assert list(dst.scan()) == []
