@@ -111,6 +111,10 @@ def _make_types() -> dict[str, Any]:
         pa.field("bodyCrc", pa.int32(), nullable=False),
         pa.field("preparedTransactionOffset", pa.int64(), nullable=False),
         pa.field("magic", pa.int32(), nullable=False),
+        # the stored PROPERTIES bytes where they are not UTF-8 (``properties`` and ``headers`` hold the
+        # broker's text of them, a U+FFFD for each malformed sequence), else null: what an append of
+        # the row writes back (``dump --json``'s ``properties_base64``)
+        pa.field("propertiesBytes", pa.binary()),
     )
     kafka = (
         pa.field("baseOffset", pa.int64(), nullable=False),
@@ -123,6 +127,11 @@ def _make_types() -> dict[str, Any]:
         pa.field("producerEpoch", pa.int16(), nullable=False),
         pa.field("sequence", pa.int32(), nullable=False),
         pa.field("segment", pa.int64(), nullable=False),
+        # each header key's stored bytes where a record has one that is not UTF-8 (``headers`` holds
+        # Java's text of it, ``RecordHeader.key()``: a U+FFFD for each malformed sequence; null items
+        # for its UTF-8 keys), else null: what an append of the row writes back (``dump --json``'s
+        # ``keyBase64``)
+        pa.field("headerKeysBytes", pa.list_(pa.binary())),
     )
     made = {"TIMESTAMP": timestamp, "HEADER": header, "HEADERS": headers, "CONNECTOR_FIELDS": connector,
             "POSITION_FIELDS": position, "ROCKETMQ_FIELDS": rocketmq, "KAFKA_FIELDS": kafka,
@@ -130,7 +139,7 @@ def _make_types() -> dict[str, Any]:
             "ROCKETMQ_SCHEMA": pa.schema(connector + position + rocketmq),
             "KAFKA_SCHEMA": pa.schema(connector + position + kafka)}
     assert len(made["COMMON_SCHEMA"]) == 10
-    assert len(made["ROCKETMQ_SCHEMA"]) == 25 and len(made["KAFKA_SCHEMA"]) == 20
+    assert len(made["ROCKETMQ_SCHEMA"]) == 26 and len(made["KAFKA_SCHEMA"]) == 21
     assert set(made) == set(_TYPES)
     return made
 

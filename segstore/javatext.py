@@ -76,9 +76,13 @@ def java_utf8(data: bytes | bytearray | memoryview) -> str:
 class JavaText(str):
     """The text Java makes of stored bytes that are not UTF-8 (:func:`java_utf8`), which keeps them:
     ``raw``.  A str everywhere (what a Java reader sees); a writer wanting the bytes as stored (a
-    ``dump --json`` line's ``keyBase64``) asks ``raw``."""
+    ``dump --json`` line's ``keyBase64``) asks ``raw``.  Its ``repr`` is ``java_text(raw)``, which gives it
+    again: two such texts of other bytes read alike, their reprs do not (a ``--verify`` problem)."""
 
     raw: bytes
+
+    def __repr__(self) -> str:
+        return f"java_text({self.raw!r})"
 
 
 def java_text(data: bytes | bytearray | memoryview) -> str:

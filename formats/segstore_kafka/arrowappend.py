@@ -9,6 +9,8 @@ columns (what ``scan_arrow`` yields; any format's common columns do)::
     key         binary or string (absent: all null)
     timestamp   timestamp[ms] or integer ms (absent, null or -1: the append's time; below -1 refused)
     headers     list<struct<key: string, value: binary>> (absent: none)
+    headerKeysBytes  list<binary>: a row's header keys as stored where one is not UTF-8 (what a scan
+                gives: ``headers`` holds Java's text of them), written instead of their text
     baseOffset  integer: where it changes, a new batch begins (a scan's batches stay whole)
     isControl   bool: a true row is refused (markers are not data to copy)
 
@@ -40,12 +42,14 @@ import pyarrow as pa
 
 from segstore import arrays, grouping
 from segstore.columns import HEADERS, binary_buffers
-from segstore.errors import InvalidMessageError
+from segstore.errors import InvalidMessageError, cut
+from segstore.javatext import JavaText, java_text
 from segstore.records import MAX_TIMESTAMP
 
 from . import partitioner
 from .arrowencode import Columns
 from .batch import RECORD_BATCH_OVERHEAD
+from .columnar import STORED_KEYS
 
 #: One record's bytes besides key, value and headers, at most; one header's besides its bytes.
 RECORD_OVERHEAD = 36
@@ -131,7 +135,48 @@ def _headers(batch: pa.RecordBatch) -> pa.Array:
             arr = arr.cast(HEADERS)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise InvalidMessageError(f"expected headers as {HEADERS}, found {arr.type}") from err
-    return arr
+    return _stored_keys(batch, arr)
+
+
+def _stored_keys(batch: pa.RecordBatch, headers: pa.Array) -> pa.Array:
+    """``headers`` with the keys a :data:`STORED_KEYS` column gives (a scan's, for keys that are not
+    UTF-8: Kafka 3.8 ``DefaultRecord.readHeaders`` keeps a key's bytes, ``RecordHeader.key()`` is Java's
+    text of them) in place of their text: keys of type binary then.  Each must read as its key as
+    Java reads it (:func:`segstore.javatext.java_text`).  ``O(headers)`` Python where the column holds
+    one (rare), ``O(1)`` else.
+
+    :raises InvalidMessageError: a column of another type, a row's list of another length than its
+        headers, or bytes that are UTF-8 or read as another key (naming the row).
+    """
+    import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+    if STORED_KEYS not in batch.schema.names:
+        return headers
+    stored = batch.column(STORED_KEYS)
+    if pa.types.is_null(stored.type) or stored.null_count == len(stored):
+        return headers
+    if stored.type != pa.list_(pa.binary()):
+        raise InvalidMessageError(f"expected a {STORED_KEYS} column of list<binary>, found {stored.type}")
+    counts = pc.list_value_length(headers)
+    starts = np.zeros(len(headers) + 1, np.int64)
+    np.cumsum(arrays.int64s(pc.fill_null(counts, arrays.number(0, counts.type))), out=starts[1:])
+    texts, values = pc.list_flatten(headers).flatten()
+    keys = texts.cast(pa.binary()).to_pylist()
+    for row in np.flatnonzero(arrays.to_numpy(stored.is_valid(), np.bool_)).tolist():
+        raws, at = stored[row].as_py(), int(starts[row])
+        if len(raws) != starts[row + 1] - at:
+            raise InvalidMessageError(f"expected {STORED_KEYS} of {starts[row + 1] - at} items, one a "
+                                      f"header, found {len(raws)} in row {row}")
+        for j, raw in enumerate(raws):
+            if raw is None:
+                continue
+            text = java_text(raw)
+            if not isinstance(text, JavaText) or text != texts[at + j].as_py():
+                raise InvalidMessageError(f"expected {STORED_KEYS} bytes that are not UTF-8 and read as "
+                                          f"header key {cut(texts[at + j].as_py())}, found {cut(text)} in "
+                                          f"row {row}")
+            keys[at + j] = raw
+    items = pa.StructArray.from_arrays([pa.array(keys, pa.binary()), values], names=["key", "value"])
+    return pa.ListArray.from_arrays(pa.array(starts, pa.int32()), items, mask=headers.is_null())
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:

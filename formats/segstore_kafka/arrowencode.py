@@ -25,6 +25,7 @@ import numpy as np
 from segstore import arrays, speedups
 from segstore.columns import binary_buffers
 from segstore.errors import InvalidMessageError
+from segstore.javatext import java_text
 from segstore.records import LOG_APPEND_TIME
 
 from . import batch as codec
@@ -145,12 +146,15 @@ class Columns:
         import pyarrow as pa
 
         take = pa.array(rows, pa.int64())
-        records = [(k, v, t, [(item["key"], item["value"]) for item in h or ()])
+        # (a header key given as bytes, arrowappend's stored key, as the JavaText that keeps them)
+        records = [(k, v, t, [(java_text(item["key"]) if isinstance(item["key"], bytes) else item["key"],
+                               item["value"]) for item in h or ()])
                    for k, v, t, h in zip(key.take(take).to_pylist(), value.take(take).to_pylist(),
                                          self.timestamps[rows].tolist(), headers.take(take).to_pylist(),
                                          strict=True)]
         try:
-            region, _, top = codec._encode_records_py(records, np.asarray(deltas).tolist(), base_timestamp)
+            region, _, top = codec._encode_records_py(records, np.asarray(deltas).tolist(), base_timestamp,
+                                                      stored_keys=True)
         except (ValueError, TypeError, OverflowError) as err:
             raise InvalidMessageError(f"expected records Kafka can encode, found: {err}") from err
         return region, top

@@ -44,6 +44,7 @@ files); thread-safe.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from segstore import speedups
-from segstore.arrays import from_numpy
+from segstore.arrays import from_numpy, texts
 from segstore.columns import pooled_together
 from segstore.errors import CorruptDataError, SegstoreError
 
@@ -102,6 +103,9 @@ STOP_END, STOP_FULL, STOP_DECLINE = 0, 1, 2
 #: malformed sequence: ``RecordHeader.key()``), None for the other keys.  Only the reference decodes
 #: such keys (the C loop declines their batches).
 HKEY_RAW = "hkey_raw"
+#: The column of those bytes (``segstore.columns.KAFKA_SCHEMA``), built from :data:`HKEY_RAW` (the C
+#: export lays out the others).
+STORED_KEYS = "headerKeysBytes"
 WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
 #: Batch rows only, as Kafka 3.8's producer state reads a log (``ProducerStateManager`` /
 #: ``ProducerAppendInfo.append``, ``LogSegment.recover``): a data batch is taken on its header and CRC,
@@ -112,7 +116,7 @@ _DATA = ("key", "value", "hkey", "hvalue")
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: The columns whose values the decoder must copy; the rest come from fixed-width buffers.
-VARIABLE = {"key": WANT_KEY, "value": WANT_VALUE, "headers": WANT_HEADERS}
+VARIABLE = {"key": WANT_KEY, "value": WANT_VALUE, "headers": WANT_HEADERS, STORED_KEYS: WANT_HEADERS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,6 +427,8 @@ class _Export(NamedTuple):
 
     schema: pa.Schema      # kept: its id is the key
     codes: bytes | None    # the columns' places in KAFKA_SCHEMA; None: not KAFKA_SCHEMA's columns
+    inner: pa.Schema       # the columns export_chunk lays out: schema but STORED_KEYS
+    stored_at: int         # STORED_KEYS's place in schema, -1 for none
 
 
 #: by ``id(schema)``: the schemas of a process are few (the projections scans ask for)
@@ -442,7 +448,11 @@ def _export_of(schema: pa.Schema) -> _Export:
     ok = len(schema) > 0 and len(set(schema.names)) == len(schema.names) and all(
         field.name in names and field.type == KAFKA_SCHEMA.field(field.name).type
         and field.nullable == KAFKA_SCHEMA.field(field.name).nullable for field in schema)
-    found = _Export(schema, bytes(names.index(name) for name in schema.names) if ok else None)
+    stored_at = schema.get_field_index(STORED_KEYS)
+    inner = schema if stored_at < 0 else schema.remove(stored_at)
+    ok = ok and len(inner) > 0
+    found = _Export(schema, bytes(names.index(name) for name in inner.names) if ok else None, inner,
+                    stored_at)
     if len(_exports) >= 64:
         _exports.clear()
     _exports[id(schema)] = found
@@ -468,9 +478,30 @@ def _exported(chunk: Chunk, export: _Export, topic: str, partition: int, segment
     [scratch] = pooled_together([(_speedups.export_scratch(export.codes, counts[0], len(encoded)), np.uint8)])
     address = _speedups.export_chunk(export.codes, counts, buffers, scratch, encoded, partition, segment)
     try:
-        return pa.RecordBatch._import_from_c(address, export.schema)
+        batch = pa.RecordBatch._import_from_c(address, export.inner)
     finally:
         _speedups.release_export(address)   # the struct freed; released too where the import failed
+    if export.stored_at >= 0:
+        batch = batch.add_column(export.stored_at, export.schema.field(export.stored_at), stored_keys(chunk))
+    return batch
+
+
+def stored_keys(chunk: Chunk) -> pa.Array:
+    """The :data:`STORED_KEYS` column of the chunk's rows: null for a record whose header keys are all
+    UTF-8 (every record of a chunk without :data:`HKEY_RAW`), else each key's stored bytes, null for
+    its UTF-8 ones.  ``O(rows)`` for such a chunk, ``O(1)`` else."""
+    import pyarrow as pa
+
+    n = chunk.rows
+    kind = pa.list_(pa.binary())
+    raws = chunk.buffers.get(HKEY_RAW)
+    if raws is None:    # (its own zeroed buffers: pa.nulls' shared ones concatenate to other bytes)
+        return pa.Array.from_buffers(kind, n, [pa.py_buffer(np.zeros((n + 7) // 8, np.uint8)),
+                                               pa.py_buffer(np.zeros(n + 1, np.int32))],
+                                     null_count=n, children=[texts([], pa.binary())])
+    ends = chunk.buffers["header_offsets"][:n + 1].tolist()
+    rows = [raws[a:b].tolist() for a, b in itertools.pairwise(ends)]
+    return pa.array([row if any(raw is not None for raw in row) else None for row in rows], kind)
 
 
 def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, partition: int,
@@ -556,6 +587,7 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "producerEpoch": lambda: from_numpy(per_row["producerEpoch"]),
         "sequence": lambda: from_numpy(b["sequence"][:n]),
         "segment": lambda: from_numpy(per_row["segment"]),
+        STORED_KEYS: lambda: stored_keys(chunk),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
 

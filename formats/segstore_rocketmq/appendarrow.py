@@ -4,19 +4,22 @@
 A row is the message ``append_stored`` would write: ``topic``, ``partition`` (the queue id),
 ``value`` (the body; null as empty), ``properties`` (every stored property, in its stored order),
 ``bornTimestamp``, ``storeTimestamp``, ``bornHost``, ``storeHost``, ``sysFlag``, ``flag``,
-``reconsumeTimes``, ``preparedTransactionOffset`` and ``magic``.  The other columns (``key``,
+``reconsumeTimes``, ``preparedTransactionOffset`` and ``magic``; where a row has
+``propertiesBytes`` (a scan gives it for properties stored as bytes that are not UTF-8, which
+``properties`` holds as the broker's text of them), those bytes are written instead, checked to
+read as ``properties`` (those bytes' own trailing 0x02 or none).  The other columns (``key``,
 ``tags``, ``keys``, ``headers``, ``msgId``, ``bodyCrc``, ``position``, ``size``, ``offset``, ...)
-are derived from those and not read; the placement (physical and queue offsets) is the store's,
-as for any append.  The properties end with 0x02 in the store's style
+are derived from those and not read; the placement (physical and queue offsets) is the store's, as
+for any append.  The properties end with 0x02 in the store's style
 (``RocketMQStore.trailing_separator``).  So a scan of one store appended to an empty store of the
 same geometry and version scans equal to it, once that store starts where the source does (a source
 retention trimmed: ``RocketMQStore.start_commitlog_at`` and ``start_queue_at`` first).
 
 The common case (v1 messages with IPv4 hosts, topics other than ``SCHEDULE_TOPIC_XXXX``,
-properties without the separators and within 32767 bytes) is encoded in columns with the
-conversion's columnar writer (:mod:`.arrowwrite`: :func:`~.arrowwrite.assign` places the rows,
-:func:`~.arrowwrite.encode` gathers their bytes, consume-queue rows and IndexFile entries in C) and
-written with ``append_placed``; a batch holding any other row goes through
+properties without the separators and within 32767 bytes, no ``propertiesBytes``) is encoded in
+columns with the conversion's columnar writer (:mod:`.arrowwrite`: :func:`~.arrowwrite.assign`
+places the rows, :func:`~.arrowwrite.encode` gathers their bytes, consume-queue rows and IndexFile
+entries in C) and written with ``append_placed``; a batch holding any other row goes through
 :func:`reference_messages` and ``append_stored`` whole, the reference, which also raises the
 typed errors (tested equal byte for byte).
 
@@ -47,6 +50,7 @@ from .message import (
     Host,
     RocketMQMessage,
     empty_property,
+    java_properties_of,
 )
 
 #: The columns a row's message is made of (see the module docstring).
@@ -56,6 +60,8 @@ COLUMNS = ("topic", "partition", "value", "properties", "bornTimestamp", "storeT
 _INT_COLUMNS = ("partition", "sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset", "magic")
 #: The range of the message's 32-bit fields (sysFlag, flag, reconsumeTimes: Java ints).
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+#: The optional column of a row's stored properties bytes (``segstore.columns``: null where UTF-8).
+STORED_PROPERTIES = "propertiesBytes"
 #: Rows encoded and written at a time (memory stays bounded whatever the batch size).
 CHUNK_ROWS = 1 << 16
 
@@ -244,6 +250,8 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     # out of range, which the C encoder would cut)
     if any(column(name).null_count for name in _INT_COLUMNS):
         return None
+    if _stored_properties(batch) is not None:    # bytes the encoder does not take: the reference writes them
+        return None
     magic = _ints(column("magic"), "magic")
     if (magic != MESSAGE_MAGIC).any():
         return None
@@ -294,7 +302,7 @@ def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMe
                column("storeHost").to_pylist(), column("sysFlag").to_pylist(), column("flag").to_pylist(),
                column("reconsumeTimes").to_pylist(), column("preparedTransactionOffset").to_pylist(),
                column("magic").to_pylist(), strict=True)
-    return [RocketMQMessage(topic=topic, queue_id=queue_id, body=body or b"", properties=dict(props or ()),
+    msgs = [RocketMQMessage(topic=topic, queue_id=queue_id, body=body or b"", properties=dict(props or ()),
                             flag=flag, sys_flag=sys_flag, born_timestamp=born,
                             born_host=Host.parse(born_host), store_timestamp=stored,
                             store_host=Host.parse(store_host), reconsume_times=reconsume,
@@ -302,6 +310,33 @@ def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMe
                             trailing_separator=trailing)
             for (topic, queue_id, body, props, born, stored, born_host, store_host, sys_flag, flag, reconsume,
                  prepared, magic) in rows]
+    stored_column = _stored_properties(batch)
+    for i, raw in enumerate(() if stored_column is None else stored_column.to_pylist()):
+        if raw is not None:
+            msg = msgs[i]
+            try:
+                msg.properties = java_properties_of(raw, msg.properties, f"row {i}'s {STORED_PROPERTIES}")
+            except InvalidMessageError as err:
+                raise InvalidMessageError(f"{err.message} (in row {i})") from err
+            msg.trailing_separator = raw.endswith(PROPERTY_SEPARATOR.encode())    # stored bytes: as they are
+    return msgs
+
+
+def _stored_properties(batch: pa.RecordBatch) -> pa.Array | None:
+    """``batch``'s :data:`STORED_PROPERTIES` column where it has one with a row that is not null, else
+    None (a batch without one, or built by hand, is its ``properties``' text).
+
+    :raises InvalidMessageError: a column of another type than binary.
+    """
+    if batch.schema.get_field_index(STORED_PROPERTIES) < 0:
+        return None
+    column = batch.column(STORED_PROPERTIES)
+    if pa.types.is_null(column.type) or column.null_count == len(column):
+        return None
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        raise InvalidMessageError(f"expected a binary column {STORED_PROPERTIES} (segstore.columns."
+                                  f"ROCKETMQ_SCHEMA), found {column.type}")
+    return column
 
 
 def available() -> bool:

@@ -58,6 +58,7 @@ from .message import (
     body_crc,
     decode,
     stored_properties,
+    stored_properties_of,
 )
 
 if TYPE_CHECKING:   # pyarrow loads where rows become columns: the walk itself (a store's open) needs none
@@ -95,7 +96,7 @@ _COLUMN_GROUPS = {"topic": 0, "partition": 0, "offset": 0, "value": 0, "timestam
                   "timestamp": FILL_TIMES, "bornTimestamp": FILL_TIMES, "storeTimestamp": FILL_TIMES,
                   "key": FILL_PROPS, "tags": FILL_PROPS, "keys": FILL_PROPS, "properties": FILL_PROPS,
                   "headers": FILL_PROPS, "flag": FILL_REST, "reconsumeTimes": FILL_REST,
-                  "preparedTransactionOffset": FILL_REST, "magic": FILL_REST,
+                  "preparedTransactionOffset": FILL_REST, "magic": FILL_REST, "propertiesBytes": FILL_PROPS,
                   "bornHost": FILL_HOSTS, "storeHost": FILL_HOSTS, "msgId": FILL_HOSTS}
 
 
@@ -325,18 +326,21 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 
 def java_row(view: memoryview, pos: int, limit: int, base: int, strict: bool = True) -> Rows | None:
     """The row of the message at ``view[pos:limit]`` when :func:`decode_region` stops there (:data:`BAD`)
-    only because its properties are not UTF-8 (a surrogate's three bytes ``ED A0 80`` neither), else
-    None (damage).
+    only because its properties or its topic are not UTF-8 (a surrogate's three bytes ``ED A0 80``
+    neither), else None (damage).
 
     RocketMQ 4.9.7 reads such properties as ``new String(bytes, UTF_8)`` does (``CommitLog.
     checkMessageAndReturnSize``, ``MessageDecoder.string2messageProperties``: a U+FFFD for each
     malformed sequence) and keeps, dispatches and serves the message: its tags code and IndexFile
-    key hashes are those Java strings' ``hashCode()``.  The row's positions index its own bytes
-    (:attr:`Rows.view`): the message as stored, then its properties as Java reads them, written as
-    UTF-8, where ``props_pos``/``props_len`` point, so the property columns, the dump lines and the
-    hashes every reader makes of rows are those of Java's text; ``size`` and every other field are
-    the stored message's.  The walks build this one row in Python and go on in C after it
-    (:func:`walk_file`, ``recovery``): a store holding none pays nothing.  ``O(its size)``.
+    key hashes are those Java strings' ``hashCode()``.  It reads the topic so too (there and in
+    ``MessageDecoder.decode``): a topic the broker's ``TopicValidator`` refuses, which the walks then
+    take as any such topic.  The row's positions index its own bytes (:attr:`Rows.view`): the message
+    as stored, then its properties and its topic as Java reads them, written as UTF-8, where
+    ``props_pos``/``props_len`` and ``topic_pos``/``topic_len`` point, so the property and topic
+    columns, the dump lines and the hashes every reader makes of rows are those of Java's text;
+    ``size`` and every other field are the stored message's.  The walks build this one row in Python
+    and go on in C after it (:func:`walk_file`, ``recovery``): a store holding none pays nothing.
+    ``O(its size)``.
     """
     try:
         msg = decode(memoryview(view)[:limit], pos, check_crc=strict, java_text=True)
@@ -346,12 +350,15 @@ def java_row(view: memoryview, pos: int, limit: int, base: int, strict: bool = T
         return None
     stored = stored_properties(view, pos)
     text = stored.decode("utf-8", JAVA_REPLACE).encode("utf-8")
+    topic = msg.topic.encode("utf-8")
     rows = Rows(1)
     _fill_row(rows, 0, msg, 0, base + pos)
     rows.i8[_I8["props_pos"], 0] = msg.size
     rows.i4[_I4["props_len"], 0] = len(text)
+    rows.i8[_I8["topic_pos"], 0] = msg.size + len(text)
+    rows.i4[_I4["topic_len"], 0] = len(topic)
     rows.n = 1
-    rows.view = memoryview(bytes(memoryview(view)[pos:pos + msg.size]) + text)
+    rows.view = memoryview(bytes(memoryview(view)[pos:pos + msg.size]) + text + topic)
     return rows
 
 
@@ -631,10 +638,22 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
+        elif name == "propertiesBytes":
+            column = _stored_properties_column(view, rows)
         else:
             raise AssertionError(f"no builder for column {name}")
         columns.append(column)
     return columns
+
+
+def _stored_properties_column(view: memoryview, rows: Rows) -> pa.Array:
+    """The ``propertiesBytes`` column: null but for a row :func:`java_row` built (the C walk takes only
+    UTF-8 properties), whose stored properties are not UTF-8."""
+    import pyarrow as pa
+
+    if rows.view is None:
+        return pa.nulls(len(rows), pa.binary())
+    return pa.array([stored_properties_of(m.properties) for m in messages(view, rows)], pa.binary())
 
 
 def messages(view: memoryview, rows: Rows) -> list[RocketMQMessage]:
@@ -686,6 +705,7 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
         "bodyCrc": ([m.body_crc for m in msgs], None),
         "preparedTransactionOffset": ([m.prepared_transaction_offset for m in msgs], None),
         "magic": ([m.magic for m in msgs], None),
+        "propertiesBytes": ([stored_properties_of(m.properties) for m in msgs], None),
     }
     columns = []
     for field in schema:

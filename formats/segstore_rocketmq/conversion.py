@@ -40,7 +40,9 @@ An entry -> a RocketMQ message (a *foreign* entry of peer ``P``)
     value                       body; a null value is an empty body and ``P.null_value=1``
     timestamp                   born and store timestamps; ``P.timestamp_type``
                                 says ``LogAppendTime`` when it was that
-    headers                     property ``P.headers``: JSON ``[[name, base64 | null], ...]``
+    headers                     property ``P.headers``: JSON ``[[name, base64 | null], ...]``;
+                                a name that is not UTF-8 (a JavaText) with its bytes'
+                                base64 third: ``[name, base64 | null, name base64]``
     transactional batch         property ``P.txn`` = ``producerId,producerEpoch``
     other batch with a producer property ``P.producer`` = ``producerId,producerEpoch``
     control record              a rolled-back transaction message (sysFlag 0xC: in the
@@ -127,6 +129,7 @@ from .message import (
     encode_property_bytes,
     has_queue_entry,
     host_flags,
+    stored_properties_of,
     stored_property_values,
 )
 from .recovery import next_valid_message as next_valid_after
@@ -396,18 +399,42 @@ def _property_int(props: dict[str, str], name: str, bounds: tuple[int, int]) -> 
 
 
 def _property_headers(text: str) -> list[Header]:
-    """The record headers of a ``<peer>.headers`` property (JSON ``[[name, base64 or null], ...]``).
+    """The record headers of a ``<peer>.headers`` property (JSON ``[[name, base64 or null], ...]``, an
+    item whose name was not UTF-8 with its bytes' base64 third: :func:`_header_item`).
 
-    :raises ValueError: another JSON shape, or a value that is not base64.
+    :raises ValueError: another JSON shape, a value that is not base64, or name bytes that are UTF-8 or
+        that Java reads as another text than the name.
     """
     items = json.loads(text)
     headers: list[Header] = []
     for item in items if isinstance(items, list) else [items]:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+        if not (isinstance(item, list) and len(item) in (2, 3) and all(isinstance(i, str) for i in item[::2])
                 and (item[1] is None or isinstance(item[1], str))):
-            raise ValueError(f"expected [name, base64 or null] items in an array, found {cut(item)}")
-        headers.append((item[0], None if item[1] is None else base64.b64decode(item[1], validate=True)))
+            raise ValueError(f"expected [name, base64 or null] or [name, base64 or null, name base64] items "
+                             f"in an array, found {cut(item)}")
+        name = item[0]
+        if len(item) == 3:
+            name = java_text(base64.b64decode(item[2], validate=True))
+            if not isinstance(name, JavaText):
+                raise ValueError(f"expected a header name's base64 of bytes that are not UTF-8, found the "
+                                 f"UTF-8 of {cut(name)}")
+            if name != item[0]:
+                raise ValueError(f"expected a header name's base64 of bytes that read as {cut(item[0])}, "
+                                 f"found {cut(name)}")
+        headers.append((name, None if item[1] is None else base64.b64decode(item[1], validate=True)))
     return headers
+
+
+def _header_item(name: str, value: bytes | None) -> list[str | None]:
+    """A record header as a ``<peer>.headers`` item: ``[name, base64 or null]``, and for a key that is
+    not UTF-8 (a :class:`segstore.javatext.JavaText`: Kafka 3.8 ``DefaultRecord.readHeaders`` keeps a
+    key's bytes, ``RecordHeader.key()`` reads them as Java's text) its bytes' base64 third, which the
+    way back writes again: the name alone is that text, a U+FFFD for each malformed sequence."""
+    item = [name, None if value is None else base64.b64encode(value).decode("ascii")]
+    raw = getattr(name, "raw", None)
+    if raw is not None:
+        item.append(base64.b64encode(raw).decode("ascii"))
+    return item
 
 
 def _property_producer(text: str | None) -> tuple[int, int]:
@@ -488,9 +515,8 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
     if entry.timestamp_type != CREATE_TIME:
         props[prefix + P_TIMESTAMP_TYPE] = entry.timestamp_type
     if entry.headers:
-        props[prefix + P_HEADERS] = json.dumps(
-            [[name, None if value is None else base64.b64encode(value).decode("ascii")]
-             for name, value in entry.headers], separators=(",", ":"), ensure_ascii=False)
+        props[prefix + P_HEADERS] = json.dumps([_header_item(name, value) for name, value in entry.headers],
+                                               separators=(",", ":"), ensure_ascii=False)
     if entry.transactional:
         props[prefix + P_TXN] = f"{entry.producer_id},{entry.producer_epoch}"
     elif (entry.producer_id, entry.producer_epoch) != (NO_PRODUCER_ID, NO_PRODUCER_EPOCH):
@@ -728,14 +754,17 @@ def _round_trips(source: Any, options: Options) -> Iterator[Sized]:
 
 def message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     """What a conversion keeps of a message: every field (with properties in order, offsets, magic
-    and style) when restored, the rest (properties as a set) when written from a foreign entry."""
+    and style, and their stored bytes where they are not UTF-8: two byte strings RocketMQ 4.9.7 reads
+    as one text, ``new String(bytes, UTF_8)``, differ) when restored, the rest (properties as a set)
+    when written from a foreign entry."""
     common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
               msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
     # the pairs a reader sees: an empty name or value (an rmq.p.* header of an older copy) is written, and
     # dropped on reading as RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops it
     properties = [(name, value) for name, value in msg.properties.items() if name and value]
     if restored:
-        return (*common, properties, msg.physical_offset, msg.queue_offset, msg.magic, msg.trailing_separator)
+        return (*common, properties, stored_properties_of(msg.properties), msg.physical_offset,
+                msg.queue_offset, msg.magic, msg.trailing_separator)
     return (*common, sorted(properties))
 
 

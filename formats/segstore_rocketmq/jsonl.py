@@ -42,14 +42,13 @@ import binascii
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import InvalidMessageError, InvalidTopicError, cut
+from segstore.errors import InvalidMessageError, InvalidTopicError
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import check_line_fields, decode_base64_fields, integer_field
 
 from .config import validate_topic
 from .message import (
     KEY_SEPARATOR,
-    MAX_PROPERTIES_BYTES,
     MAX_QUEUE_ID,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -58,9 +57,9 @@ from .message import (
     JavaProperties,
     RocketMQMessage,
     body_crc,
-    decode_properties,
     empty_property,
     has_queue_entry,
+    java_properties_of,
     magic_for,
 )
 from .store import APPEND_FIELDS_ORDER, JSON_KEYS, RocketMQStore
@@ -158,9 +157,7 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
 
 def _stored_properties(value: Any, properties: Mapping[str, str]) -> JavaProperties:
     """A dump line's ``properties_base64``: the stored properties bytes, kept to be written as they are
-    (:func:`.message.stored_properties_of`), which must read as its ``properties`` as RocketMQ 4.9.7
-    reads them (``CommitLog.checkMessageAndReturnSize``: ``new String(bytes, UTF_8)``, then
-    ``MessageDecoder.string2messageProperties``), in their order.
+    (:func:`.message.java_properties_of`, which must read as its ``properties``).
 
     :raises InvalidMessageError: not base64, bytes that are UTF-8 (a dump writes the field for none:
         ``properties`` says all) or that read as other properties, or more than the format holds.
@@ -170,14 +167,7 @@ def _stored_properties(value: Any, properties: Mapping[str, str]) -> JavaPropert
     except (binascii.Error, TypeError, ValueError) as err:
         raise InvalidMessageError(f"expected a dump line's {PROPERTIES_BASE64} as base64, found "
                                   f"{str(value)[:40]!r} ({err})") from err
-    read = decode_properties(raw, java_text=True)
-    if type(read) is not JavaProperties or list(read.items()) != list(properties.items()):
-        raise InvalidMessageError(f"expected {PROPERTIES_BASE64} of bytes that are not UTF-8 and read as its "
-                                  f"properties {cut(properties)}, found {cut(read)}")
-    if len(raw) > MAX_PROPERTIES_BYTES:
-        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
-                                  f"found {len(raw)}")
-    return read
+    return java_properties_of(raw, properties, PROPERTIES_BASE64)
 
 
 def _dump_int(value: Any, name: str) -> int:

@@ -422,6 +422,26 @@ def stored_properties_of(properties: Mapping[str, str]) -> bytes | None:
     return raw
 
 
+def java_properties_of(raw: bytes, properties: Mapping[str, str], what: str) -> JavaProperties:
+    """Stored properties bytes given beside their text (``what`` names them: a dump line's
+    ``properties_base64``, a row's ``propertiesBytes``), kept to be written as they are
+    (:func:`stored_properties_of`): they must read as ``properties`` as RocketMQ 4.9.7 reads them
+    (``CommitLog.checkMessageAndReturnSize``: ``new String(bytes, UTF_8)``, then
+    ``MessageDecoder.string2messageProperties``), in their order.  ``O(len(raw))``.
+
+    :raises InvalidMessageError: bytes that are UTF-8 (their text says all: none is given for them) or
+        that read as other properties, or more than the format holds.
+    """
+    read = decode_properties(raw, java_text=True)
+    if type(read) is not JavaProperties or list(read.items()) != list(properties.items()):
+        raise InvalidMessageError(f"expected {what} of bytes that are not UTF-8 and read as its properties "
+                                  f"{cut(dict(properties))}, found {cut(read)}")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(raw)}")
+    return read
+
+
 def stored_property_values(properties: Mapping[str, str]) -> dict[str, tuple[bytes, bytes]] | None:
     """Each property's name and value as stored, by its name as the broker reads it, where
     ``properties`` were read from bytes that are not UTF-8 (:func:`stored_properties_of`), else None.
@@ -658,10 +678,12 @@ def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, ba
     """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
 
     ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
-    place in errors.  ``java_text``: properties that are not UTF-8 read as the broker reads them
-    (:func:`decode_properties`: RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` keeps such a
-    message); False refuses them, as the C walk does (``columnar.decode_region``, whose callers
-    build such a message's row with :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
+    place in errors.  ``java_text``: properties and a topic that are not UTF-8 read as the broker
+    reads them (:func:`decode_properties`; RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` and
+    ``MessageDecoder.decode`` read both as ``new String(bytes, UTF_8)``, a U+FFFD for each malformed
+    sequence, and keep such a message); False refuses them, as the C walk does
+    (``columnar.decode_region``, whose callers build such a message's row with
+    :func:`.columnar.java_row`).  Runtime complexity: ``O(size)``
     (the CRC).
 
     :raises TruncatedDataError: the record runs past the end of ``buf``.
@@ -730,7 +752,9 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
     p += topic_len_layout.size
     if topic_len < 0 or p + topic_len > total:
         raise ValueError(f"topic length {topic_len} does not fit in the message")
-    topic = bytes(rec[p:p + topic_len]).decode("utf-8")
+    # (4.9.7 CommitLog.checkMessageAndReturnSize and MessageDecoder.decode read the topic as new
+    # String(bytes, UTF_8) too: a topic that is not UTF-8 is one the broker refuses, its Java text)
+    topic = bytes(rec[p:p + topic_len]).decode("utf-8", JAVA_REPLACE if java_text else "strict")
     p += topic_len
     (props_len,) = PROPERTIES_LENGTH.unpack_from(rec, p)
     p += PROPERTIES_LENGTH.size

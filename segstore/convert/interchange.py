@@ -20,8 +20,9 @@ destination).
 from __future__ import annotations
 
 import abc
+import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from .topicnames import TopicRules
 NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Entry:
     """One record in conversion: the common record with what a conversion keeps of its batch.
 
@@ -47,6 +48,10 @@ class Entry:
     still has to number it).  ``transactional``/``producer_id``/``producer_epoch`` are the
     producer identity of the record's batch (-1 when it had none); ``control`` marks a
     record no consumer sees (a transaction marker).
+
+    Two entries are equal when every field is, a header key by its bytes: a key kept as stored
+    bytes that are not UTF-8 (a :class:`segstore.javatext.JavaText`, ``raw``) equals only a key of
+    those bytes, not every key Java reads as the same text (``--verify`` compares entries).
     """
 
     topic: str
@@ -61,6 +66,19 @@ class Entry:
     control: bool = False
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        return (_entry_fields(self) == _entry_fields(other)
+                and [getattr(k, "raw", None) for k, _ in self.headers]
+                == [getattr(k, "raw", None) for k, _ in other.headers])
+
+    __hash__ = None     # type: ignore[assignment]  # mutable, as a dataclass with eq is
+
+
+#: An entry's fields, in order, as one tuple (what a dataclass's own ``__eq__`` compares).
+_entry_fields = operator.attrgetter(*(f.name for f in fields(Entry)))
 
 
 @dataclass(frozen=True)
