@@ -38,6 +38,11 @@ at the log start offset: a batch holding it comes back with its records from the
 stored base and max timestamps kept, so the same dump); a segment the cleaner emptied whole has no
 line (but one the log starts at), and the indexes, producer snapshots and a leader epoch no batch
 carries are the copy's own (docs/cli.md, "JSON-lines input").
+
+A **partition line** (``topic, partition, log_start_offset, log_end_offset``; no ``batch``) is what
+the dump adds after a partition's records where they do not say where its log ends: none from its log
+start (DeleteRecords, retention, an empty partition) or its last ones gone.  The copy holds that
+partition from that log start to that log end (``KafkaStore.restore_extent``).
 """
 
 from __future__ import annotations
@@ -74,9 +79,44 @@ _OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTA
                    "segment_base_offset": None}
 
 
+#: The fields of a ``dump --json`` partition line (``KafkaStore.dump_json``): a partition whose records
+#: do not say where its log ends (none from its log start, or the last ones gone).
+PARTITION_FIELDS = frozenset({"topic", "partition", "log_start_offset", "log_end_offset"})
+
+
 def is_dump_line(obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a Kafka record."""
-    return "batch" in obj
+    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a Kafka record or partition."""
+    return "batch" in obj or is_partition_line(obj)
+
+
+def is_partition_line(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is a ``dump --json`` partition line (it has a ``log_end_offset``)."""
+    return "log_end_offset" in obj and "batch" not in obj
+
+
+def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, int, int]:
+    """``(topic, partition, log start, log end)`` of a partition line.
+
+    :raises InvalidMessageError: a field missing, unknown or not an integer, or a log start past
+        the log end.
+    """
+    unknown, missing = sorted(set(obj) - PARTITION_FIELDS), sorted(PARTITION_FIELDS - set(obj))
+    if unknown or missing:
+        found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
+        raise InvalidMessageError(f"expected the fields of a Kafka dump --json partition line "
+                                  f"{sorted(PARTITION_FIELDS)}, found {found}")
+    topic, partition, start, end = (obj[name] for name in ("topic", "partition", "log_start_offset",
+                                                           "log_end_offset"))
+    if type(topic) is not str:
+        raise InvalidMessageError(f"expected a partition line's topic as a string, found {topic!r:.40}")
+    for name, value in (("partition", partition), ("log_end_offset", end)):
+        if type(value) is not int or value < 0:
+            raise InvalidMessageError(f"expected a partition line's {name} as an integer of at least 0, "
+                                      f"found {value!r:.40}")
+    if type(start) is not int or not 0 <= start <= end:
+        raise InvalidMessageError(f"expected a partition line's log_start_offset from 0 to its "
+                                  f"log_end_offset {end}, found {start!r:.40}")
+    return topic, partition, start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +344,12 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
             dumped.clear()
 
     for obj in lines:
+        if is_partition_line(obj):
+            write_plain()
+            write_dumped()
+            topic, partition, start, end = _partition_extent(obj)
+            store.restore_extent(topic, partition, log_start=start, log_end=end)
+            continue
         if is_dump_line(obj):
             write_plain()
             if dumped and _batch_key(obj) != _batch_key(dumped[0]):

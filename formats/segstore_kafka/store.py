@@ -396,6 +396,33 @@ def _json_chunk(topic: str, partition: int, log_start_offset: int, segment_base_
     return columnar.json_lines(chunk, prefix, stamp_types, tails)
 
 
+class _CopiedExtent:
+    """What a copy written from a partition's ``dump --json`` record lines holds (``write --input``,
+    :mod:`.jsonl`): the log end offset past the last dumped batch, none where no record was dumped.
+    ``KafkaStore.dump_json`` adds a partition line where that is not the partition's own (a log whose
+    every record from its log start is gone, or whose last ones are: retention, DeleteRecords, the
+    cleaner), so the copy's log ends where the source's does."""
+
+    __slots__ = ("end",)
+
+    def __init__(self) -> None:
+        self.end: int | None = None
+
+    def add(self, chunk: columnar.Chunk, first_row: int) -> None:
+        """Take the batches of ``chunk`` whose records from ``first_row`` on were dumped.  ``O(1)``."""
+        if first_row < chunk.rows:
+            last = chunk.batches[int(chunk.buffers["row_batch"][chunk.rows - 1])]
+            self.end = int(last["base_offset"]) + int(last["last_offset_delta"]) + 1
+
+    def line(self, topic: str, partition: int, part: Partition) -> bytes | None:
+        """The partition line (ASCII, with its newline) where the copy would end elsewhere than ``part``
+        does: ``{"topic", "partition", "log_start_offset", "log_end_offset"}``; else None."""
+        if self.end == part.next_offset:
+            return None
+        return (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "log_start_offset": '
+                f'{part.log_start_offset}, "log_end_offset": {part.next_offset}}}\n').encode("ascii")
+
+
 def batch_tails(rows: np.ndarray, segment_base_offset: int) -> tuple[list[str], list[str]]:
     """Per batch (``columnar.BATCH_DTYPE`` rows, of the segment named ``segment_base_offset``) the JSON
     of its timestamp type and the tail of its records' ``dump --json`` lines: ``, "batch": `` +
@@ -1371,6 +1398,34 @@ class KafkaStore(Store):
             write_log_start(part)   # (a log directory writes its checkpoints on close)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
+
+    def restore_extent(self, topic: str, partition: int, *, log_start: int, log_end: int) -> None:
+        """Make a partition span its source's offsets where the records restored into it do not (a
+        ``dump --json`` partition line, :mod:`.jsonl`), creating it if needed: an empty one starts at
+        ``log_start`` (``Partition.start_at``: one empty segment named from it, as Kafka 3.8
+        ``UnifiedLog.deleteSegments`` leaves a log whose every segment retention deleted, and
+        ``LogLoader`` loads an empty segment), never before its own log end; then a log that ends before
+        ``log_end`` ends there (``Partition.end_at``: an empty last segment named from it, as the broker's
+        log is whose records at the end the cleaner removed, or DeleteRecords moved the log start past).
+
+        :raises OffsetOutOfRangeError: ``log_end`` below the partition's log end offset, or below
+            ``log_start``.
+        :raises InvalidTopicError: as :meth:`append_encoded`.
+        """
+        self._check_writable()
+        if not 0 <= log_start <= log_end:
+            raise OffsetOutOfRangeError(f"expected a log start offset from 0 to the log end offset "
+                                        f"{log_end}, found {log_start}", self.path)
+        if self._part is None:
+            self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
+            self._check_assigned(topic, partition)
+        part = self.partition_of(topic, partition, create=True)
+        if log_end < part.next_offset:
+            raise OffsetOutOfRangeError(f"expected a log end offset at or past {part.next_offset} (the log "
+                                        f"end offset of {topic}-{partition}), found {log_end}", part.path)
+        if log_start > part.next_offset and not any(seg.size for seg in part.segments):
+            part.start_at(log_start)
+        part.end_at(log_end)
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
@@ -2525,6 +2580,8 @@ class KafkaStore(Store):
             start, stop = windows[t, p] if windows is not None else (_trimmed_start(part), None)
             keeps = (_CommittedFilter(part, part.log_start_offset if start is None else start).keeps
                      if committed else None)
+            # a whole partition's records: where they do not say where its log ends, a partition line
+            copied = _CopiedExtent() if windows is None and not committed else None
             dropping = start is not None
             chunks = (part.in_order(next(streams), want) if streams is not None
                       else part.column_chunks(want, offset=start))
@@ -2552,10 +2609,15 @@ class KafkaStore(Store):
                     lines = b"".join(line + b"\n" for line in split.tolist())
                 elif below:
                     lines = lines.split(b"\n", below)[-1]
+                if copied is not None:
+                    copied.add(chunk, below)
                 if lines:
                     yield lines
                 if cut:
                     break
+            extent = copied.line(t, p, part) if copied is not None else None
+            if extent is not None:
+                yield extent
 
     @staticmethod
     def _dump_indexes(seg: Any) -> Iterator[DumpLine]:
