@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES, ROCKETMQ_FIXTURES, ROOT
+from segstore_kafka.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 import segstore
 from segstore import cli
@@ -458,7 +459,10 @@ def test_a_copy_holds_a_partition_with_no_record_left_at_its_offsets(tmp_path, c
     with segstore.open(source) as old:
         assert old.offset_range("uncompressed", 0) == (300, 300)
     lines = _dump(source)
-    assert {"topic": "uncompressed", "partition": 0, "log_start_offset": 300, "log_end_offset": 300} in lines
+    # the source's leader-epoch-checkpoint holds epoch 3 from 300, which LogLoader.load drops at the log
+    # end (truncateFromEndAsyncFlush(nextOffset)): no epoch to carry
+    assert {"topic": "uncompressed", "partition": 0, "log_start_offset": 300, "log_end_offset": 300,
+            "leader_epochs": []} in lines
     target = tmp_path / "dst"
     done = pipe(source, target)
     assert done.returncode == 0, done.stderr
@@ -506,6 +510,51 @@ def test_a_copy_ends_where_its_source_does_past_its_last_record(tmp_path, capsys
         assert [r.offset for r in new.read("t", 0, 40)] == [40]
 
 
+def test_a_compacted_copy_keeps_the_leader_epochs_its_source_loads(tmp_path, capsys):
+    """The cleaner leaves ``leader-epoch-checkpoint`` as it is (Kafka 3.8 ``LogCleaner`` rewrites
+    segments only), so a compacted log's cache starts an epoch below its first batch that survived, and
+    ``LogLoader.load`` keeps it (it truncates only from the log end and the log start).  A copy built
+    from the batches alone started each epoch at its first surviving batch: a consumer's
+    ListOffsets(earliest) got no leader epoch for the log start (``LeaderEpochFileCache.epochForOffset``
+    finds no entry at or below it) where the source answers epoch 0, and OffsetsForLeaderEpoch
+    (``LeaderEpochFileCache.endOffsetFor``) answered another end offset for an epoch whose first
+    batches went.  The dump's partition line carries the source's epochs, and the copy's checkpoint is
+    the source's."""
+    source = _log_dir_with(tmp_path, "uncompressed")
+    assert run(capsys, "compact", source, "--config", "cleanup.policy=compact")[0] == 0
+    lines = _dump(source)
+    assert lines[0]["batch"]["base_offset"] > 0        # the records at the start of epoch 0 are gone
+    assert lines[-1] == {"topic": "uncompressed", "partition": 0, "log_start_offset": 0,
+                         "log_end_offset": 300, "leader_epochs": [[0, 0], [1, 123], [3, 238]]}
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    checkpoint = "uncompressed-0/leader-epoch-checkpoint"
+    assert (target / checkpoint).read_text() == (source / checkpoint).read_text() == \
+        "0\n3\n0 0\n1 123\n3 238\n"
+    with segstore.open(source) as old, segstore.open(target) as new:
+        answers = [tuple(store.partition_of("uncompressed", 0).offset_for_time(at)
+                         for at in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)) for store in (old, new)]
+    assert answers[0] == answers[1]
+    assert answers[0][0].leader_epoch == 0
+    assert _dump(target) == lines
+
+
+def test_a_partition_line_assigns_its_epochs_as_the_cache_does(tmp_path, capsys):
+    """A partition line's leader epochs are assigned onto the partition's in turn, as Kafka 3.8
+    ``LeaderEpochFileCache.assign`` does (``maybeTruncateNonMonotonicEntries``): an epoch the partition
+    already starts later now starts at the line's offset, epochs it does not hold are added."""
+    target = tmp_path / "logs"
+    with segstore.open(target, mode="a", format="kafka") as store:
+        store.partition_of("t", 0, create=True).epochs.merge([(2, 0)])
+        store.append_batch([{"topic": "t", "partition": 0, "value": str(i)} for i in range(5)])
+    code, _, err = run(capsys, "write", target, "--input", _plain(tmp_path, {
+        "topic": "t", "partition": 0, "log_start_offset": 0, "log_end_offset": 9,
+        "leader_epochs": [[1, 0], [2, 3], [4, 8]]}))
+    assert code == 0, err
+    assert (target / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 3\n4 8\n"
+
+
 def _plain(tmp_path: Path, *objs: dict) -> Path:
     lines = tmp_path / "plain.jsonl"
     lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
@@ -513,6 +562,12 @@ def _plain(tmp_path: Path, *objs: dict) -> Path:
 
 
 @pytest.mark.parametrize(("line", "said"), [
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [1, 7]]},
+     "expected a partition line's leader_epochs as [epoch, start offset] pairs"),
+    ({"log_start_offset": 6, "log_end_offset": 40, "leader_epochs": [[1, 5]]}, "found [1, 5]"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [2, 40]]}, "found [2, 40]"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[2**31, 5]]}, "epochs up to 2147483647"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": {"1": 5}}, "found {'1': 5}"),
     ({"log_start_offset": 41, "log_end_offset": 40}, "expected a partition line's log_start_offset from 0 to "
                                                      "its log_end_offset 40, found 41"),
     ({"log_start_offset": 0, "log_end_offset": "40"}, "expected a partition line's log_end_offset as an "

@@ -69,6 +69,7 @@ from segstore.store import (
 from . import batch as codec
 from . import columnar, kraft, partitioner
 from .brokerconfig import offsets_retention_ms
+from .checkpoints import EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
 from .logdir import (
     LogDir,
@@ -398,29 +399,51 @@ def _json_chunk(topic: str, partition: int, log_start_offset: int, segment_base_
 
 class _CopiedExtent:
     """What a copy written from a partition's ``dump --json`` record lines holds (``write --input``,
-    :mod:`.jsonl`): the log end offset past the last dumped batch, none where no record was dumped.
-    ``KafkaStore.dump_json`` adds a partition line where that is not the partition's own (a log whose
-    every record from its log start is gone, or whose last ones are: retention, DeleteRecords, the
-    cleaner), so the copy's log ends where the source's does."""
+    :mod:`.jsonl`): the log end offset past the last dumped batch (none where no record was dumped),
+    and the leader epochs its batches start (``Partition.append_encoded``: an epoch newer than the
+    latest at the batch's base offset).  ``KafkaStore.dump_json`` adds a partition line where these
+    are not the partition's own (a log whose every record from its log start is gone, or whose last
+    ones are: retention, DeleteRecords, the cleaner; an epoch the cache starts before its first
+    batch that survived the cleaner), so the copy's log ends where the source's does and its
+    ``leader-epoch-checkpoint`` answers as the source's."""
 
-    __slots__ = ("end",)
+    __slots__ = ("end", "entries")
 
     def __init__(self) -> None:
         self.end: int | None = None
+        self.entries: list[EpochEntry] = []
 
     def add(self, chunk: columnar.Chunk, first_row: int) -> None:
-        """Take the batches of ``chunk`` whose records from ``first_row`` on were dumped.  ``O(1)``."""
-        if first_row < chunk.rows:
-            last = chunk.batches[int(chunk.buffers["row_batch"][chunk.rows - 1])]
-            self.end = int(last["base_offset"]) + int(last["last_offset_delta"]) + 1
+        """Take the batches of ``chunk`` whose records from ``first_row`` on were dumped.
+        ``O(rows)`` in numpy, ``O(epoch changes)`` in Python."""
+        if first_row >= chunk.rows:
+            return
+        owners = chunk.buffers["row_batch"][first_row:chunk.rows]
+        dumped = chunk.batches[owners[np.r_[True, owners[1:] != owners[:-1]]]]
+        last = dumped[-1]
+        self.end = int(last["base_offset"]) + int(last["last_offset_delta"]) + 1
+        epochs = dumped["leader_epoch"].astype(np.int64)
+        latest = self.entries[-1].epoch if self.entries else -1
+        before = np.maximum.accumulate(np.concatenate(([latest], epochs[:-1])))
+        for i in np.flatnonzero(epochs > before).tolist():
+            self.entries.append(EpochEntry(int(epochs[i]), int(dumped["base_offset"][i])))
 
     def line(self, topic: str, partition: int, part: Partition) -> bytes | None:
-        """The partition line (ASCII, with its newline) where the copy would end elsewhere than ``part``
-        does: ``{"topic", "partition", "log_start_offset", "log_end_offset"}``; else None."""
-        if self.end == part.next_offset:
+        """The partition line (ASCII, with its newline) where the copy would differ from ``part``:
+        ``{"topic", "partition", "log_start_offset", "log_end_offset", "leader_epochs"}``, the epochs as
+        Kafka 3.8 ``LogLoader.load`` holds them (truncated from the log end, then from the log start:
+        ``truncateFromEndAsyncFlush(nextOffset)``, ``truncateFromStartAsyncFlush``); else None."""
+        start, end = part.log_start_offset, part.next_offset
+        loaded = LeaderEpochCache("", part.epochs.entries)
+        loaded.truncate_from_end(end)
+        loaded.truncate_from_start(start)
+        copied = LeaderEpochCache("", self.entries)
+        copied.truncate_from_start(start)
+        if self.end == end and copied.entries == loaded.entries:
             return None
-        return (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "log_start_offset": '
-                f'{part.log_start_offset}, "log_end_offset": {part.next_offset}}}\n').encode("ascii")
+        epochs = ", ".join(f"[{e.epoch}, {e.start_offset}]" for e in loaded.entries)
+        return (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "log_start_offset": {start}, '
+                f'"log_end_offset": {end}, "leader_epochs": [{epochs}]}}\n').encode("ascii")
 
 
 def batch_tails(rows: np.ndarray, segment_base_offset: int) -> tuple[list[str], list[str]]:
@@ -1399,7 +1422,8 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
 
-    def restore_extent(self, topic: str, partition: int, *, log_start: int, log_end: int) -> None:
+    def restore_extent(self, topic: str, partition: int, *, log_start: int, log_end: int,
+                       leader_epochs: Iterable[EpochEntry] | None = None) -> None:
         """Make a partition span its source's offsets where the records restored into it do not (a
         ``dump --json`` partition line, :mod:`.jsonl`), creating it if needed: an empty one starts at
         ``log_start`` (``Partition.start_at``: one empty segment named from it, as Kafka 3.8
@@ -1407,6 +1431,9 @@ class KafkaStore(Store):
         ``LogLoader`` loads an empty segment), never before its own log end; then a log that ends before
         ``log_end`` ends there (``Partition.end_at``: an empty last segment named from it, as the broker's
         log is whose records at the end the cleaner removed, or DeleteRecords moved the log start past).
+        ``leader_epochs`` (the source's, as ``LogLoader`` loaded them) are assigned onto the partition's
+        in turn (``LeaderEpochCache.merge``): a copy whose first batch of an epoch the cleaner removed
+        starts that epoch where its source does.
 
         :raises OffsetOutOfRangeError: ``log_end`` below the partition's log end offset, or below
             ``log_start``.
@@ -1426,6 +1453,8 @@ class KafkaStore(Store):
         if log_start > part.next_offset and not any(seg.size for seg in part.segments):
             part.start_at(log_start)
         part.end_at(log_end)
+        if leader_epochs is not None:
+            part.epochs.merge(leader_epochs)
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
