@@ -138,7 +138,7 @@ def test_dump_of_a_held_but_empty_selection_is_not_an_error(tmp_path, capsys):
     assert (code, err) == (0, "")
     # JSON: no record, and the partition line a copy needs to hold the empty partition
     line = ('{"topic": "empty", "partition": 0, "log_start_offset": 0, "log_end_offset": 0, '
-            '"leader_epochs": []}\n')
+            '"high_watermark": 0, "leader_epochs": []}\n')
     assert run(capsys, "dump", empty, "--topic", "empty", "--partition", "0", "--json") == (0, line, "")
 
 

@@ -462,7 +462,7 @@ def test_a_copy_holds_a_partition_with_no_record_left_at_its_offsets(tmp_path, c
     # the source's leader-epoch-checkpoint holds epoch 3 from 300, which LogLoader.load drops at the log
     # end (truncateFromEndAsyncFlush(nextOffset)): no epoch to carry
     assert {"topic": "uncompressed", "partition": 0, "log_start_offset": 300, "log_end_offset": 300,
-            "leader_epochs": []} in lines
+            "high_watermark": 300, "leader_epochs": []} in lines
     target = tmp_path / "dst"
     done = pipe(source, target)
     assert done.returncode == 0, done.stderr
@@ -525,7 +525,8 @@ def test_a_compacted_copy_keeps_the_leader_epochs_its_source_loads(tmp_path, cap
     lines = _dump(source)
     assert lines[0]["batch"]["base_offset"] > 0        # the records at the start of epoch 0 are gone
     assert lines[-1] == {"topic": "uncompressed", "partition": 0, "log_start_offset": 0,
-                         "log_end_offset": 300, "leader_epochs": [[0, 0], [1, 123], [3, 238]]}
+                         "log_end_offset": 300, "high_watermark": 300,
+                         "leader_epochs": [[0, 0], [1, 123], [3, 238]]}
     target = tmp_path / "dst"
     done = pipe(source, target)
     assert done.returncode == 0, done.stderr
@@ -555,6 +556,33 @@ def test_a_partition_line_assigns_its_epochs_as_the_cache_does(tmp_path, capsys)
     assert (target / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 3\n4 8\n"
 
 
+@pytest.mark.parametrize("directory", [False, True])
+def test_a_copy_keeps_its_sources_high_watermark(tmp_path, capsys, directory):
+    """A partition's high watermark (``replication-offset-checkpoint``) is where its consumers read up
+    to (Kafka 3.8 ``UnifiedLog.read`` with ``FetchIsolation.HIGH_WATERMARK``; ListOffsets(latest)
+    answers it), below the log end by what followers had not copied.  A copy's was its log end: its
+    consumers read records the source's do not serve yet, and ``query --timestamp latest`` answered
+    another offset.  The partition line carries it, and the copy checkpoints it (in the log directory
+    written, or, for a partition directory, its parent's, as delete-records writes a log start)."""
+    source = _log_dir_with(tmp_path, "uncompressed")
+    (source / "replication-offset-checkpoint").write_text("0\n1\nuncompressed 0 200\n")
+    target = tmp_path / "dst"
+    if directory:
+        source, target = source / "uncompressed-0", target / "uncompressed-0"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.high_watermark("uncompressed", 0) == old.high_watermark("uncompressed", 0) == 200
+    lines = _dump(source)
+    assert lines[-1]["high_watermark"] == 200 and lines[-1]["log_end_offset"] == 300
+    answers = [run(capsys, "query", store, "--topic", "uncompressed", "--timestamp", "latest")[::2]
+               for store in (source, target)]
+    assert answers[0] == answers[1] and "latest is offset 200 (the high watermark)" in answers[0][1]
+    checkpoint = (target if not directory else target.parent) / "replication-offset-checkpoint"
+    assert checkpoint.read_text() == "0\n1\nuncompressed 0 200\n"
+    assert _dump(target) == lines
+
+
 def _plain(tmp_path: Path, *objs: dict) -> Path:
     lines = tmp_path / "plain.jsonl"
     lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
@@ -568,6 +596,9 @@ def _plain(tmp_path: Path, *objs: dict) -> Path:
     ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [2, 40]]}, "found [2, 40]"),
     ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[2**31, 5]]}, "epochs up to 2147483647"),
     ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": {"1": 5}}, "found {'1': 5}"),
+    ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 4}, "expected a partition line's "
+     "high_watermark from its log_start_offset 5 to its log_end_offset 40, found 4"),
+    ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 41}, "found 41"),
     ({"log_start_offset": 41, "log_end_offset": 40}, "expected a partition line's log_start_offset from 0 to "
                                                      "its log_end_offset 40, found 41"),
     ({"log_start_offset": 0, "log_end_offset": "40"}, "expected a partition line's log_end_offset as an "

@@ -39,11 +39,12 @@ stored base and max timestamps kept, so the same dump); a segment the cleaner em
 line (but one the log starts at), and the indexes and producer snapshots are the copy's own
 (docs/cli.md, "JSON-lines input").
 
-A **partition line** (``topic, partition, log_start_offset, log_end_offset, leader_epochs``; no
-``batch``) is what the dump adds after a partition's records where they do not say where its log
-ends (none from its log start: DeleteRecords, retention, an empty partition; or its last ones gone)
-or where its leader epochs start (the cleaner removed an epoch's first batches).  The copy holds that
-partition from that log start to that log end, its epochs assigned as the source's cache holds them
+A **partition line** (``topic, partition, log_start_offset, log_end_offset, high_watermark,
+leader_epochs``; no ``batch``) is what the dump adds after a partition's records where they do not say
+where its log ends (none from its log start: DeleteRecords, retention, an empty partition; or its last
+ones gone), that its high watermark is below its log end, or where its leader epochs start (the
+cleaner removed an epoch's first batches).  The copy holds that partition from that log start to that
+log end, with that high watermark, its epochs assigned as the source's cache holds them
 (``KafkaStore.restore_extent``).
 """
 
@@ -85,9 +86,11 @@ _OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTA
 #: The fields of a ``dump --json`` partition line (``KafkaStore.dump_json``): a partition whose records
 #: do not say where its log ends (none from its log start, or the last ones gone) or which leader
 #: epochs start where.
-PARTITION_FIELDS = frozenset({"topic", "partition", "log_start_offset", "log_end_offset", "leader_epochs"})
-#: Partition line fields that may be left out (no leader epochs: the copy's batches start its epochs).
-_OPTIONAL_PARTITION = frozenset({"leader_epochs"})
+PARTITION_FIELDS = frozenset({"topic", "partition", "log_start_offset", "log_end_offset", "high_watermark",
+                              "leader_epochs"})
+#: Partition line fields that may be left out (no leader epochs: the copy's batches start its epochs;
+#: no high watermark: the copy's is its log end).
+_OPTIONAL_PARTITION = frozenset({"leader_epochs", "high_watermark"})
 #: The largest leader epoch (``partitionLeaderEpoch``, an int32).
 _MAX_EPOCH = 2**31 - 1
 
@@ -102,12 +105,13 @@ def is_partition_line(obj: Mapping[str, Any]) -> bool:
     return "log_end_offset" in obj and "batch" not in obj
 
 
-def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, int, int, list[EpochEntry] | None]:
-    """``(topic, partition, log start, log end, leader epochs or None)`` of a partition line.
+def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
+    """``(topic, partition, restore_extent's keyword arguments)`` of a partition line.
 
     :raises InvalidMessageError: a field missing, unknown or not an integer, a log start past the log
-        end, or leader epochs that are not ``[epoch, start offset]`` pairs rising in both, each start
-        from the log start to before the log end (as ``LogLoader`` leaves a cache).
+        end, a high watermark outside them, or leader epochs that are not ``[epoch, start offset]``
+        pairs rising in both, each start from the log start to before the log end (as ``LogLoader``
+        leaves a cache).
     """
     unknown = sorted(set(obj) - PARTITION_FIELDS)
     missing = sorted(PARTITION_FIELDS - _OPTIONAL_PARTITION - set(obj))
@@ -126,8 +130,12 @@ def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, int, int, list[
     if type(start) is not int or not 0 <= start <= end:
         raise InvalidMessageError(f"expected a partition line's log_start_offset from 0 to its "
                                   f"log_end_offset {end}, found {start!r:.40}")
+    hw = obj.get("high_watermark")
+    if hw is not None and (type(hw) is not int or not start <= hw <= end):
+        raise InvalidMessageError(f"expected a partition line's high_watermark from its log_start_offset "
+                                  f"{start} to its log_end_offset {end}, found {hw!r:.40}")
     if "leader_epochs" not in obj:
-        return topic, partition, start, end, None
+        return topic, partition, {"log_start": start, "log_end": end, "high_watermark": hw}
     given = obj["leader_epochs"]
     epochs: list[EpochEntry] = []
     for pair in given if type(given) is list else [given]:
@@ -139,7 +147,8 @@ def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, int, int, list[
                 f"{_MAX_EPOCH} and offsets from its log_start_offset {start} to before its log_end_offset "
                 f"{end}, both rising, found {pair!r:.60}")
         epochs.append(EpochEntry(*pair))
-    return topic, partition, start, end, epochs
+    return topic, partition, {"log_start": start, "log_end": end, "high_watermark": hw,
+                              "leader_epochs": epochs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,8 +379,8 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
         if is_partition_line(obj):
             write_plain()
             write_dumped()
-            topic, partition, start, end, epochs = _partition_extent(obj)
-            store.restore_extent(topic, partition, log_start=start, log_end=end, leader_epochs=epochs)
+            topic, partition, extent = _partition_extent(obj)
+            store.restore_extent(topic, partition, **extent)
             continue
         if is_dump_line(obj):
             write_plain()

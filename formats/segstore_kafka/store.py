@@ -69,14 +69,16 @@ from segstore.store import (
 from . import batch as codec
 from . import columnar, kraft, partitioner
 from .brokerconfig import offsets_retention_ms
-from .checkpoints import EpochEntry, LeaderEpochCache
+from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
 from .logdir import (
     LogDir,
+    checkpointed,
     forget_clean_shutdown,
     high_watermark,
     is_partition_dir,
     load_log_start,
+    write_checkpoint_entry,
     write_log_start,
 )
 from .offsetmap import DEDUPE_BUFFER_SIZE
@@ -430,20 +432,22 @@ class _CopiedExtent:
 
     def line(self, topic: str, partition: int, part: Partition) -> bytes | None:
         """The partition line (ASCII, with its newline) where the copy would differ from ``part``:
-        ``{"topic", "partition", "log_start_offset", "log_end_offset", "leader_epochs"}``, the epochs as
+        ``{"topic", "partition", "log_start_offset", "log_end_offset", "high_watermark", "leader_epochs"}``
+        (a copy's high watermark is its log end, segstore being its only writer), the epochs as
         Kafka 3.8 ``LogLoader.load`` holds them (truncated from the log end, then from the log start:
         ``truncateFromEndAsyncFlush(nextOffset)``, ``truncateFromStartAsyncFlush``); else None."""
-        start, end = part.log_start_offset, part.next_offset
+        start, end, hw = part.log_start_offset, part.next_offset, high_watermark(part)
         loaded = LeaderEpochCache("", part.epochs.entries)
         loaded.truncate_from_end(end)
         loaded.truncate_from_start(start)
         copied = LeaderEpochCache("", self.entries)
         copied.truncate_from_start(start)
-        if self.end == end and copied.entries == loaded.entries:
+        if self.end == end == hw and copied.entries == loaded.entries:
             return None
         epochs = ", ".join(f"[{e.epoch}, {e.start_offset}]" for e in loaded.entries)
         return (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "log_start_offset": {start}, '
-                f'"log_end_offset": {end}, "leader_epochs": [{epochs}]}}\n').encode("ascii")
+                f'"log_end_offset": {end}, "high_watermark": {hw}, "leader_epochs": [{epochs}]}}\n'
+                ).encode("ascii")
 
 
 def batch_tails(rows: np.ndarray, segment_base_offset: int) -> tuple[list[str], list[str]]:
@@ -1423,7 +1427,8 @@ class KafkaStore(Store):
             self.indexes.append()
 
     def restore_extent(self, topic: str, partition: int, *, log_start: int, log_end: int,
-                       leader_epochs: Iterable[EpochEntry] | None = None) -> None:
+                       leader_epochs: Iterable[EpochEntry] | None = None,
+                       high_watermark: int | None = None) -> None:
         """Make a partition span its source's offsets where the records restored into it do not (a
         ``dump --json`` partition line, :mod:`.jsonl`), creating it if needed: an empty one starts at
         ``log_start`` (``Partition.start_at``: one empty segment named from it, as Kafka 3.8
@@ -1433,16 +1438,22 @@ class KafkaStore(Store):
         log is whose records at the end the cleaner removed, or DeleteRecords moved the log start past).
         ``leader_epochs`` (the source's, as ``LogLoader`` loaded them) are assigned onto the partition's
         in turn (``LeaderEpochCache.merge``): a copy whose first batch of an epoch the cleaner removed
-        starts that epoch where its source does.
+        starts that epoch where its source does.  ``high_watermark`` (from the log start to the log
+        end) is checkpointed as the partition's (``replication-offset-checkpoint``; for a partition
+        directory, in its parent, as ``write_log_start`` does), so consumers of the copy read up to where
+        the source's do (Kafka 3.8 ``UnifiedLog.read``, ``FetchIsolation.HIGH_WATERMARK``).
 
         :raises OffsetOutOfRangeError: ``log_end`` below the partition's log end offset, or below
-            ``log_start``.
+            ``log_start``; ``high_watermark`` outside them.
         :raises InvalidTopicError: as :meth:`append_encoded`.
         """
         self._check_writable()
         if not 0 <= log_start <= log_end:
             raise OffsetOutOfRangeError(f"expected a log start offset from 0 to the log end offset "
                                         f"{log_end}, found {log_start}", self.path)
+        if high_watermark is not None and not log_start <= high_watermark <= log_end:
+            raise OffsetOutOfRangeError(f"expected a high watermark from the log start offset {log_start} to "
+                                        f"the log end offset {log_end}, found {high_watermark}", self.path)
         if self._part is None:
             self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
             self._check_assigned(topic, partition)
@@ -1455,6 +1466,15 @@ class KafkaStore(Store):
         part.end_at(log_end)
         if leader_epochs is not None:
             part.epochs.merge(leader_epochs)
+        if high_watermark is not None:
+            if self._part is not None:
+                # (none written where none is and the log end is the high watermark: the parent may be
+                # any directory)
+                if (high_watermark != part.next_offset
+                        or checkpointed(part, REPLICATION_OFFSET_CHECKPOINT) is not None):
+                    write_checkpoint_entry(part, REPLICATION_OFFSET_CHECKPOINT, high_watermark)
+            else:
+                self._log_dir.set_high_watermark((topic, partition), high_watermark)
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
