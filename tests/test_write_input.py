@@ -602,7 +602,9 @@ def _plain(tmp_path: Path, *objs: dict) -> Path:
     ({"log_start_offset": 41, "log_end_offset": 40}, "expected a partition line's log_start_offset from 0 to "
                                                      "its log_end_offset 40, found 41"),
     ({"log_start_offset": 0, "log_end_offset": "40"}, "expected a partition line's log_end_offset as an "
-                                                      "integer of at least 0"),
+                                                      "integer from 0 to 9223372036854775807"),
+    # past a Java long: no checkpoint file could hold it (the store's would no longer read)
+    ({"log_start_offset": 0, "log_end_offset": 2**63}, "found 9223372036854775808"),
     ({"log_start_offset": 0, "log_end_offset": 40, "offset": 3}, "found unknown field(s) ['offset']"),
     ({"log_end_offset": 40}, "found no ['log_start_offset']"),
 ])

@@ -91,8 +91,9 @@ PARTITION_FIELDS = frozenset({"topic", "partition", "log_start_offset", "log_end
 #: Partition line fields that may be left out (no leader epochs: the copy's batches start its epochs;
 #: no high watermark: the copy's is its log end).
 _OPTIONAL_PARTITION = frozenset({"leader_epochs", "high_watermark"})
-#: The largest leader epoch (``partitionLeaderEpoch``, an int32).
-_MAX_EPOCH = 2**31 - 1
+#: The largest leader epoch (``partitionLeaderEpoch``, a Java int) and offset (a Java long,
+#: ``Long.MAX_VALUE``: a checkpoint file holds no other).
+_MAX_EPOCH, _MAX_OFFSET = 2**31 - 1, 2**63 - 1
 
 
 def is_dump_line(obj: Mapping[str, Any]) -> bool:
@@ -123,10 +124,12 @@ def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]
                                                            "log_end_offset"))
     if type(topic) is not str:
         raise InvalidMessageError(f"expected a partition line's topic as a string, found {topic!r:.40}")
-    for name, value in (("partition", partition), ("log_end_offset", end)):
-        if type(value) is not int or value < 0:
-            raise InvalidMessageError(f"expected a partition line's {name} as an integer of at least 0, "
-                                      f"found {value!r:.40}")
+    if type(partition) is not int or partition < 0:
+        raise InvalidMessageError(f"expected a partition line's partition as an integer of at least 0, "
+                                  f"found {partition!r:.40}")
+    if type(end) is not int or not 0 <= end <= _MAX_OFFSET:
+        raise InvalidMessageError(f"expected a partition line's log_end_offset as an integer from 0 to "
+                                  f"{_MAX_OFFSET}, found {end!r:.40}")
     if type(start) is not int or not 0 <= start <= end:
         raise InvalidMessageError(f"expected a partition line's log_start_offset from 0 to its "
                                   f"log_end_offset {end}, found {start!r:.40}")
