@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES, ROCKETMQ_FIXTURES, ROOT
+from segstore_kafka.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 import segstore
 from segstore import cli
@@ -427,6 +428,209 @@ def test_a_dump_of_an_older_segstore_is_still_written(tmp_path, capsys):
     assert code == 0, err
     with segstore.open(tmp_path / "logs" / "topic-0") as store:
         assert store.offset_range("topic", 0) == (old[0]["batch"]["base_offset"], 300)
+
+
+def _log_dir_with(tmp_path: Path, *fixtures: str) -> Path:
+    """A log directory holding each Kafka fixture's ``topic-0`` as ``NAME-0``."""
+    logs = tmp_path / "src"
+    for name in fixtures:
+        (logs / f"{name}-0").mkdir(parents=True)
+        for p in (FIXTURES / "kafka" / name / "topic-0").iterdir():
+            (logs / f"{name}-0" / p.name).write_bytes(p.read_bytes())
+    return logs
+
+
+@pytest.mark.parametrize("emptied", [
+    ("delete-records", "--before", "-1"),
+    ("retention", "--config", "retention.ms=1", "--now-ms", "1800000000000"),
+])
+def test_a_copy_holds_a_partition_with_no_record_left_at_its_offsets(tmp_path, capsys, emptied):
+    """A partition whose every record DeleteRecords or retention removed (Kafka 3.8
+    ``UnifiedLog.deleteOldSegments``: a log whose every segment goes rolls an empty one first,
+    ``deleteSegments``; ``maybeIncrementLogStartOffset``) is still there: a consumer lists it with its
+    log start and end offsets both N, and fetches from N.  Its dump has no record line, so the copy
+    used to lack the partition (a consumer got UNKNOWN_TOPIC_OR_PARTITION); the dump now gives it a
+    partition line, and the copy holds it at N: one empty segment named N, as ``LogLoader.load`` reads
+    an empty log back (log start ``max(checkpoint, first segment base)``, log end the last segment's
+    ``readNextOffset``, its base when empty)."""
+    source = _log_dir_with(tmp_path, "uncompressed", "gzip")
+    code, _, err = run(capsys, emptied[0], source, "--topic", "uncompressed", *emptied[1:])
+    assert code == 0, err
+    with segstore.open(source) as old:
+        assert old.offset_range("uncompressed", 0) == (300, 300)
+    lines = _dump(source)
+    # the source's leader-epoch-checkpoint holds epoch 3 from 300, which LogLoader.load drops at the log
+    # end (truncateFromEndAsyncFlush(nextOffset)): no epoch to carry
+    assert {"topic": "uncompressed", "partition": 0, "log_start_offset": 300, "log_end_offset": 300,
+            "high_watermark": 300, "leader_epochs": []} in lines
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(target) as new:
+        assert new.offset_range("uncompressed", 0) == (300, 300)
+        assert new.offset_range("gzip", 0) == (0, 300)
+    assert sorted(p.name for p in (target / "uncompressed-0").glob("*.log")) == [f"{300:020d}.log"]
+    assert _dump(target) == lines
+    for store in (source, target):      # a consumer at the log end gets nothing, not an error
+        assert run(capsys, "query", store, "--topic", "uncompressed", "--partition", "0", "--offset",
+                   "300")[0] == 1
+
+
+@pytest.mark.parametrize("records", [True, False])
+def test_a_copy_ends_where_its_source_does_past_its_last_record(tmp_path, capsys, records):
+    """A log whose last records are gone ends past them: its last segment is empty, named by the log end
+    offset (Kafka 3.8 ``LogLoader.load`` takes the log end from the last segment, ``readNextOffset``: its
+    base when empty; the cleaner keeps an emptied segment, ``Cleaner.cleanSegments``), and a consumer's
+    ListOffsets(latest) answers that end.  The copy used to end at its last dumped batch (a partition
+    without records: was missing); a partition line carries the log end, and the copy ends there too."""
+    source = tmp_path / "src"
+    with segstore.open(source, mode="a", format="kafka") as store:
+        if records:
+            store.append_batch([{"topic": "t", "partition": 0, "value": str(i)} for i in range(5)])
+            store.partition_of("t", 0).end_at(40)
+        else:
+            part = store.partition_of("t", 0, create=True)
+            part.start_at(10)
+            part.end_at(40)     # every record cleaned away: the empty segments 10 and 40
+    want = (0 if records else 10, 40)
+    with segstore.open(source) as old:
+        assert old.offset_range("t", 0) == want
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(target) as new:
+        assert new.offset_range("t", 0) == want
+    assert _dump(target) == _dump(source)
+    assert sorted(p.name for p in (target / "t-0").glob("*.log")) == \
+        sorted(p.name for p in (source / "t-0").glob("*.log"))
+    # the copy takes records on from the log end, as the source does
+    code, _, err = run(capsys, "write", target, "--input", _plain(tmp_path, {"topic": "t", "value": "n"}))
+    assert code == 0, err
+    with segstore.open(target) as new:
+        assert [r.offset for r in new.read("t", 0, 40)] == [40]
+
+
+def test_a_compacted_copy_keeps_the_leader_epochs_its_source_loads(tmp_path, capsys):
+    """The cleaner leaves ``leader-epoch-checkpoint`` as it is (Kafka 3.8 ``LogCleaner`` rewrites
+    segments only), so a compacted log's cache starts an epoch below its first batch that survived, and
+    ``LogLoader.load`` keeps it (it truncates only from the log end and the log start).  A copy built
+    from the batches alone started each epoch at its first surviving batch: a consumer's
+    ListOffsets(earliest) got no leader epoch for the log start (``LeaderEpochFileCache.epochForOffset``
+    finds no entry at or below it) where the source answers epoch 0, and OffsetsForLeaderEpoch
+    (``LeaderEpochFileCache.endOffsetFor``) answered another end offset for an epoch whose first
+    batches went.  The dump's partition line carries the source's epochs, and the copy's checkpoint is
+    the source's."""
+    source = _log_dir_with(tmp_path, "uncompressed")
+    assert run(capsys, "compact", source, "--config", "cleanup.policy=compact")[0] == 0
+    lines = _dump(source)
+    assert lines[0]["batch"]["base_offset"] > 0        # the records at the start of epoch 0 are gone
+    assert lines[-1] == {"topic": "uncompressed", "partition": 0, "log_start_offset": 0,
+                         "log_end_offset": 300, "high_watermark": 300,
+                         "leader_epochs": [[0, 0], [1, 123], [3, 238]]}
+    target = tmp_path / "dst"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    checkpoint = "uncompressed-0/leader-epoch-checkpoint"
+    assert (target / checkpoint).read_text() == (source / checkpoint).read_text() == \
+        "0\n3\n0 0\n1 123\n3 238\n"
+    with segstore.open(source) as old, segstore.open(target) as new:
+        answers = [tuple(store.partition_of("uncompressed", 0).offset_for_time(at)
+                         for at in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)) for store in (old, new)]
+    assert answers[0] == answers[1]
+    assert answers[0][0].leader_epoch == 0
+    assert _dump(target) == lines
+
+
+def test_a_partition_line_assigns_its_epochs_as_the_cache_does(tmp_path, capsys):
+    """A partition line's leader epochs are assigned onto the partition's in turn, as Kafka 3.8
+    ``LeaderEpochFileCache.assign`` does (``maybeTruncateNonMonotonicEntries``): an epoch the partition
+    already starts later now starts at the line's offset, epochs it does not hold are added."""
+    target = tmp_path / "logs"
+    with segstore.open(target, mode="a", format="kafka") as store:
+        store.partition_of("t", 0, create=True).epochs.merge([(2, 0)])
+        store.append_batch([{"topic": "t", "partition": 0, "value": str(i)} for i in range(5)])
+    code, _, err = run(capsys, "write", target, "--input", _plain(tmp_path, {
+        "topic": "t", "partition": 0, "log_start_offset": 0, "log_end_offset": 9,
+        "leader_epochs": [[1, 0], [2, 3], [4, 8]]}))
+    assert code == 0, err
+    assert (target / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 3\n4 8\n"
+
+
+@pytest.mark.parametrize("directory", [False, True])
+def test_a_copy_keeps_its_sources_high_watermark(tmp_path, capsys, directory):
+    """A partition's high watermark (``replication-offset-checkpoint``) is where its consumers read up
+    to (Kafka 3.8 ``UnifiedLog.read`` with ``FetchIsolation.HIGH_WATERMARK``; ListOffsets(latest)
+    answers it), below the log end by what followers had not copied.  A copy's was its log end: its
+    consumers read records the source's do not serve yet, and ``query --timestamp latest`` answered
+    another offset.  The partition line carries it, and the copy checkpoints it (in the log directory
+    written, or, for a partition directory, its parent's, as delete-records writes a log start)."""
+    source = _log_dir_with(tmp_path, "uncompressed")
+    (source / "replication-offset-checkpoint").write_text("0\n1\nuncompressed 0 200\n")
+    target = tmp_path / "dst"
+    if directory:
+        source, target = source / "uncompressed-0", target / "uncompressed-0"
+    done = pipe(source, target)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(source) as old, segstore.open(target) as new:
+        assert new.high_watermark("uncompressed", 0) == old.high_watermark("uncompressed", 0) == 200
+    lines = _dump(source)
+    assert lines[-1]["high_watermark"] == 200 and lines[-1]["log_end_offset"] == 300
+    answers = [run(capsys, "query", store, "--topic", "uncompressed", "--timestamp", "latest")[::2]
+               for store in (source, target)]
+    assert answers[0] == answers[1] and "latest is offset 200 (the high watermark)" in answers[0][1]
+    checkpoint = (target if not directory else target.parent) / "replication-offset-checkpoint"
+    assert checkpoint.read_text() == "0\n1\nuncompressed 0 200\n"
+    assert _dump(target) == lines
+
+
+def _plain(tmp_path: Path, *objs: dict) -> Path:
+    lines = tmp_path / "plain.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return lines
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [1, 7]]},
+     "expected a partition line's leader_epochs as [epoch, start offset] pairs"),
+    ({"log_start_offset": 6, "log_end_offset": 40, "leader_epochs": [[1, 5]]}, "found [1, 5]"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [2, 40]]}, "found [2, 40]"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[2**31, 5]]}, "epochs up to 2147483647"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": {"1": 5}}, "found {'1': 5}"),
+    ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 4}, "expected a partition line's "
+     "high_watermark from its log_start_offset 5 to its log_end_offset 40, found 4"),
+    ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 41}, "found 41"),
+    ({"log_start_offset": 41, "log_end_offset": 40}, "expected a partition line's log_start_offset from 0 to "
+                                                     "its log_end_offset 40, found 41"),
+    ({"log_start_offset": 0, "log_end_offset": "40"}, "expected a partition line's log_end_offset as an "
+                                                      "integer from 0 to 9223372036854775807"),
+    # past a Java long: no checkpoint file could hold it (the store's would no longer read)
+    ({"log_start_offset": 0, "log_end_offset": 2**63}, "found 9223372036854775808"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "offset": 3}, "found unknown field(s) ['offset']"),
+    ({"log_end_offset": 40}, "found no ['log_start_offset']"),
+])
+def test_a_partition_line_that_cannot_be_is_refused(tmp_path, capsys, line, said):
+    """A partition line whose log start lies past its log end, or whose fields are not a dump's, is
+    refused (exit 1), nothing written."""
+    target = tmp_path / "logs"
+    code, _, err = run(capsys, "write", target, "--input", _plain(tmp_path, {"topic": "t", "partition": 0,
+                                                                             **line}))
+    assert code == 1
+    assert said in err, err
+    assert not target.exists()
+
+
+def test_a_partition_line_below_the_log_end_is_refused(tmp_path, capsys):
+    """A partition line ending before records the partition already holds cannot be its log end:
+    refused, exit 1, the records kept."""
+    target = tmp_path / "logs"
+    assert run(capsys, "write", target, "--format", "kafka", "--input",
+               _plain(tmp_path, *({"topic": "t", "value": str(i)} for i in range(3))))[0] == 0
+    code, _, err = run(capsys, "write", target, "--input", _plain(tmp_path, {
+        "topic": "t", "partition": 0, "log_start_offset": 0, "log_end_offset": 2}))
+    assert code == 1
+    assert "expected a log end offset at or past 3 (the log end offset of t-0), found 2" in err
+    with segstore.open(target) as store:
+        assert store.offset_range("t", 0) == (0, 3)
 
 
 @pytest.mark.parametrize(("segment_base", "named"), [(100, 100), (60, 137)])

@@ -161,6 +161,17 @@ def write_offsets(path: str, offsets: dict[tuple[str, int], int]) -> None:
     _PARSED.pop(path, None)
 
 
+def _assign_to(kept: list[EpochEntry], entry: EpochEntry) -> bool:
+    """``LeaderEpochFileCache.assign`` of ``entry`` onto ``kept`` (ordered by epoch and start offset):
+    ``isUpdateNeeded``, then ``maybeTruncateNonMonotonicEntries``; whether ``kept`` changed."""
+    if kept and entry.epoch == kept[-1].epoch and entry.start_offset >= kept[-1].start_offset:
+        return False
+    while kept and (kept[-1].epoch >= entry.epoch or kept[-1].start_offset >= entry.start_offset):
+        kept.pop()
+    kept.append(entry)
+    return True
+
+
 class LeaderEpochCache:
     """The leader epochs of one partition and the offset each started at (``LeaderEpochFileCache``).
 
@@ -180,12 +191,17 @@ class LeaderEpochCache:
         left as it is until the cache changes, as the broker leaves it.  ``O(entries)``."""
         kept: list[EpochEntry] = []
         for entry in read_leader_epochs(path):
-            if kept and entry.epoch == kept[-1].epoch and entry.start_offset >= kept[-1].start_offset:
-                continue
-            while kept and (kept[-1].epoch >= entry.epoch or kept[-1].start_offset >= entry.start_offset):
-                kept.pop()
-            kept.append(entry)
+            _assign_to(kept, entry)
         return cls(path, kept)
+
+    def merge(self, entries: Iterable[EpochEntry]) -> None:
+        """Assign each entry in turn as Kafka 3.8.0 ``LeaderEpochFileCache.assign`` does (an entry of the
+        latest epoch at or after its start is no update; one that goes back in epoch or offset drops
+        the later ones it conflicts with): the epochs of a copied log, where its batches alone would
+        start an epoch later than its source's cache says.  ``O(entries)``."""
+        for entry in entries:
+            if _assign_to(self._entries, EpochEntry(*entry)):
+                self._dirty = True
 
     @property
     def entries(self) -> list[EpochEntry]:

@@ -36,8 +36,16 @@ a batch the cleaner emptied (no record to dump) is not restored; and a batch of 
 message formats (magic 0 or 1) is refused, as segstore writes RecordBatch v2 only.  A dump starts
 at the log start offset: a batch holding it comes back with its records from there only (its
 stored base and max timestamps kept, so the same dump); a segment the cleaner emptied whole has no
-line (but one the log starts at), and the indexes, producer snapshots and a leader epoch no batch
-carries are the copy's own (docs/cli.md, "JSON-lines input").
+line (but one the log starts at), and the indexes and producer snapshots are the copy's own
+(docs/cli.md, "JSON-lines input").
+
+A **partition line** (``topic, partition, log_start_offset, log_end_offset, high_watermark,
+leader_epochs``; no ``batch``) is what the dump adds after a partition's records where they do not say
+where its log ends (none from its log start: DeleteRecords, retention, an empty partition; or its last
+ones gone), that its high watermark is below its log end, or where its leader epochs start (the
+cleaner removed an epoch's first batches).  The copy holds that partition from that log start to that
+log end, with that high watermark, its epochs assigned as the source's cache holds them
+(``KafkaStore.restore_extent``).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ from segstore.records import LOG_APPEND_TIME, check_line_fields, decode_base64_f
 from . import batch as codec
 from . import partitioner
 from .arrowappend import HEADER_OVERHEAD, RECORD_OVERHEAD
+from .checkpoints import EpochEntry
 from .store import KafkaStore
 
 #: The fields of a ``dump --json`` line and of its ``batch`` object (``KafkaStore.to_json``,
@@ -74,9 +83,75 @@ _OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTA
                    "segment_base_offset": None}
 
 
+#: The fields of a ``dump --json`` partition line (``KafkaStore.dump_json``): a partition whose records
+#: do not say where its log ends (none from its log start, or the last ones gone) or which leader
+#: epochs start where.
+PARTITION_FIELDS = frozenset({"topic", "partition", "log_start_offset", "log_end_offset", "high_watermark",
+                              "leader_epochs"})
+#: Partition line fields that may be left out (no leader epochs: the copy's batches start its epochs;
+#: no high watermark: the copy's is its log end).
+_OPTIONAL_PARTITION = frozenset({"leader_epochs", "high_watermark"})
+#: The largest leader epoch (``partitionLeaderEpoch``, a Java int) and offset (a Java long,
+#: ``Long.MAX_VALUE``: a checkpoint file holds no other).
+_MAX_EPOCH, _MAX_OFFSET = 2**31 - 1, 2**63 - 1
+
+
 def is_dump_line(obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a Kafka record."""
-    return "batch" in obj
+    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a Kafka record or partition."""
+    return "batch" in obj or is_partition_line(obj)
+
+
+def is_partition_line(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is a ``dump --json`` partition line (it has a ``log_end_offset``)."""
+    return "log_end_offset" in obj and "batch" not in obj
+
+
+def _partition_extent(obj: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
+    """``(topic, partition, restore_extent's keyword arguments)`` of a partition line.
+
+    :raises InvalidMessageError: a field missing, unknown or not an integer, a log start past the log
+        end, a high watermark outside them, or leader epochs that are not ``[epoch, start offset]``
+        pairs rising in both, each start from the log start to before the log end (as ``LogLoader``
+        leaves a cache).
+    """
+    unknown = sorted(set(obj) - PARTITION_FIELDS)
+    missing = sorted(PARTITION_FIELDS - _OPTIONAL_PARTITION - set(obj))
+    if unknown or missing:
+        found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
+        raise InvalidMessageError(f"expected the fields of a Kafka dump --json partition line "
+                                  f"{sorted(PARTITION_FIELDS)}, found {found}")
+    topic, partition, start, end = (obj[name] for name in ("topic", "partition", "log_start_offset",
+                                                           "log_end_offset"))
+    if type(topic) is not str:
+        raise InvalidMessageError(f"expected a partition line's topic as a string, found {topic!r:.40}")
+    if type(partition) is not int or partition < 0:
+        raise InvalidMessageError(f"expected a partition line's partition as an integer of at least 0, "
+                                  f"found {partition!r:.40}")
+    if type(end) is not int or not 0 <= end <= _MAX_OFFSET:
+        raise InvalidMessageError(f"expected a partition line's log_end_offset as an integer from 0 to "
+                                  f"{_MAX_OFFSET}, found {end!r:.40}")
+    if type(start) is not int or not 0 <= start <= end:
+        raise InvalidMessageError(f"expected a partition line's log_start_offset from 0 to its "
+                                  f"log_end_offset {end}, found {start!r:.40}")
+    hw = obj.get("high_watermark")
+    if hw is not None and (type(hw) is not int or not start <= hw <= end):
+        raise InvalidMessageError(f"expected a partition line's high_watermark from its log_start_offset "
+                                  f"{start} to its log_end_offset {end}, found {hw!r:.40}")
+    if "leader_epochs" not in obj:
+        return topic, partition, {"log_start": start, "log_end": end, "high_watermark": hw}
+    given = obj["leader_epochs"]
+    epochs: list[EpochEntry] = []
+    for pair in given if type(given) is list else [given]:
+        previous = epochs[-1] if epochs else EpochEntry(-1, start - 1)
+        if not (type(pair) is list and len(pair) == 2 and all(type(x) is int for x in pair)
+                and previous.epoch < pair[0] <= _MAX_EPOCH and previous.start_offset < pair[1] < end):
+            raise InvalidMessageError(
+                f"expected a partition line's leader_epochs as [epoch, start offset] pairs, epochs up to "
+                f"{_MAX_EPOCH} and offsets from its log_start_offset {start} to before its log_end_offset "
+                f"{end}, both rising, found {pair!r:.60}")
+        epochs.append(EpochEntry(*pair))
+    return topic, partition, {"log_start": start, "log_end": end, "high_watermark": hw,
+                              "leader_epochs": epochs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +379,12 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
             dumped.clear()
 
     for obj in lines:
+        if is_partition_line(obj):
+            write_plain()
+            write_dumped()
+            topic, partition, extent = _partition_extent(obj)
+            store.restore_extent(topic, partition, **extent)
+            continue
         if is_dump_line(obj):
             write_plain()
             if dumped and _batch_key(obj) != _batch_key(dumped[0]):

@@ -367,6 +367,12 @@ class LogDir:
                 if part.log.segments.first is not None
                 and part.log_start_offset > part.log.segments.first.base}
 
+    def set_high_watermark(self, key: tuple[str, int], offset: int) -> None:
+        """Checkpoint ``offset`` as the partition's high watermark, as it now ends (appended to after
+        this, it is committed to its end again: :meth:`high_watermark`)."""
+        self.high_watermarks[key] = offset
+        self._opened_end[key] = self.partitions[key].next_offset
+
     def high_watermark(self, key: tuple[str, int]) -> int:
         """The high watermark to checkpoint: ``UnifiedLog.updateHighWatermark``'s clamp to
         ``[log start, log end]`` of the one read, the log end where absent or appended to since

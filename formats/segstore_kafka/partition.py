@@ -1064,15 +1064,15 @@ class Partition:
         away) and it rolled (Kafka 3.8.0 ``LogLoader.load`` reads the log end offset from the last segment,
         ``LogSegment.readNextOffset``: its base offset when empty).  The next record gets ``offset``.
 
-        :raises OffsetOutOfRangeError: ``offset`` below the log end offset, or a log without records (an
-            empty log starts where it ends: :meth:`start_at`).
+        A log without records ends there too, past its log start: the broker's log whose every record
+        the cleaner removed keeps its (empty) cleaned segments, named from the log start, before the
+        empty active one (``Cleaner.cleanSegments`` swaps in a cleaned segment whatever its size).
+
+        :raises OffsetOutOfRangeError: ``offset`` below the log end offset.
         """
         if offset < self.next_offset:
             raise OffsetOutOfRangeError(f"expected a log end offset at or past {self.next_offset}, found "
                                         f"{offset}", self.path)
-        if not any(seg.size for seg in self.log.segments):
-            raise OffsetOutOfRangeError(f"expected a log with records to end past them at {offset}, found "
-                                        "an empty one", self.path)
         if offset == self.next_offset:
             return
         self.active_segment().on_become_inactive()

@@ -69,13 +69,16 @@ from segstore.store import (
 from . import batch as codec
 from . import columnar, kraft, partitioner
 from .brokerconfig import offsets_retention_ms
+from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
 from .logdir import (
     LogDir,
+    checkpointed,
     forget_clean_shutdown,
     high_watermark,
     is_partition_dir,
     load_log_start,
+    write_checkpoint_entry,
     write_log_start,
 )
 from .offsetmap import DEDUPE_BUFFER_SIZE
@@ -394,6 +397,57 @@ def _json_chunk(topic: str, partition: int, log_start_offset: int, segment_base_
               f'"log_start_offset": {log_start_offset}, "offset": ')
     stamp_types, tails = batch_tails(chunk.batches, segment_base_offset)
     return columnar.json_lines(chunk, prefix, stamp_types, tails)
+
+
+class _CopiedExtent:
+    """What a copy written from a partition's ``dump --json`` record lines holds (``write --input``,
+    :mod:`.jsonl`): the log end offset past the last dumped batch (none where no record was dumped),
+    and the leader epochs its batches start (``Partition.append_encoded``: an epoch newer than the
+    latest at the batch's base offset).  ``KafkaStore.dump_json`` adds a partition line where these
+    are not the partition's own (a log whose every record from its log start is gone, or whose last
+    ones are: retention, DeleteRecords, the cleaner; an epoch the cache starts before its first
+    batch that survived the cleaner), so the copy's log ends where the source's does and its
+    ``leader-epoch-checkpoint`` answers as the source's."""
+
+    __slots__ = ("end", "entries")
+
+    def __init__(self) -> None:
+        self.end: int | None = None
+        self.entries: list[EpochEntry] = []
+
+    def add(self, chunk: columnar.Chunk, first_row: int) -> None:
+        """Take the batches of ``chunk`` whose records from ``first_row`` on were dumped.
+        ``O(rows)`` in numpy, ``O(epoch changes)`` in Python."""
+        if first_row >= chunk.rows:
+            return
+        owners = chunk.buffers["row_batch"][first_row:chunk.rows]
+        dumped = chunk.batches[owners[np.r_[True, owners[1:] != owners[:-1]]]]
+        last = dumped[-1]
+        self.end = int(last["base_offset"]) + int(last["last_offset_delta"]) + 1
+        epochs = dumped["leader_epoch"].astype(np.int64)
+        latest = self.entries[-1].epoch if self.entries else -1
+        before = np.maximum.accumulate(np.concatenate(([latest], epochs[:-1])))
+        for i in np.flatnonzero(epochs > before).tolist():
+            self.entries.append(EpochEntry(int(epochs[i]), int(dumped["base_offset"][i])))
+
+    def line(self, topic: str, partition: int, part: Partition) -> bytes | None:
+        """The partition line (ASCII, with its newline) where the copy would differ from ``part``:
+        ``{"topic", "partition", "log_start_offset", "log_end_offset", "high_watermark", "leader_epochs"}``
+        (a copy's high watermark is its log end, segstore being its only writer), the epochs as
+        Kafka 3.8 ``LogLoader.load`` holds them (truncated from the log end, then from the log start:
+        ``truncateFromEndAsyncFlush(nextOffset)``, ``truncateFromStartAsyncFlush``); else None."""
+        start, end, hw = part.log_start_offset, part.next_offset, high_watermark(part)
+        loaded = LeaderEpochCache("", part.epochs.entries)
+        loaded.truncate_from_end(end)
+        loaded.truncate_from_start(start)
+        copied = LeaderEpochCache("", self.entries)
+        copied.truncate_from_start(start)
+        if self.end == end == hw and copied.entries == loaded.entries:
+            return None
+        epochs = ", ".join(f"[{e.epoch}, {e.start_offset}]" for e in loaded.entries)
+        return (f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "log_start_offset": {start}, '
+                f'"log_end_offset": {end}, "high_watermark": {hw}, "leader_epochs": [{epochs}]}}\n'
+                ).encode("ascii")
 
 
 def batch_tails(rows: np.ndarray, segment_base_offset: int) -> tuple[list[str], list[str]]:
@@ -1371,6 +1425,56 @@ class KafkaStore(Store):
             write_log_start(part)   # (a log directory writes its checkpoints on close)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
+
+    def restore_extent(self, topic: str, partition: int, *, log_start: int, log_end: int,
+                       leader_epochs: Iterable[EpochEntry] | None = None,
+                       high_watermark: int | None = None) -> None:
+        """Make a partition span its source's offsets where the records restored into it do not (a
+        ``dump --json`` partition line, :mod:`.jsonl`), creating it if needed: an empty one starts at
+        ``log_start`` (``Partition.start_at``: one empty segment named from it, as Kafka 3.8
+        ``UnifiedLog.deleteSegments`` leaves a log whose every segment retention deleted, and
+        ``LogLoader`` loads an empty segment), never before its own log end; then a log that ends before
+        ``log_end`` ends there (``Partition.end_at``: an empty last segment named from it, as the broker's
+        log is whose records at the end the cleaner removed, or DeleteRecords moved the log start past).
+        ``leader_epochs`` (the source's, as ``LogLoader`` loaded them) are assigned onto the partition's
+        in turn (``LeaderEpochCache.merge``): a copy whose first batch of an epoch the cleaner removed
+        starts that epoch where its source does.  ``high_watermark`` (from the log start to the log
+        end) is checkpointed as the partition's (``replication-offset-checkpoint``; for a partition
+        directory, in its parent, as ``write_log_start`` does), so consumers of the copy read up to where
+        the source's do (Kafka 3.8 ``UnifiedLog.read``, ``FetchIsolation.HIGH_WATERMARK``).
+
+        :raises OffsetOutOfRangeError: ``log_end`` below the partition's log end offset, or below
+            ``log_start``; ``high_watermark`` outside them.
+        :raises InvalidTopicError: as :meth:`append_encoded`.
+        """
+        self._check_writable()
+        if not 0 <= log_start <= log_end:
+            raise OffsetOutOfRangeError(f"expected a log start offset from 0 to the log end offset "
+                                        f"{log_end}, found {log_start}", self.path)
+        if high_watermark is not None and not log_start <= high_watermark <= log_end:
+            raise OffsetOutOfRangeError(f"expected a high watermark from the log start offset {log_start} to "
+                                        f"the log end offset {log_end}, found {high_watermark}", self.path)
+        if self._part is None:
+            self._log_dir.check_new_partition(topic, partition, self._cluster_topics())
+            self._check_assigned(topic, partition)
+        part = self.partition_of(topic, partition, create=True)
+        if log_end < part.next_offset:
+            raise OffsetOutOfRangeError(f"expected a log end offset at or past {part.next_offset} (the log "
+                                        f"end offset of {topic}-{partition}), found {log_end}", part.path)
+        if log_start > part.next_offset and not any(seg.size for seg in part.segments):
+            part.start_at(log_start)
+        part.end_at(log_end)
+        if leader_epochs is not None:
+            part.epochs.merge(leader_epochs)
+        if high_watermark is not None:
+            if self._part is not None:
+                # (none written where none is and the log end is the high watermark: the parent may be
+                # any directory)
+                if (high_watermark != part.next_offset
+                        or checkpointed(part, REPLICATION_OFFSET_CHECKPOINT) is not None):
+                    write_checkpoint_entry(part, REPLICATION_OFFSET_CHECKPOINT, high_watermark)
+            else:
+                self._log_dir.set_high_watermark((topic, partition), high_watermark)
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
@@ -2525,6 +2629,8 @@ class KafkaStore(Store):
             start, stop = windows[t, p] if windows is not None else (_trimmed_start(part), None)
             keeps = (_CommittedFilter(part, part.log_start_offset if start is None else start).keeps
                      if committed else None)
+            # a whole partition's records: where they do not say where its log ends, a partition line
+            copied = _CopiedExtent() if windows is None and not committed else None
             dropping = start is not None
             chunks = (part.in_order(next(streams), want) if streams is not None
                       else part.column_chunks(want, offset=start))
@@ -2552,10 +2658,15 @@ class KafkaStore(Store):
                     lines = b"".join(line + b"\n" for line in split.tolist())
                 elif below:
                     lines = lines.split(b"\n", below)[-1]
+                if copied is not None:
+                    copied.add(chunk, below)
                 if lines:
                     yield lines
                 if cut:
                     break
+            extent = copied.line(t, p, part) if copied is not None else None
+            if extent is not None:
+                yield extent
 
     @staticmethod
     def _dump_indexes(seg: Any) -> Iterator[DumpLine]:
