@@ -1137,3 +1137,28 @@ def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot
             store.recover()
         assert (info.value.path, info.value.pos) == (str(log), len(data))
     assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []
+
+
+def test_a_missing_offset_index_below_the_recovery_point_rebuilds_that_segment_alone(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``LogLoader.loadSegmentFiles`` (core/src/main/scala/kafka/log/LogLoader.scala): a
+    segment whose offset index is missing fails ``LogSegment.sanityCheck`` (``NoSuchFileException``)
+    and is recovered alone (``recoverSegment``); ``recoverLog`` then recovers only the segments from the
+    recovery point.  A log dir whose checkpoint puts the recovery point at the log end (300) and whose
+    segment 73 lost its ``.index``: segstore rebuilt the indexes of 73 and of every segment after it
+    (137, 217, 289: checked against the storage oracle, which rebuilds 73 only); now 73 alone, as the
+    broker wrote it, and the later segments keep their files."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    part = copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", logs / "topic-0")
+    write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("topic", 0): 300})
+    seg = f"{73:020d}"
+    written = (part / f"{seg}.index").read_bytes()
+    (part / f"{seg}.index").unlink()
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    with segstore.open(str(logs), format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert [line.split(":")[0] for line in lines if "rebuilt indexes" in line] == [str(part / f"{seg}.log")]
+    assert (part / f"{seg}.index").read_bytes() == written       # LogSegment.recover's rebuild: the broker's
+    assert sorted(name for name, data in before.items() if (part / name).read_bytes() != data) == []

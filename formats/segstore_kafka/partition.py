@@ -889,7 +889,21 @@ class Partition:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
         index, or the active segment when its tail is torn or its indexes name batches past its end
         (:attr:`LogSegment.indexes_past_log`), to the end; the leader epochs from the
-        recovery point (:meth:`_recover_from`)."""
+        recovery point (:meth:`_recover_from`).
+
+        A segment below the recovery point's is recovered alone, as Kafka 3.8.0
+        ``LogLoader.loadSegmentFiles`` recovers a segment whose offset index is missing
+        (``NoSuchFileException``) or whose ``.txnindex`` is corrupt (``recoverSegment``, that segment
+        only): the segments after it keep their files (``recoverLog`` recovers only those from the
+        recovery point).  One whose log is cut ends the log there all the same (:meth:`_recover_from`).
+        """
+        below = self._recovery_point_segment(self.recovery_point)
+        i = 0
+        while i < min(below, len(self.segments)):
+            if self.segments[i].needs_recovery:
+                self.recovered.extend(self._recover_from(i, every_line=True, epochs_from=below, stop=i + 1))
+                below = self._recovery_point_segment(self.recovery_point)
+            i += 1
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
@@ -914,8 +928,10 @@ class Partition:
         return next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
                     len(segments))
 
-    def _recover_from(self, first: int, *, every_line: bool, epochs_from: int) -> list[str]:
-        """Recover segments ``first..`` in order; a segment cut short ends the log there.
+    def _recover_from(self, first: int, *, every_line: bool, epochs_from: int, stop: int | None = None
+                      ) -> list[str]:
+        """Recover segments ``first..`` (to ``stop``, exclusive, when given) in order; a segment cut short
+        ends the log there.
 
         The segments after a cut one are kept aside whole (``.log.cut-0``): nothing cut is lost.
         The leader epoch cache is the one loaded from ``leader-epoch-checkpoint``, as Kafka 3.8's
@@ -937,7 +953,7 @@ class Partition:
                 if n >= epochs_from and header.magic >= codec.MAGIC_V2:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         lines: list[str] = []
-        for n, seg in enumerate(segments[first:], start=first):
+        for n, seg in enumerate(segments[first:stop], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
             progress.advance(seg.size)
             if result.truncated_bytes or every_line:
