@@ -1162,3 +1162,31 @@ def test_a_missing_offset_index_below_the_recovery_point_rebuilds_that_segment_a
     assert [line.split(":")[0] for line in lines if "rebuilt indexes" in line] == [str(part / f"{seg}.log")]
     assert (part / f"{seg}.index").read_bytes() == written       # LogSegment.recover's rebuild: the broker's
     assert sorted(name for name, data in before.items() if (part / name).read_bytes() != data) == []
+
+
+def test_a_writer_cuts_a_last_batch_whose_end_a_power_loss_zeroed_before_it_appends(tmp_path: Path) -> None:
+    """A power loss kept the last batch's header and length and lost the page holding its last bytes
+    (zeros, the file length unchanged): the header walk of the tail ends at the log's end, so the
+    writable open appended after the torn batch.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates each
+    batch from the recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the
+    torn one, dropping what was appended after it: acknowledged records (a storage-oracle run of
+    tests/crash_writer.py with such a tear: Kafka kept 222 records of 473).  The open now cuts the torn
+    batch (kept aside) before the append."""
+    part = tmp_path / "t-0"
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 4096}
+    for i in range(3):
+        with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d" % (i, j) * 20}
+                                for j in range(5)])
+    log = part / f"{SEG0}.log"
+    data = bytearray(log.read_bytes())
+    last = _positions(log)[-1]
+    data[-30:] = bytes(30)                                          # the last batch's end, torn
+    log.write_bytes(bytes(data))
+    with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 10
+    assert list(part.glob("*.cut-*"))                               # the torn batch kept aside
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
+    assert (batches[-1].position, batches[-1].base_offset) == (last, 10)     # where the torn one began
+    with segstore.open(str(part)) as store:
+        assert [r.value for r in store.scan()][-1] == b"after" and len(_values(store)) == 11

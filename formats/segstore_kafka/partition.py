@@ -887,9 +887,10 @@ class Partition:
 
     def _recover_crashed(self) -> None:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn or its indexes name batches past its end
-        (:attr:`LogSegment.indexes_past_log`), to the end; the leader epochs from the
-        recovery point (:meth:`_recover_from`).
+        index, or the active segment when its tail is torn (a batch the log ends inside, or one after the
+        last index entry whose CRC fails: :meth:`LogSegment.torn_batch_after_last_index_entry`) or its
+        indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to the end; the
+        leader epochs from the recovery point (:meth:`_recover_from`).
 
         A segment below the recovery point's is recovered alone, as Kafka 3.8.0
         ``LogLoader.loadSegmentFiles`` recovers a segment whose offset index is missing
@@ -910,7 +911,8 @@ class Partition:
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
         if damaged is None and segments and (segments[-1].check_tail() is not None
-                                             or segments[-1].indexes_past_log):
+                                             or segments[-1].indexes_past_log
+                                             or segments[-1].torn_batch_after_last_index_entry() is not None):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
