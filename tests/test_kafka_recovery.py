@@ -1190,3 +1190,36 @@ def test_a_writer_cuts_a_last_batch_whose_end_a_power_loss_zeroed_before_it_appe
     assert (batches[-1].position, batches[-1].base_offset) == (last, 10)     # where the torn one began
     with segstore.open(str(part)) as store:
         assert [r.value for r in store.scan()][-1] == b"after" and len(_values(store)) == 11
+
+
+def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path
+                                                                                       ) -> None:
+    """The same tear inside what a killed writer appended but before the active segment's last index
+    entry (page write-back has no order): Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch
+    from the recovery point (``recovery-point-offset-checkpoint``, moved to the log end by a clean
+    close only) and truncates at the torn one.  The writable open of the log dir now checks the batches
+    past the recovery point too, and cuts there before it appends."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 100}
+    for i in range(3):
+        with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+            for k in range(4):                                      # a batch of 5 records each
+                store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d-%d" % (i, k, j) * 20}
+                                    for j in range(5)])
+    write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("t", 0): 20})   # session 2 killed
+    part = logs / "t-0"
+    log = part / f"{SEG0}.log"
+    positions = _positions(log)
+    index = np.fromfile(part / f"{SEG0}.index", dtype=OFFSET_ENTRY)
+    assert int(index["position"][-1]) > positions[5]                # the tear lies before the last entry
+    data = bytearray(log.read_bytes())
+    torn = positions[5]                                             # offsets 25-29, past the recovery point
+    data[positions[6] - 30:positions[6]] = bytes(30)
+    log.write_bytes(bytes(data))
+    with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 25
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
+    assert (batches[-1].position, batches[-1].base_offset) == (torn, 25)
+    assert list(part.glob("*.cut-*"))                               # the cut batches kept aside

@@ -907,6 +907,8 @@ class Partition:
             i += 1
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
+        if damaged is None and self.recovery_point > 0:
+            damaged = self._first_torn_past_recovery_point()
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
@@ -921,6 +923,30 @@ class Partition:
                                   for path, pos, message in seg.txn_index.problems(seg.base))
             self.recovered.extend(self._recover_from(damaged, every_line=True,
                                                      epochs_from=self._recovery_point_segment(self.recovery_point)))
+
+    def _first_torn_past_recovery_point(self) -> int | None:
+        """The index of the first segment holding a batch at or past the recovery point whose CRC (or
+        framing) fails, or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch from the
+        recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the first bad
+        one, so a page a power loss zeroed inside what the last writer appended (its recovery point
+        not moved to its end by a clean close) would drop whatever is appended after it.  ``O(bytes
+        past the recovery point)``: nothing past it after a clean close (the last index entry on).
+        A partition opened alone (recovery point 0) is checked at its tail only."""
+        segments = self.segments
+        first = self._recovery_point_segment(self.recovery_point)
+        for i in range(first, len(segments)):
+            seg = segments[i]
+            start = 0
+            if i == first and len(seg.offset_index) and seg.offset_index.base_offset <= self.recovery_point:
+                start = seg.offset_index.lookup_offset(self.recovery_point).position
+            if start > seg.log.size:
+                return i
+            try:
+                for _ in seg.batches(start, check_crc=True):
+                    pass
+            except CorruptDataError:
+                return i
+        return None
 
     def _recovery_point_segment(self, recovery_point: int) -> int:
         """The index in :attr:`segments` of the segment holding ``recovery_point`` (Kafka 3.8
