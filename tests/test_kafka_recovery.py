@@ -1156,3 +1156,89 @@ def test_recover_cuts_nothing_at_a_marker_of_a_null_key_or_value_as_kafka_cannot
             store.recover()
         assert (info.value.path, info.value.pos) == (str(log), len(data))
     assert log.read_bytes() == data + marker + after and list(part.glob("*.cut-*")) == []
+
+
+def test_a_missing_offset_index_below_the_recovery_point_rebuilds_that_segment_alone(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``LogLoader.loadSegmentFiles`` (core/src/main/scala/kafka/log/LogLoader.scala): a
+    segment whose offset index is missing fails ``LogSegment.sanityCheck`` (``NoSuchFileException``)
+    and is recovered alone (``recoverSegment``); ``recoverLog`` then recovers only the segments from the
+    recovery point.  A log dir whose checkpoint puts the recovery point at the log end (300) and whose
+    segment 73 lost its ``.index``: segstore rebuilt the indexes of 73 and of every segment after it
+    (137, 217, 289: checked against the storage oracle, which rebuilds 73 only); now 73 alone, as the
+    broker wrote it, and the later segments keep their files."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    part = copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", logs / "topic-0")
+    write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("topic", 0): 300})
+    seg = f"{73:020d}"
+    written = (part / f"{seg}.index").read_bytes()
+    (part / f"{seg}.index").unlink()
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    with segstore.open(str(logs), format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert [line.split(":")[0] for line in lines if "rebuilt indexes" in line] == [str(part / f"{seg}.log")]
+    assert (part / f"{seg}.index").read_bytes() == written       # LogSegment.recover's rebuild: the broker's
+    assert sorted(name for name, data in before.items() if (part / name).read_bytes() != data) == []
+
+
+def test_a_writer_cuts_a_last_batch_whose_end_a_power_loss_zeroed_before_it_appends(tmp_path: Path) -> None:
+    """A power loss kept the last batch's header and length and lost the page holding its last bytes
+    (zeros, the file length unchanged): the header walk of the tail ends at the log's end, so the
+    writable open appended after the torn batch.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates each
+    batch from the recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the
+    torn one, dropping what was appended after it: acknowledged records (a storage-oracle run of
+    tests/crash_writer.py with such a tear: Kafka kept 222 records of 473).  The open now cuts the torn
+    batch (kept aside) before the append."""
+    part = tmp_path / "t-0"
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 4096}
+    for i in range(3):
+        with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d" % (i, j) * 20}
+                                for j in range(5)])
+    log = part / f"{SEG0}.log"
+    data = bytearray(log.read_bytes())
+    last = _positions(log)[-1]
+    data[-30:] = bytes(30)                                          # the last batch's end, torn
+    log.write_bytes(bytes(data))
+    with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 10
+    assert list(part.glob("*.cut-*"))                               # the torn batch kept aside
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
+    assert (batches[-1].position, batches[-1].base_offset) == (last, 10)     # where the torn one began
+    with segstore.open(str(part)) as store:
+        assert [r.value for r in store.scan()][-1] == b"after" and len(_values(store)) == 11
+
+
+def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path
+                                                                                       ) -> None:
+    """The same tear inside what a killed writer appended but before the active segment's last index
+    entry (page write-back has no order): Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch
+    from the recovery point (``recovery-point-offset-checkpoint``, moved to the log end by a clean
+    close only) and truncates at the torn one.  The writable open of the log dir now checks the batches
+    past the recovery point too, and cuts there before it appends."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 100}
+    for i in range(3):
+        with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+            for k in range(4):                                      # a batch of 5 records each
+                store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d-%d" % (i, k, j) * 20}
+                                    for j in range(5)])
+    write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("t", 0): 20})   # session 2 killed
+    part = logs / "t-0"
+    log = part / f"{SEG0}.log"
+    positions = _positions(log)
+    index = np.fromfile(part / f"{SEG0}.index", dtype=OFFSET_ENTRY)
+    assert int(index["position"][-1]) > positions[5]                # the tear lies before the last entry
+    data = bytearray(log.read_bytes())
+    torn = positions[5]                                             # offsets 25-29, past the recovery point
+    data[positions[6] - 30:positions[6]] = bytes(30)
+    log.write_bytes(bytes(data))
+    with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 25
+    batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
+    assert (batches[-1].position, batches[-1].base_offset) == (torn, 25)
+    assert list(part.glob("*.cut-*"))                               # the cut batches kept aside

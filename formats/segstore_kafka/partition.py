@@ -894,16 +894,34 @@ class Partition:
 
     def _recover_crashed(self) -> None:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn or its indexes name batches past its end
-        (:attr:`LogSegment.indexes_past_log`), to the end; the leader epochs from the
-        recovery point (:meth:`_recover_from`)."""
+        index, or the active segment when its tail is torn (a batch the log ends inside, or one after the
+        last index entry whose CRC fails: :meth:`LogSegment.torn_batch_after_last_index_entry`) or its
+        indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to the end; the
+        leader epochs from the recovery point (:meth:`_recover_from`).
+
+        A segment below the recovery point's is recovered alone, as Kafka 3.8.0
+        ``LogLoader.loadSegmentFiles`` recovers a segment whose offset index is missing
+        (``NoSuchFileException``) or whose ``.txnindex`` is corrupt (``recoverSegment``, that segment
+        only): the segments after it keep their files (``recoverLog`` recovers only those from the
+        recovery point).  One whose log is cut ends the log there all the same (:meth:`_recover_from`).
+        """
+        below = self._recovery_point_segment(self.recovery_point)
+        i = 0
+        while i < min(below, len(self.segments)):
+            if self.segments[i].needs_recovery:
+                self.recovered.extend(self._recover_from(i, every_line=True, epochs_from=below, stop=i + 1))
+                below = self._recovery_point_segment(self.recovery_point)
+            i += 1
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
+        if damaged is None and self.recovery_point > 0:
+            damaged = self._first_torn_past_recovery_point()
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
         if damaged is None and segments and (segments[-1].check_tail() is not None
-                                             or segments[-1].indexes_past_log):
+                                             or segments[-1].indexes_past_log
+                                             or segments[-1].torn_batch_after_last_index_entry() is not None):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
@@ -913,6 +931,30 @@ class Partition:
             self.recovered.extend(self._recover_from(damaged, every_line=True,
                                                      epochs_from=self._recovery_point_segment(self.recovery_point)))
 
+    def _first_torn_past_recovery_point(self) -> int | None:
+        """The index of the first segment holding a batch at or past the recovery point whose CRC (or
+        framing) fails, or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch from the
+        recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the first bad
+        one, so a page a power loss zeroed inside what the last writer appended (its recovery point
+        not moved to its end by a clean close) would drop whatever is appended after it.  ``O(bytes
+        past the recovery point)``: nothing past it after a clean close (the last index entry on).
+        A partition opened alone (recovery point 0) is checked at its tail only."""
+        segments = self.segments
+        first = self._recovery_point_segment(self.recovery_point)
+        for i in range(first, len(segments)):
+            seg = segments[i]
+            start = 0
+            if i == first and len(seg.offset_index) and seg.offset_index.base_offset <= self.recovery_point:
+                start = seg.offset_index.lookup_offset(self.recovery_point).position
+            if start > seg.log.size:
+                return i
+            try:
+                for _ in seg.batches(start, check_crc=True):
+                    pass
+            except CorruptDataError:
+                return i
+        return None
+
     def _recovery_point_segment(self, recovery_point: int) -> int:
         """The index in :attr:`segments` of the segment holding ``recovery_point`` (Kafka 3.8
         ``LogLoader.recoverLog``: ``segments.values(recoveryPointCheckpoint, Long.MaxValue)``)."""
@@ -921,8 +963,10 @@ class Partition:
         return next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
                     len(segments))
 
-    def _recover_from(self, first: int, *, every_line: bool, epochs_from: int) -> list[str]:
-        """Recover segments ``first..`` in order; a segment cut short ends the log there.
+    def _recover_from(self, first: int, *, every_line: bool, epochs_from: int, stop: int | None = None
+                      ) -> list[str]:
+        """Recover segments ``first..`` (to ``stop``, exclusive, when given) in order; a segment cut short
+        ends the log there.
 
         The segments after a cut one are kept aside whole (``.log.cut-0``): nothing cut is lost.
         The leader epoch cache is the one loaded from ``leader-epoch-checkpoint``, as Kafka 3.8's
@@ -944,7 +988,7 @@ class Partition:
                 if n >= epochs_from and header.magic >= codec.MAGIC_V2:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         lines: list[str] = []
-        for n, seg in enumerate(segments[first:], start=first):
+        for n, seg in enumerate(segments[first:stop], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
             progress.advance(seg.size)
             if result.truncated_bytes or every_line:

@@ -916,6 +916,25 @@ class LogSegment:
             "segment (truncateTo its base offset)",
             self.path, batch.position)
 
+    def torn_batch_after_last_index_entry(self) -> CorruptDataError | None:
+        """The first batch from the offset index's last entry on whose CRC (or framing) fails, or None.
+
+        A power loss can leave a batch's header and length on disk and the page holding its last
+        bytes unwritten (zeros): :meth:`check_tail`'s header walk ends at the log's end all the same.
+        Kafka 3.8.0's ``LogLoader.recoverLog`` checks every batch from the recovery point
+        (``LogSegment.recover``, ``batch.ensureValid``) and truncates the log at such a batch, so
+        records appended after it would be dropped by the broker's next load.
+        ``O(bytes after the last index entry)``."""
+        start = self._last_indexed_position()
+        if start > self.log.size:
+            return None     # check_tail's finding
+        try:
+            for _ in self.batches(start, check_crc=True):
+                pass
+        except CorruptDataError as err:
+            return err
+        return None
+
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
         start = self._last_indexed_position()

@@ -58,7 +58,7 @@ from .commitlog import (
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .indexfile import IndexFile, IndexService, end_timestamps
+from .indexfile import FIRST_ENTRY, IndexFile, IndexService, end_timestamps
 from .message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
@@ -1230,13 +1230,19 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
     not the offset of a valid message whose key at that place in the put order has
-    that hash (so an entry put again after a crash is bad).  Vectorized per
-    :data:`INDEX_CHUNK` entries.
+    that hash (so an entry put again after a crash is bad), or (in a file holding entries from the
+    walk start on) a link other than the one ``IndexFile.putKey`` leaves: a torn page can zero an
+    entry's last bytes, its link, and keep its hash and offset; the chain of its slot ends there,
+    hiding the older keys of that slot from every query, where the broker's recovery rebuilds the
+    file (RocketMQ 4.9.7 ``IndexService.load(false)`` drops the files past the checkpoint).
+    Vectorized per :data:`INDEX_CHUNK` entries.
     """
     prev_phy = -1
     prev_ordinal = -1
     for fi, f in enumerate(index.files):
         entries = f.entries
+        wrong_link = f.first_wrong_link() \
+            if len(entries) and int(entries["phy_offset"][-1]) >= walk_start else None
         for lo in range(0, len(entries), INDEX_CHUNK):
             chunk = entries[lo:lo + INDEX_CHUNK]
             phys = chunk["phy_offset"].astype(np.int64)
@@ -1253,6 +1259,8 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
             k = _first_not_carried(cl, phys[checked], hashes[checked], ordinals[checked])
             if k is not None:
                 first = int(checked[k])
+            if wrong_link is not None and lo <= wrong_link - FIRST_ENTRY < lo + first:
+                first = wrong_link - FIRST_ENTRY - lo
             if first < len(phys):
                 return fi, lo + first + 1
             prev_phy, prev_ordinal = int(phys[-1]), int(ordinals[-1])
@@ -1391,6 +1399,10 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         if keep < f.count:
             end_time = _store_time(ctx, int(f.entries["phy_offset"][keep - 1]))
             f.truncate(keep, end_time)
+            # the slots fell back along the cut entries' links, one of which may be the damage that cut
+            # them (a zeroed link ends the chain early): the kept entries' links are sound, the slots
+            # follow them (a slot must hold its newest kept entry, or the older keys of it go unfound)
+            f.repair_slots()
         # the message at the new end is indexed whole: resume after it
         return index.end_phy_offset + 1, 0, trusted - keep
     # the file's first message is put again from the file's first entry on (it is not indexed

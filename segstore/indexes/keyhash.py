@@ -533,6 +533,14 @@ class IndexFile:
         """The slots that point past the file's entries (ascending)."""
         return np.flatnonzero(self.slots >= self.header.index_count)
 
+    def first_wrong_link(self) -> int | None:
+        """The number of the first entry whose link is not the one the broker's ``IndexFile.putKey``
+        leaves (the newest entry before it in its slot, 0 for the first: :meth:`chain_faults`), or None.
+        A query walks a slot's chain only, so a wrong link (a torn page zeroed it) hides every older
+        entry of that slot.  ``O(entries + slots)`` (:func:`chain_facts`)."""
+        _, links, i, *_ = chain_facts(self.entries, self.slots, self.header.index_count)
+        return FIRST_ENTRY + i if links else None
+
     def chain_faults(self) -> list[tuple[int, str]]:
         """``(byte position, message)`` of what makes the slots and chains differ from what the
         broker's ``IndexFile.putKey`` leaves: each entry (a hash >= 0: ``abs(String.hashCode)``) links
