@@ -1208,3 +1208,22 @@ def test_a_config_the_destination_refuses_is_not_blamed_on_the_sources_journal(t
     (kafka / JOURNAL_NAME).write_text(json.dumps(journal))
     with pytest.raises(ConfigError, match=r"maxIndexNum.*from source_config of the conversion journal"):
         convert(kafka, tmp_path / "back", to="rocketmq")
+
+
+@pytest.mark.parametrize(("keys", "found"), [
+    (["rmq.p.TRACE_ON", "kafka.offset", ""], False),
+    (["\u4e2d\u6587", "\u00e9t\u00e9", "\ud7a3"], False),  # lead bytes below EF: the largest byte decides
+    (["\U0001f600 emoji", "\uffee", "\ufffc"], False),  # bytes from EF up but no U+FFFD: searched
+    (["ok", "a\ufffdb"], True),
+    (["\ufffd"], True),
+])
+def test_header_keys_holding_a_replacement_char_are_found(keys, found) -> None:
+    """The columnar conversion sends a batch whose header keys hold a U+FFFD (Java's text of key bytes
+    that are not UTF-8) to the entry path: found whatever the other keys' bytes, in a sliced array too
+    (its data buffer holds the other rows' keys as well)."""
+    import pyarrow as pa
+
+    arr = pa.array(["\ufffd-before", *keys, "\ufffd-after"], pa.string())
+    assert pipeline._holds_replacement(arr.slice(1, len(keys))) is found
+    assert pipeline._holds_replacement(pa.array(keys, pa.string())) is found
+    assert pipeline._holds_replacement(arr.slice(1, 0)) is False

@@ -238,12 +238,19 @@ _REPLACEMENT = "\ufffd".encode()
 
 def _holds_replacement(keys: pa.Array) -> bool:
     """Whether a string array's bytes (those of its rows, or more: a child array whose parent is a
-    slice) hold a U+FFFD: one copy of its data and a ``bytes`` search (``pc.match_substring`` over the
-    keys was a fifth of a RocketMQ -> Kafka conversion's CPU)."""
+    slice) hold a U+FFFD.  Its UTF-8 starts with the byte EF, and text without a byte from EF up (ASCII,
+    most scripts of the BMP: their lead bytes are below EF) holds none: the largest byte, over the
+    array's own memory, decides most batches (about 0.05 ns a byte, SIMD); the others are searched.
+    (``pc.match_substring`` over the keys was a fifth of a RocketMQ -> Kafka conversion's CPU, a
+    ``bytes`` search over a copy of them 4% of a Kafka -> RocketMQ one.)"""
     if not len(keys):
         return False
     offsets, data = binary_buffers(keys)
-    return _REPLACEMENT in memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes()
+    start, end = int(offsets[0]), int(offsets[-1])
+    if end <= start:
+        return False
+    view = np.frombuffer(data, np.uint8, end - start, start)
+    return int(view.max()) >= _REPLACEMENT[0] and _REPLACEMENT in view.tobytes()
 
 
 def _carried_keys(stream: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
