@@ -222,9 +222,12 @@ def test_options_offsets_and_timestamps(spark, reader, rocketmq_stores):  # noqa
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     library = library_rows(path, config)
+    # specific offsets name every partition read, -2 (earliest) and -1 (latest) the others, as the connector
+    # requires (Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets)
+    queues = sorted({r["partition"] for r in library if r["topic"] == "TopicA"})
     df = _load(spark, reader, path, config, topics="TopicA",
-               startingOffsets=json.dumps({"TopicA": {"0": 10}}),
-               endingOffsets=json.dumps({"TopicA": {"0": 20, "1": 5}}))
+               startingOffsets=json.dumps({"TopicA": {str(q): 10 if q == 0 else -2 for q in queues}}),
+               endingOffsets=json.dumps({"TopicA": {str(q): {0: 20, 1: 5}.get(q, -1) for q in queues}}))
     got = {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}
     expected = {(r["partition"], r["offset"]) for r in library if r["topic"] == "TopicA"
                 and ((r["partition"] == 0 and 10 <= r["offset"] < 20)

@@ -277,11 +277,13 @@ def test_resolve_ranges_prunes_topics_partitions_offsets_and_time():
 
 def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
     store = _store()
-    opts = _opts(startingOffsets='{"B": {"0": 50, "3": 900}}', endingOffsets='{"A": {"0": 5000}}')
+    opts = _opts(startingOffsets='{"A": {"0": -2, "1": -2}, "B": {"0": 50, "3": 900}}',
+                 endingOffsets='{"A": {"0": 5000, "1": -1}, "B": {"0": -1, "3": -1}}')
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (0, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (900, 1000)}
     # as the connector: startingTimestamp wins over startingOffsets
-    opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
+    opts = _opts(startingOffsets='{"A": {"0": -2, "1": -2}, "B": {"0": -2, "3": 900}}',
+                 startingTimestamp="30000", endingTimestamp="240000")
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
 
@@ -333,11 +335,13 @@ def test_a_start_given_after_its_end_is_refused(options):
 def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positions():
     """The connector compares only like with like: a timestamp option takes precedence over the offsets
     (getKafkaOffsetRangeLimit), and -2/-1 are positions, not offsets to compare."""
-    assert ("A", 0) not in _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 150}}')
-    got = _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 100}}',
-                  endingTimestamp="200000")
+    assert ("A", 0) not in _ranges(subscribe="A", startingOffsets='{"A": {"0": 150, "1": -2}}',
+                                   endingOffsets='{"A": {"0": 150, "1": -1}}')
+    got = _ranges(subscribe="A", startingOffsets='{"A": {"0": 150, "1": -2}}',
+                  endingOffsets='{"A": {"0": 100, "1": -1}}', endingTimestamp="200000")
     assert got[("A", 0)] == (150, 200)
-    got = _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": -1}}')
+    got = _ranges(subscribe="A", startingOffsets='{"A": {"0": 20, "1": -2}}',
+                  endingOffsets='{"A": {"0": -1, "1": -1}}')
     assert got[("A", 0)] == (20, 250)
 
 
@@ -347,15 +351,23 @@ def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positi
     ({"endingOffsets": '{"B": {"1": 3}}'}, "endingOffsets names B-1"),
     ({"subscribe": "A", "startingOffsets": '{"B": {"0": 55}}'}, "startingOffsets names B-0"),
     ({"assign": '{"A": [0]}', "endingOffsets": '{"A": {"1": 5}}'}, "endingOffsets names A-1"),
+    ({"startingOffsets": '{"A": {"1": 200}}'}, r"startingOffsets lacks A-0, B-0, B-3: .* specified: A-1, "
+                                                r"assigned: A-0, A-1, B-0, B-3"),
+    ({"subscribe": "A", "endingOffsets": '{"A": {"0": 5}}'}, "endingOffsets lacks A-1"),
+    ({"assign": '{"A": [0, 1]}', "endingOffsets": '{}'}, "endingOffsets lacks A-0, A-1.*specified: none"),
+    ({"subscribe": "A", "startingOffsets": '{"A": {"0": 5, "1": 5}}', "endingOffsets": '{"A": {"0": 9}}'},
+     "options startingOffsets and endingOffsets must name the same partitions.*endingOffsets: A-0$"),
 ])
 def test_offsets_naming_a_partition_not_read_are_refused(options, named):
-    """Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets asserts specific offsets name the partitions
-    read; unlisted ones may take the default here, but a name the read lacks is a mistake, not one to
-    read everything past."""
+    """Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets (KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED)
+    takes specific offsets only naming exactly the partitions read, and KafkaSourceProvider.
+    checkOffsetLimitValidity specific starting and ending offsets only naming the same ones; partitions left
+    out took the named default here, and a name the read lacks was a typo read everything past."""
     with pytest.raises(ConfigError, match=named):
         planning.resolve_ranges(_store(), _opts(**options))
-    # listing only some of the partitions read is still fine
-    assert _ranges(startingOffsets='{"A": {"1": 200}}')[("A", 1)] == (200, 250)
+    every = '{"A": {"0": -2, "1": 200}, "B": {"0": -2, "3": -2}}'
+    assert _ranges(startingOffsets=every)[("A", 1)] == (200, 250)
+    assert _ranges(assign='{"A": [1]}', startingOffsets='{"A": {"1": 200}}') == {("A", 1): (200, 250)}
 
 
 def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_does_not():
@@ -366,7 +378,8 @@ def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_doe
     store.torn[("A", 1)] = TruncatedDataError("a 77-byte batch, found 40 bytes", "A-1/0.log", 900)
     with pytest.raises(TruncatedDataError, match=r"A-1/0\.log:900"):
         planning.resolve_ranges(store, _opts())
-    got = planning.resolve_ranges(store, _opts(endingOffsets='{"A": {"1": 200}}'))
+    ends = '{"A": {"0": -1, "1": 200}, "B": {"0": -1, "3": -1}}'
+    got = planning.resolve_ranges(store, _opts(endingOffsets=ends))
     assert {(r.topic, r.partition): (r.start, r.end) for r in got}[("A", 1)] == (0, 200)
     pruned = planning.Pruning(partitions=frozenset({0}))
     assert ("A", 1) not in {(r.topic, r.partition) for r in planning.resolve_ranges(store, _opts(), pruned)}
@@ -439,14 +452,16 @@ def test_offsets_by_timestamp_as_the_connector():
 def test_fail_on_data_loss_errs_or_skips_what_retention_removed():
     # B/0 holds offsets 50..59: 10..49 were removed
     with pytest.raises(OffsetOutOfRangeError, match=r"B-0 from offset 10.*from 50.*failOnDataLoss=false"):
-        _ranges(startingOffsets='{"B": {"0": 10}}')
+        _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 10}}')
     with pytest.raises(OffsetOutOfRangeError, match="endingOffsets"):
-        _ranges(endingOffsets='{"B": {"0": 20}}')
-    assert _ranges(startingOffsets='{"B": {"0": 10}}', failOnDataLoss="false")[("B", 0)] == (50, 60)
-    assert ("B", 0) not in _ranges(endingOffsets='{"B": {"0": 20}}', failOnDataLoss="false")
+        _ranges(assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}')
+    assert _ranges(subscribe="B", startingOffsets='{"B": {"0": 10, "3": -2}}',
+                   failOnDataLoss="false")[("B", 0)] == (50, 60)
+    assert ("B", 0) not in _ranges(assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}',
+                                   failOnDataLoss="false")
     # named positions and offsets still held are never data loss
-    assert _ranges(startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
-    assert _ranges(startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
+    assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
+    assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
 
 
 def test_read_options_connector_values():
@@ -628,11 +643,11 @@ def test_log_order_follows_the_fraction_of_the_span_read():
     one = planning.resolve_ranges(store, _opts(assign='{"t1": [1]}'))
     assert planning.plan_read(store, one, max_bytes=10_000).order == planning.ORDER_LOG
     # the last tenth of t0/0 and the first tenth of t1/1: a fifth of the log between them
-    ends = planning.resolve_ranges(store, _opts(startingOffsets='{"t0": {"0": 450}}',
-                                                endingOffsets='{"t1": {"1": 50}}'))
+    ends = planning.resolve_ranges(store, _opts(startingOffsets='{"t0": {"0": 450}, "t1": {"1": -2}}',
+                                                endingOffsets='{"t0": {"0": -1}, "t1": {"1": 50}}'))
     assert planning.plan_read(store, ends, max_bytes=10_000).order == planning.ORDER_LOG
-    apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}}',
-                                                 startingOffsets='{"t1": {"1": 450}}'))
+    apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}, "t1": {"1": -1}}',
+                                                 startingOffsets='{"t0": {"0": -2}, "t1": {"1": 450}}'))
     assert planning.plan_read(store, apart, max_bytes=10_000).order == planning.ORDER_QUEUE
     # one queue interleaved with another, holding 55% or 65% of the log: the rule's 60% between
     for share, order in ((11, planning.ORDER_QUEUE), (13, planning.ORDER_LOG)):

@@ -389,3 +389,15 @@ def test_time_options_take_the_list_offsets_codes_as_the_connector(tmp_path, opt
     for ms in (-3, -5):
         with pytest.raises(ConfigError, match=rf"{option}: expected ms since the epoch.*found {ms}"):
             _batch_ranges(tmp_path, **at(option, ms))
+
+
+def test_a_stream_refuses_starting_offsets_that_leave_out_a_partition(tmp_path):
+    """Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts a stream's specific startingOffsets name
+    every partition assigned ("If startingOffsets contains specific offsets, you must specify all
+    TopicPartitions"); a partition left out started at latest here."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0", partition=0), Message("a", b"a1", partition=1)])
+    with pytest.raises(ConfigError, match=r"startingOffsets lacks a-1: .*specified: a-0, assigned: a-0, a-1"):
+        stream(tmp_path, startingOffsets='{"a": {"0": 0}}').initialOffset()
+    assert stream(tmp_path, startingOffsets='{"a": {"0": 0, "1": -1}}').initialOffset() == \
+        {"a": {"0": 0, "1": 1}}

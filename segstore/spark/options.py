@@ -98,11 +98,14 @@ OffsetSpec = dict[str, dict[int, int]]
 class Bound:
     """One end of the range to read: a named position, or per-partition offsets.
 
-    ``default`` applies to partitions absent from ``offsets`` (EARLIEST or LATEST).
+    ``default`` is a named position (EARLIEST or LATEST); ``specific``: the option gave per-partition JSON
+    (``offsets``, possibly none), which must name exactly the partitions read
+    (:func:`.planning.check_named_offsets`), so ``default`` then applies to none of them.
     """
 
     default: int
     offsets: tuple[tuple[str, int, int], ...] = ()
+    specific: bool = False
 
     def for_partition(self, topic: str, partition: int) -> int:
         """The offset (or EARLIEST / LATEST) asked for ``topic``/``partition``."""
@@ -277,8 +280,7 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
             if entries[-1][2] < EARLIEST:
                 raise ConfigError(f"option {name}: offsets are >= 0, -1 (latest) or -2 (earliest), "
                                   f"found {offset} for {topic}/{partition}")
-    # Partitions not listed keep the named default of that end, as in Spark's Kafka connector.
-    return Bound(default, tuple(sorted(entries)))
+    return Bound(default, tuple(sorted(entries)), specific=True)
 
 
 def _refuse_several_paths(opts: dict[str, str]) -> None:

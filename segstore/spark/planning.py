@@ -491,24 +491,36 @@ def _not_read(entries: Iterable[tuple[str, int, int]], read: set[tuple[str, int]
 
 
 def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
-    """Refuse per-partition offsets naming a partition the read does not include.
+    """Refuse per-partition offsets that do not name exactly the partitions the read includes.
 
-    Spark's Kafka connector asserts that specific offsets name exactly the partitions it reads
-    (Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets / fetchSpecificOffsets); segstore lets
-    unlisted partitions take the named default, but a topic or partition named that is not read (a
-    typo, a partition the store lacks, one ``subscribe``/``assign`` leave out) would otherwise be
-    ignored, and the read would quietly take everything from its default.  ``ending``: check
+    Spark's Kafka connector takes specific offsets only for every partition it reads and no other: a
+    batch read's startingOffsets and endingOffsets alike (Spark 4
+    KafkaOffsetReaderAdmin.fetchPartitionOffsets, KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED) and a stream's
+    startingOffsets (KafkaOffsetReaderAdmin.fetchSpecificOffsets: "If startingOffsets contains specific
+    offsets, you must specify all TopicPartitions"), ``-2``/``-1`` standing for earliest/latest.  A
+    partition left out took the named default here, and one named that is not read (a typo, a partition
+    the store lacks, one ``subscribe``/``assign`` leave out) is a mistake too.  ``ending``: check
     ``endingOffsets`` too (a stream has no end).
 
-    :raises ConfigError: naming the option and the partitions.
+    :raises ConfigError: naming the option, the partitions specified and those read.
     """
     bounds = [("startingOffsets", options.starting), *([("endingOffsets", options.ending)] if ending else [])]
     for name, bound in bounds:
-        extra = _not_read(bound.offsets, read)
+        named = {(t, p) for t, p, _ in bound.offsets}
+        if not bound.specific or named == read:
+            continue
+        extra, missing = sorted(named - read), sorted(read - named)
+        what = []
         if extra:
-            raise ConfigError(f"option {name} names {_partition_names(extra)}, expected partitions the read "
-                              f"includes: the store has no such partition, or subscribe, subscribePattern or "
-                              f"assign leave it out", options.path)
+            what.append(f"names {_partition_names(extra)}, which the read does not include (the store has no "
+                        "such partition, or subscribe, subscribePattern or assign leave it out)")
+        if missing:
+            what.append(f"lacks {_partition_names(missing)}")
+        raise ConfigError(f"option {name} {'; '.join(what)}: if {name} contains specific offsets, it must "
+                          "specify all TopicPartitions read and no other (use -1 for latest, -2 for "
+                          "earliest), as Spark's Kafka connector requires; specified: "
+                          f"{_partition_names(sorted(named)) or 'none'}, assigned: "
+                          f"{_partition_names(sorted(read)) or 'none'}", options.path)
 
 
 def check_batch_bounds(options: ReadOptions) -> None:
@@ -554,6 +566,14 @@ def _check_start_not_after_end(options: ReadOptions) -> None:
         return
     for start_name, end_name, starts, ends in pairs:
         end_of = {(t, p): value for t, p, value in ends}
+        named = sorted({(t, p) for t, p, _ in starts}), sorted(end_of)
+        if named[0] != named[1] and (start_name != "startingOffsets" or (options.starting.specific
+                                                                           and options.ending.specific)):
+            # MISMATCHED_TOPIC_PARTITIONS_BETWEEN_START_OFFSET_AND_END_OFFSET
+            raise ConfigError(f"options {start_name} and {end_name} must name the same partitions, as "
+                              f"Spark's Kafka connector requires; {start_name}: "
+                              f"{_partition_names(named[0]) or 'none'}, {end_name}: "
+                              f"{_partition_names(named[1]) or 'none'}", options.path)
         for t, p, start in starts:
             end = end_of.get((t, p))
             if end is not None and start >= 0 and end >= 0 and start > end:
