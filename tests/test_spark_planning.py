@@ -172,7 +172,21 @@ def test_read_options_refused(options, fragment):
         parse_read_options(options)
 
 
-def test_read_option_values_take_any_case():
+@pytest.mark.parametrize("options", [
+    {"startingTimestamp": "0", "startingOffsets": "soon"},
+    {"startingTimestamp": "0", "startingOffsetsByTimestamp": "[1]", "startingOffsets": "latest"},
+    {"startingOffsetsByTimestamp": '{"A": {"0": 0, "1": 0}, "B": {"0": 0, "3": 0}}',
+     "startingOffsets": '{"A": {"0": 5}}'},
+    {"endingTimestamp": "999999999", "endingOffsets": "earliest", "endingOffsetsByTimestamp": "{"},
+    {"endingOffsetsByTimestamp": '{"A": {"0": 999999999, "1": 999999999}, "B": {"0": 999999999, '
+                                 '"3": 999999999}}', "endingOffsets": '{"A": {"9": -2}}'},
+])
+def test_options_an_end_does_not_take_are_not_read(options):
+    """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit takes, of each end's options, the global
+    timestamp, else the per-partition timestamps, else the offsets, and never parses the others; they were
+    parsed and checked here (a refused value, a partition not read), failing a query the connector runs."""
+    assert _ranges(**options) == _ranges()
+
     """As the connector (Scala's toBoolean, upper-cased withName / valueOf) and the JVM reader."""
     opts = parse_read_options({"path": "/s", "failOnDataLoss": "FALSE", "reader": "Python",
                                "kafka.isolation.level": "READ_COMMITTED",
@@ -281,9 +295,8 @@ def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
                  endingOffsets='{"A": {"0": 5000, "1": -1}, "B": {"0": -1, "3": -1}}')
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (0, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (900, 1000)}
-    # as the connector: startingTimestamp wins over startingOffsets
-    opts = _opts(startingOffsets='{"A": {"0": -2, "1": -2}, "B": {"0": -2, "3": 900}}',
-                 startingTimestamp="30000", endingTimestamp="240000")
+    # as the connector: startingTimestamp wins over startingOffsets, which is not even read
+    opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
 

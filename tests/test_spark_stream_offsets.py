@@ -103,15 +103,23 @@ def test_a_stream_reads_to_the_last_whole_batch_before_a_torn_tail(tmp_path, opt
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("endingOffsets", "latest"), ("EndingTimestamp", "1700000000000"),
+    ("endingOffsets", "latest"), ("EndingOffsets", "7"),
     ("endingOffsetsByTimestamp", '{"t": {"0": 1700000000000}}')])
 def test_a_stream_refuses_ending_options(tmp_path, option, value):
-    """Spark 4 KafkaSourceProvider.validateStreamOptions throws for endingOffsets, endingOffsetsByTimestamp
-    and endingTimestamp in a streaming query (names case-insensitive); both readers took them and read past
-    them."""
+    """Spark 4 KafkaSourceProvider.validateStreamOptions throws for endingOffsets and
+    endingOffsetsByTimestamp in a streaming query (names case-insensitive); both readers took them and read
+    past them."""
     with pytest.raises(ConfigError, match=f"option e{option[1:]} is not valid in streaming queries"):
         parse_read_options({"path": str(tmp_path), option: value}, streaming=True)
-    assert parse_read_options({"path": str(tmp_path), option: value}).path == str(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["1700000000000", "soon"])
+def test_a_stream_ignores_ending_timestamp_as_the_connector(tmp_path, value):
+    """Spark 4 KafkaSourceProvider.validateStreamOptions refuses only endingOffsets and
+    endingOffsetsByTimestamp, and a stream resolves only its starting options (toMicroBatchStream), so
+    endingTimestamp is never read there, not even parsed; a stream refused it."""
+    parsed = parse_read_options({"path": str(tmp_path), "endingTimestamp": value}, streaming=True)
+    assert parsed.ending_timestamp is None
 
 
 def test_max_offsets_per_trigger_is_a_java_long(tmp_path):

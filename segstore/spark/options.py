@@ -407,6 +407,17 @@ def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: 
     return text.lower()
 
 
+#: Each end's options in the connector's order of preference: of those given, only the first is read, the
+#: others are never parsed nor checked (Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit).
+STARTING_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
+ENDING_OPTIONS = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
+
+
+def _effective(opts: dict[str, str], names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` given in ``opts`` (lower-cased names), or None."""
+    return next((name for name in names if name.lower() in opts), None)
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Validate Spark's reader options.
 
@@ -446,13 +457,18 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     elif "assign" in opts:
         assign = parse_assign(opts["assign"])
     if streaming:
-        # a stream has no end: Spark's Kafka connector refuses these in streaming queries (Spark 4
-        # KafkaSourceProvider.validateStreamOptions) rather than ignore them
-        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        # a stream has no end: Spark's Kafka connector refuses these two in streaming queries (Spark 4
+        # KafkaSourceProvider.validateStreamOptions) rather than ignore them; endingTimestamp it does not
+        # refuse, and never reads (only the starting options are resolved for a stream)
+        for name in ("endingOffsets", "endingOffsetsByTimestamp"):
             if name.lower() in opts:
                 raise ConfigError(f"option {name} is not valid in streaming queries (a stream has no end); "
                                   "use trigger(availableNow=True) to stop at the store's end")
     starting_default = LATEST if streaming else EARLIEST
+    # only the option each end takes is read: the others are not parsed, let alone checked
+    taken = {name.lower() for name in (_effective(opts, STARTING_OPTIONS),
+                                       None if streaming else _effective(opts, ENDING_OPTIONS)) if name}
+    given = {name: text for name, text in opts.items() if name in taken}
     isolation = _choice(opts, "kafka.isolation.level", (READ_UNCOMMITTED, READ_COMMITTED), READ_UNCOMMITTED)
     return ReadOptions(
         path=path,
@@ -460,13 +476,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         topics=topics,
         topic_pattern=pattern,
         assign=assign,
-        starting=parse_bound(opts.get("startingoffsets"), "startingOffsets", starting_default),
-        ending=parse_bound(opts.get("endingoffsets"), "endingOffsets", LATEST),
-        starting_timestamp=_time(opts, "startingTimestamp"),
-        ending_timestamp=_time(opts, "endingTimestamp"),
-        starting_timestamps=parse_timestamps(opts.get("startingoffsetsbytimestamp"),
+        starting=parse_bound(given.get("startingoffsets"), "startingOffsets", starting_default),
+        ending=parse_bound(given.get("endingoffsets"), "endingOffsets", LATEST),
+        starting_timestamp=_time(given, "startingTimestamp"),
+        ending_timestamp=_time(given, "endingTimestamp"),
+        starting_timestamps=parse_timestamps(given.get("startingoffsetsbytimestamp"),
                                              "startingOffsetsByTimestamp"),
-        ending_timestamps=parse_timestamps(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),
+        ending_timestamps=parse_timestamps(given.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),
         starting_timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy",
                                             (STRATEGY_ERROR, STRATEGY_LATEST), STRATEGY_ERROR),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
