@@ -289,10 +289,10 @@ def test_resolve_ranges_prunes_topics_partitions_offsets_and_time():
     assert store.segment_calls == 1    # segment maps of pruned partitions are never read
 
 
-def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
+def test_resolve_ranges_applies_offsets_and_timestamps():
     store = _store()
     opts = _opts(startingOffsets='{"A": {"0": -2, "1": -2}, "B": {"0": 50, "3": 900}}',
-                 endingOffsets='{"A": {"0": 5000, "1": -1}, "B": {"0": -1, "3": -1}}')
+                 endingOffsets='{"A": {"0": 250, "1": -1}, "B": {"0": -1, "3": -1}}')
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (0, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (900, 1000)}
     # as the connector: startingTimestamp wins over startingOffsets, which is not even read
@@ -466,15 +466,54 @@ def test_fail_on_data_loss_errs_or_skips_what_retention_removed():
     # B/0 holds offsets 50..59: 10..49 were removed
     with pytest.raises(OffsetOutOfRangeError, match=r"B-0 from offset 10.*from 50.*failOnDataLoss=false"):
         _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 10}}')
-    with pytest.raises(OffsetOutOfRangeError, match="endingOffsets"):
-        _ranges(assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}')
     assert _ranges(subscribe="B", startingOffsets='{"B": {"0": 10, "3": -2}}',
                    failOnDataLoss="false")[("B", 0)] == (50, 60)
-    assert ("B", 0) not in _ranges(assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}',
-                                   failOnDataLoss="false")
+    # a range wholly removed: nothing to read
+    assert ("B", 0) not in _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 10}}',
+                                   endingOffsets='{"B": {"0": 20}}', failOnDataLoss="false")
     # named positions and offsets still held are never data loss
     assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
     assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_offsets_past_the_end_as_the_connector_reads_them(fail):
+    """Spark 4 KafkaSourceRDD.compute asserts the resolved start is not after the resolved end ("Beginning
+    offset ... is after the ending offset"), whatever failOnDataLoss says, and KafkaDataConsumer.get finds
+    nothing to fetch at or past the latest offset (InternalKafkaConsumer.fetch: OffsetOutOfRangeException),
+    data loss: an error ("Could not read records in offset [latest, end)"), or the read stops there.  Both
+    were clamped to the partition's end: a start past it read nothing, an end past it read to the end."""
+    lenient = {"failOnDataLoss": fail, "assign": '{"A": [0]}'}
+    # B-0 holds offsets 50..59, A-0 0..249
+    with pytest.raises(OffsetOutOfRangeError,
+                       match=r"Beginning offset 300 is after the ending offset 250 for topic A partition 0"):
+        _ranges(startingOffsets='{"A": {"0": 300}}', **lenient)
+    with pytest.raises(OffsetOutOfRangeError, match=r"Beginning offset 50 is after the ending offset 20 for "
+                                                    r"topic B partition 0"):
+        _ranges(failOnDataLoss=fail, assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}')
+    with pytest.raises(OffsetOutOfRangeError, match=r"Beginning offset 30 is after the ending offset 10"):
+        _ranges(startingTimestamp="30000", endingOffsets='{"A": {"0": 10}}', **lenient)
+    past = [_opts(endingOffsets='{"A": {"0": 300}}', **lenient),
+            _opts(startingOffsets='{"A": {"0": 250}}', endingOffsets='{"A": {"0": 300}}', **lenient),
+            _opts(startingOffsets='{"A": {"0": 260}}', endingOffsets='{"A": {"0": 300}}', **lenient)]
+    if fail == "true":
+        for opts, first in zip(past, (250, 250, 260), strict=True):
+            message = rf"Could not read records in offset \[{first}, 300\) for topic A partition 0"
+            with pytest.raises(OffsetOutOfRangeError, match=message + ": its latest offset is 250"):
+                planning.resolve_ranges(_store(), opts)
+    else:
+        got = [{(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(_store(), opts)}
+               for opts in past]
+        assert got == [{("A", 0): (0, 250)}, {}, {}]
+    # a partition a filter prunes fails the read too: the connector takes no filter
+    pruning = planning.Pruning(partitions=frozenset({1}))
+    with pytest.raises(OffsetOutOfRangeError, match="Beginning offset 300"):
+        planning.resolve_ranges(_store(), _opts(failOnDataLoss=fail, subscribe="A",
+                                                startingOffsets='{"A": {"0": 300, "1": 0}}'), pruning)
+    # an empty range, or one within the partition, is no error
+    assert _ranges(startingOffsets='{"A": {"0": 250}}', **lenient) == {}
+    assert _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": 20}}', **lenient) == {}
+    assert _ranges(endingOffsets='{"A": {"0": 250}}', **lenient) == {("A", 0): (0, 250)}
 
 
 def test_read_options_connector_values():

@@ -413,12 +413,15 @@ def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partit
 
 
 def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
-                 low: int, high: int, *, latest: int | None = None, past_end: bool = False) -> int:
+                 low: int, high: int, *, latest: int | None = None, past_end: bool = False,
+                 batch: bool = False) -> int:
     """Where a read of ``topic``/``partition`` (holding ``[low, high)``) starts.
 
     ``latest`` is where a start at ``latest`` starts (default ``high``; a read_committed stream's
     last stable offset).  ``past_end``: keep a ``startingOffsets`` offset past ``high`` (a stream
     reports it at its first micro-batch, :func:`check_gone_back`) instead of starting at ``high``.
+    ``batch``: a ``startingOffsets`` offset is the start as given, for :func:`check_readable` to judge
+    as the connector's reader judges it.
 
     As Spark's Kafka connector: ``startingTimestamp`` first, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time with no record at or after
@@ -441,6 +444,8 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
         ms = _per_partition(options.starting_timestamps, topic, partition, name)
     else:
         asked = options.starting.for_partition(topic, partition)
+        if batch:
+            return low if asked == EARLIEST else asked
         asked = check_lost(options, "option startingOffsets", topic, partition, asked, low)
         if asked == LATEST:
             return latest
@@ -464,10 +469,8 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
     """Where a read of ``topic``/``partition`` ends (exclusive): ``endingTimestamp``, then
     ``endingOffsetsByTimestamp``, then ``endingOffsets``; an end time after every record
     is the partition's end, as in the connector; the ListOffsets codes -1, -2 and -4 its latest offset and
-    its log start (:func:`_code_offset`).
-
-    :raises OffsetOutOfRangeError: an ending offset that retention removed (``failOnDataLoss``).
-    """
+    its log start (:func:`_code_offset`).  An ``endingOffsets`` offset is the end as given, for
+    :func:`check_readable` to judge."""
     ms = options.ending_timestamp
     if ms is None and options.ending_timestamps is not None:
         ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
@@ -477,7 +480,47 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
             return code
         return min(max(_time_offset(store, topic, partition, ms, high), low), high)
     asked = options.ending.for_partition(topic, partition)
-    return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
+    return high if asked == LATEST else asked
+
+
+def check_readable(options: ReadOptions, topic: str, partition: int, start: int, end: int, low: int,
+                   latest: int, *, given_end: bool = True) -> tuple[int, int]:
+    """The offsets ``[start, end)`` a batch read of ``topic``/``partition`` (holding ``[low, latest)``: its
+    latest offset is the last fetchable one) gives, judged as Spark's Kafka connector's reader judges its
+    resolved range (Spark 4 KafkaSourceRDD.compute, KafkaDataConsumer.get):
+
+    - a start after the end fails the read whatever ``failOnDataLoss`` says ("Beginning offset ... is
+      after the ending offset", an assertion there): a startingOffsets offset past the latest offset with
+      the end at latest, an endingOffsets offset before the log start with the start at earliest, a start
+      time after an end offset;
+    - offsets before the log start (retention removed them) are data loss (:func:`check_lost`);
+    - an end given past the latest offset (``given_end``: an endingOffsets offset; ends at latest or by time
+      never are): the consumer finds nothing to fetch there (InternalKafkaConsumer.fetch raises
+      OffsetOutOfRangeException at an offset at or past it), which is data loss too: with
+      ``failOnDataLoss`` an error ("Could not read records in offset [latest, end)"), else the read stops at
+      the latest offset.
+
+    :raises OffsetOutOfRangeError: as above.
+    """
+    where = f"topic {topic} partition {partition}"
+    if start > end:
+        raise OffsetOutOfRangeError(f"Beginning offset {start} is after the ending offset {end} for {where}: "
+                                    "the options resolve to a start after the end (the partition holds "
+                                    f"offsets from {low} up to its latest offset {latest}); you either "
+                                    "provided an invalid startingOffsets or endingOffsets, or the log was "
+                                    "truncated", options.path)
+    if start == end:
+        return start, end
+    if start < low:
+        start = check_lost(options, "option startingOffsets", topic, partition, start, low)
+    if start < end and end > latest and given_end:
+        if options.fail_on_data_loss:
+            raise OffsetOutOfRangeError(f"Could not read records in offset [{max(start, latest)}, {end}) for "
+                                        f"{where}: its latest offset is {latest} (endingOffsets or "
+                                        "startingOffsets past the end of the partition); set option "
+                                        f"failOnDataLoss=false to read up to {latest}", options.path)
+        end = max(start, latest)
+    return start, end
 
 
 def _partition_names(pairs: Iterable[tuple[str, int]]) -> str:
@@ -632,17 +675,27 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     timestamp_min = pruning.timestamp_min if time_lookup_is_exact(store) else None
     pairs = selected(store, options)
     check_named(options, set(pairs))
+    # where the options bound a read by more than earliest and latest, they may make it fail (see
+    # check_readable): a partition a filter prunes is judged too, as the connector, which takes no filter,
+    # reads it
+    bounded = (options.starting.specific or options.ending.specific or options.starting_timestamp is not None
+               or options.ending_timestamp is not None or options.starting_timestamps is not None
+               or options.ending_timestamps is not None)
     ranges = []
     for topic, partition in pairs:
-        if pruning.topics is not None and topic not in pruning.topics:
-            continue
-        if not pruning.allows_partition(partition):
+        kept = (pruning.topics is None or topic in pruning.topics) and pruning.allows_partition(partition)
+        if not kept and not bounded:
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
         latest = max(low, last_fetchable(store, options, topic, partition, log_end, high))
-        start = start_offset(store, options, topic, partition, low, high, latest=latest)
+        start = start_offset(store, options, topic, partition, low, high, latest=latest, batch=True)
         end = end_offset(store, options, topic, partition, low, high)
+        given_end = (options.ending_timestamp is None and options.ending_timestamps is None
+                     and options.ending.for_partition(topic, partition) != LATEST)
+        start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end)
+        if not kept:
+            continue
         if timestamp_min is not None:
             start = max(start, _time_offset(store, topic, partition, timestamp_min, high))
         if pruning.offset_min is not None:
