@@ -410,9 +410,9 @@ def test_subscribe_pattern_and_assign_choose_partitions():
     assert set(_ranges(topics="A")) == {("A", 0), ("A", 1)}
     assert set(_ranges(subscribePattern="[AB]")) == set(everything)
     assert set(_ranges(subscribePattern="B|Z")) == {("B", 0), ("B", 3)}
-    # a pattern matches whole names, as Java's Matcher.matches()
-    assert not _opts(subscribePattern="Top").selects_topic("TopicA")
-    assert _opts(subscribePattern="Top.*").selects_topic("TopicA")
+    # a pattern finds a match in the name, as the connector's findFirstIn
+    assert _opts(subscribePattern="Top").selects_topic("TopicA")
+    assert not _opts(subscribePattern="^Top$").selects_topic("TopicA")
     assert _ranges(assign='{"A": [1], "B": [3]}') == {("A", 1): everything[("A", 1)],
                                                       ("B", 3): everything[("B", 3)]}
     with pytest.raises(NotFoundError, match="B-7"):
@@ -433,6 +433,40 @@ def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragm
     to subscribe is empty") or ``assign``; an empty value taken as absent read every topic of the store."""
     with pytest.raises(ConfigError, match=fragment):
         _ranges(**options)
+
+
+@pytest.mark.parametrize(("pattern", "read", "not_read"), [
+    ("orders", ["orders", "old-orders", "orders.v2"], ["order"]),
+    ("^orders$", ["orders"], ["old-orders"]),
+    (r"\Qorders.v2\E", ["orders.v2", "x-orders.v2"], ["ordersXv2"]),
+    (r"^\p{Alpha}+$", ["orders"], ["orders2", "ördérs"]),
+    (r"^\w+$", ["orders_2"], ["ördérs"]),
+    (r"^(?<o>o)rders\k<o>?$", ["orders", "orderso"], ["order"]),
+    ("(?i)^ORDERS$", ["orders"], ["ördérs"]),
+    ("^a(?i)b|c", ["aB", "C", "xcx"], ["Ab"]),
+    (r"^t\d{2}\z", ["t12"], ["t123"]),
+])
+def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_read):
+    """Spark 4 ConsumerStrategy.scala SubscribePatternStrategy.assignedTopicPartitions takes the topics in
+    which ``topicPattern.r`` (java.util.regex.Pattern) finds a match (``findFirstIn``), not only those it
+    matches whole; \\Q..\\E, \\p{Alpha}, (?<name>) and \\k<name> were errors in Python's re, and \\w or
+    (?i) took non-ASCII letters, which Java's classes leave out."""
+    opts = _opts(subscribePattern=pattern)
+    assert [t for t in read + not_read if opts.selects_topic(t)] == read
+
+
+@pytest.mark.parametrize(("pattern", "found"), [
+    ("a{", "a '{' that starts no repetition"), ("t{,2}", "a '{' that starts no repetition"),
+    ("[a[b]]", "nested character class"), ("[a-z&&[^b]]", "intersection"), (r"\p{L}", "character property"),
+    ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"the escape \\y"), ("(?u)a", "inline flag 'u'"),
+])
+def test_subscribe_pattern_java_refuses_or_python_cannot_run_alike_is_refused(pattern, found):
+    """Java's Pattern.compile refuses a stray '{', ``(?P<``, an undefined escape (Python took them as
+    literals or its own syntax); constructs Python reads otherwise (nested classes, intersections, Unicode
+    properties, flags u/U/x) are refused rather than matched differently."""
+    with pytest.raises(ConfigError, match=rf"subscribePattern: .*expected a Java regular expression.*"
+                                          rf"{found}"):
+        _opts(subscribePattern=pattern)
 
 
 def test_subscribe_pattern_is_trimmed_as_the_connector():

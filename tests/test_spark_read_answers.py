@@ -225,3 +225,16 @@ def test_several_paths_are_named_in_the_error(spark, reader, kafka_logs):  # noq
     ``paths`` is an unknown option."""
     with pytest.raises(Exception, match=r"expected one store path in load\(PATH\), found 2"):
         source(spark, reader).load([kafka_logs, kafka_logs]).count()
+
+
+def test_subscribe_pattern_reads_the_topics_it_finds_a_match_in(spark, reader, tmp_path):  # noqa: F811
+    """Spark 4 ConsumerStrategy.scala SubscribePatternStrategy: ``topicRegex.findFirstIn(name)``, a Java
+    regex found anywhere in the name; both readers read only the topics it matched whole."""
+    path = str(tmp_path / "kafka-logs")
+    with segstore.open(path, "kafka", "a") as store:
+        for topic in ("orders", "old-orders", "payments"):
+            store.append({"topic": topic, "partition": 0, "value": topic.encode()})
+    frame = source(spark, reader).option("subscribePattern", "orders").load(path)
+    assert sorted(r.topic for r in frame.collect()) == ["old-orders", "orders"]
+    quoted = source(spark, reader).option("subscribePattern", r"^\Qold-orders\E$").load(path)
+    assert [r.topic for r in quoted.collect()] == ["old-orders"]

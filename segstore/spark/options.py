@@ -7,7 +7,7 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``format``                             ``rocketmq`` / ``kafka`` / another registered name; detected if absent
 ``subscribe``                          comma-separated topic names to read (default: every topic);
                                        ``topics`` is the same
-``subscribePattern``                   a regular expression; topics it matches whole are read
+``subscribePattern``                   a Java regular expression; topics it finds a match in are read
 ``assign``                             JSON ``{"topicA": [0, 1]}``: exactly these partitions (RocketMQ queues)
 ``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
                                        ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest; latest
@@ -50,6 +50,7 @@ Parsing is pure and runs on the driver; :class:`ReadOptions` is picklable.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -61,6 +62,7 @@ from .. import jsontext
 from ..errors import ConfigError, ReadOnlyError, did_you_mean
 from ..files import is_url
 from ..javatext import java_trim, parse_long
+from .javaregex import compile_java
 
 EARLIEST = -2
 LATEST = -1
@@ -148,7 +150,8 @@ class ReadOptions:
         if self.topics is not None:
             return topic in self.topics
         if self.topic_pattern is not None:
-            return re.fullmatch(self.topic_pattern, topic) is not None
+            # a match anywhere in the name, as the connector's findFirstIn (javaregex)
+            return _java_pattern(self.topic_pattern).search(topic) is not None
         if self.assign is not None:
             return any(t == topic for t, _ in self.assign)
         return True
@@ -192,6 +195,11 @@ _NOT_IMPLEMENTED = {
     "maxrecordsperpartition": "input partitions are planned by bytes; use maxBytesPerPartition",
 }
 _WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
+
+
+@functools.lru_cache(maxsize=64)
+def _java_pattern(pattern: str) -> re.Pattern[str]:
+    return compile_java(pattern)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -449,11 +457,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         if not pattern:
             raise ConfigError(f"option subscribePattern must be a regular expression, found "
                               f"{opts['subscribepattern']!r}")
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            raise ConfigError(f"option subscribePattern must be a regular expression, found {pattern!r}: "
-                              f"{err}") from err
+        _java_pattern(pattern)
     elif "assign" in opts:
         assign = parse_assign(opts["assign"])
     if streaming:
