@@ -406,7 +406,7 @@ def _ranges(**options):
 def test_subscribe_pattern_and_assign_choose_partitions():
     everything = _ranges()
     assert set(everything) == {("A", 0), ("A", 1), ("B", 0), ("B", 3)}
-    assert set(_ranges(subscribe="B, C")) == {("B", 0), ("B", 3)}
+    assert set(_ranges(subscribe="B")) == {("B", 0), ("B", 3)}
     assert set(_ranges(topics="A")) == {("A", 0), ("A", 1)}
     assert set(_ranges(subscribePattern="[AB]")) == set(everything)
     assert set(_ranges(subscribePattern="B|Z")) == {("B", 0), ("B", 3)}
@@ -415,8 +415,22 @@ def test_subscribe_pattern_and_assign_choose_partitions():
     assert not _opts(subscribePattern="^Top$").selects_topic("TopicA")
     assert _ranges(assign='{"A": [1], "B": [3]}') == {("A", 1): everything[("A", 1)],
                                                       ("B", 3): everything[("B", 3)]}
-    with pytest.raises(NotFoundError, match="B-7"):
-        _ranges(assign='{"B": [7]}')
+
+
+def test_subscribe_or_assign_of_a_topic_the_store_lacks_fails_and_of_a_partition_is_not_read():
+    """Spark 4 ConsumerStrategy.scala: SubscribeStrategy and AssignStrategy describe the topics named
+    (``Admin.describeTopics`` fails for a topic the cluster lacks), and AssignStrategy keeps the partitions
+    named among those the topic has.  A subscribed topic the store lacked read nothing here, and an assigned
+    partition it lacked was an error."""
+    with pytest.raises(NotFoundError, match=r"option subscribe names topic C, which the store does not hold"):
+        _ranges(subscribe="B, C")
+    with pytest.raises(NotFoundError, match=r"option assign names topic C, Z, which the store does not hold"):
+        _ranges(assign='{"B": [0], "C": [0], "Z": [1]}')
+    assert _ranges(assign='{"B": [7]}') == {}
+    assert set(_ranges(assign='{"B": [0, 7]}')) == {("B", 0)}
+    # a partition not read cannot be given offsets
+    with pytest.raises(ConfigError, match="startingOffsets names B-7"):
+        _ranges(assign='{"B": [0, 7]}', startingOffsets='{"B": {"0": -2, "7": -2}}')
 
 
 @pytest.mark.parametrize(("options", "fragment"), [

@@ -647,16 +647,24 @@ def check_named(options: ReadOptions, read: set[tuple[str, int]], *, ending: boo
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
     """The (topic, partition) pairs ``subscribe`` / ``subscribePattern`` / ``assign`` leave, in order.
 
-    :raises NotFoundError: ``assign`` names a partition the store does not hold.
+    As Spark's Kafka connector finds them (Spark 4 ConsumerStrategy.scala: SubscribeStrategy and
+    AssignStrategy describe the topics named, ``Admin.describeTopics``, which fails for a topic the cluster
+    lacks; AssignStrategy then keeps the partitions named among those the topics have, so a partition the
+    topic lacks is not read, and no error).
+
+    :raises NotFoundError: ``subscribe`` or ``assign`` names a topic the store does not hold.
     """
-    pairs = [(t, p) for t in store.topics() if options.selects_topic(t)
-             for p in store.partitions(t) if options.selects(t, p)]
-    if options.assign is not None:
-        missing = sorted(set(options.assign) - set(pairs))
-        if missing:
-            raise NotFoundError(f"option assign names {', '.join(f'{t}-{p}' for t, p in missing)}, which the "
-                                "store does not hold", options.path)
-    return pairs
+    topics = store.topics()
+    named = options.topics if options.topics is not None else \
+        sorted({t for t, _ in options.assign}) if options.assign is not None else ()
+    missing = sorted(set(named) - set(topics))
+    if missing:
+        option = "subscribe" if options.topics is not None else "assign"
+        raise NotFoundError(f"option {option} names topic {', '.join(missing)}, which the store does not "
+                            "hold (Spark's Kafka connector fails alike: describeTopics finds no such topic)",
+                            options.path)
+    return [(t, p) for t in topics if options.selects_topic(t)
+            for p in store.partitions(t) if options.selects(t, p)]
 
 
 def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
