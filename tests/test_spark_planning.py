@@ -777,3 +777,26 @@ def test_log_order_travels_with_the_input_partitions():
     result = planning.plan_read(store, planning.resolve_ranges(store, opts), max_bytes=10_000)
     parts = planning.input_partitions(result, opts, "rocketmq")
     assert {pickle.loads(pickle.dumps(p)).order for p in parts} == {planning.ORDER_LOG}
+
+
+def test_kafka_internal_topics_are_read_only_without_a_topic_option():
+    """Spark 4 ConsumerStrategy.scala: subscribePattern lists topics with Admin.listTopics (no internal
+    topic), subscribe and assign drop internal partitions (retrieveAllPartitions: filterNot isInternal;
+    Kafka 3.8.0 Topic.isInternal), and the KRaft ``__cluster_metadata`` log is no topic to a client; a
+    pattern read ``__consumer_offsets`` and ``__cluster_metadata`` records here."""
+    from spark_support import FIXTURES
+
+    import segstore
+
+    real = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    client = {"delivery-create-request", "payment-create-response"}
+    with segstore.open(str(real), "kafka") as store:
+        def topics(**options):
+            return {t for t, _ in planning.selected(store, _opts(**options))}
+
+        assert topics() == client | {"__consumer_offsets", "__cluster_metadata"}
+        assert topics(subscribePattern=".*") == topics(subscribePattern="-") == client
+        assert topics(subscribe="__consumer_offsets, delivery-create-request") == {"delivery-create-request"}
+        assert topics(assign='{"__consumer_offsets": [0, 4]}') == set()
+        with pytest.raises(NotFoundError, match="names topic __cluster_metadata, which the store does not"):
+            topics(subscribe="__cluster_metadata")

@@ -644,6 +644,13 @@ def check_named(options: ReadOptions, read: set[tuple[str, int]], *, ending: boo
     check_named_offsets(options, read, ending=ending)
 
 
+#: Kafka 3.8.0 Topic.INTERNAL_TOPICS: described as internal, listed by no ``listTopics`` of the connector.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: The topics of a Kafka log dir the connector reads nothing of: the internal ones, and the KRaft metadata
+#: log (KafkaRaftServer's ``__cluster_metadata``), which no client sees as a topic.
+KAFKA_NOT_CLIENT_TOPICS = KAFKA_INTERNAL_TOPICS | {"__cluster_metadata"}
+
+
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
     """The (topic, partition) pairs ``subscribe`` / ``subscribePattern`` / ``assign`` leave, in order.
 
@@ -652,12 +659,22 @@ def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]
     lacks; AssignStrategy then keeps the partitions named among those the topics have, so a partition the
     topic lacks is not read, and no error).
 
+    Kafka's internal topics are left out as the connector leaves them out: ``subscribePattern`` lists the
+    topics through ``Admin.listTopics``, which lists no internal topic, and ``subscribe`` and ``assign`` drop
+    the partitions of those ``describeTopics`` calls internal (ConsumerStrategy.retrieveAllPartitions:
+    ``filterNot(_._2.isInternal)``; Kafka 3.8.0 Topic.isInternal: ``__consumer_offsets`` and
+    ``__transaction_state``); ``__cluster_metadata`` is the KRaft metadata log, no topic to the cluster's
+    clients at all.  Without any of the three options every topic is read.
+
     :raises NotFoundError: ``subscribe`` or ``assign`` names a topic the store does not hold.
     """
     topics = store.topics()
+    chosen = options.topics is not None or options.topic_pattern is not None or options.assign is not None
+    if chosen and getattr(store, "format", None) == KAFKA:
+        topics = [t for t in topics if t not in KAFKA_NOT_CLIENT_TOPICS]
     named = options.topics if options.topics is not None else \
         sorted({t for t, _ in options.assign}) if options.assign is not None else ()
-    missing = sorted(set(named) - set(topics))
+    missing = sorted(set(named) - set(topics) - KAFKA_INTERNAL_TOPICS)
     if missing:
         option = "subscribe" if options.topics is not None else "assign"
         raise NotFoundError(f"option {option} names topic {', '.join(missing)}, which the store does not "
