@@ -131,7 +131,7 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "subscribe": "A", "assign": '{"A": [0]}'}, "only one of subscribe"),
     ({"path": "/s", "subscribePattern": "A("}, "regular expression"),
     ({"path": "/s", "assign": '{"A": 0}'}, "partition lists"),
-    ({"path": "/s", "assign": '{"A": [-1]}'}, "integers >= 0"),
+    ({"path": "/s", "assign": '{"A": [2147483648]}'}, r"must be integers \(Java ints\), found 2147483648"),
     ({"path": "/s", "startingOffsetsByTimestamp": '{"A": [1]}'}, "startingOffsetsByTimestamp"),
     ({"path": "/s", "endingOffsetsByTimestamp": '{"A": {"0": -5}}'}, ">= 0"),
     ({"path": "/s", "startingOffsetsByTimestampStrategy": "earliest"}, "error or latest"),
@@ -195,10 +195,35 @@ def test_options_an_end_does_not_take_are_not_read(options):
         False, "python", "read_committed", "latest")
 
 
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"minPartitions": "2147483648"}, "minPartitions must be at most 2147483647, found 2147483648"),
+    ({"startingTimestamp": "1000\xa0"}, r"startingTimestamp must be an integer, found '1000\\xa0'"),
+    ({"endingTimestamp": "9223372036854775808"}, "endingTimestamp must be at most 9223372036854775807"),
+    ({"maxBytesPerPartition": "\U0001d7cf"}, "maxBytesPerPartition must be an integer"),
+    ({"startingOffsets": '{"A": {" 0": 5}}'}, r"startingOffsets: A/ 0 must be an integer partition"),
+    ({"startingOffsets": '{"A": {"0_0": 5}}'}, r"startingOffsets: A/0_0 must be an integer partition"),
+    ({"endingOffsets": '{"A": {"0": 9223372036854775808}}'}, r"endingOffsets: A/0 must be an integer"),
+    ({"startingOffsetsByTimestamp": '{"A": {"2147483648": 5}}'}, r"startingOffsetsByTimestamp: A/2147483648"),
+])
+def test_numbers_are_read_as_java_reads_them(options, fragment):
+    """The connector reads minPartitions with ``toInt`` (Integer.parseInt), times with ``trim.toLong``
+    (String.trim cuts only characters up to U+0020) and JSON partitions and offsets with Jackson's Int keys
+    and Long values (Spark 4 KafkaSourceProvider.validateGeneralOptions, getKafkaOffsetRangeLimit,
+    JsonUtils.partitionOffsets); Python's int and strip took numbers past a Java int or long, a no-break
+    space, a digit outside the BMP, whitespace and ``_`` in a partition key."""
+    with pytest.raises(ConfigError, match=fragment):
+        _opts(**options)
+
+
 def test_times_are_trimmed_as_the_connector_trims_them():
     """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
     assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000
     assert _opts(startingTimestamp=" 1000 ").starting_timestamp == 1000
+    # String.trim cuts every character up to U+0020, control characters too
+    assert _opts(startingTimestamp="\x001000\x1f").starting_timestamp == 1000
+    assert _opts(minPartitions="+\u0663").min_partitions == 3     # Character.digit reads any BMP digit
+    # the connector's AssignStrategy reads nothing of a partition the topic lacks, a negative one too
+    assert _ranges(assign='{"A": [-1, 0]}') == {("A", 0): (0, 250)}
 
 
 def test_write_options_keep_config_case():

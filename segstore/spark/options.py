@@ -61,7 +61,7 @@ from typing import Any
 from .. import jsontext
 from ..errors import ConfigError, ReadOnlyError, did_you_mean
 from ..files import is_url
-from ..javatext import java_trim, parse_long
+from ..javatext import java_trim, parse_int, parse_long
 from .javaregex import compile_java
 
 EARLIEST = -2
@@ -209,16 +209,19 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 #: The largest Java ``long``: what the JVM side (Spark's ``ReadLimit.maxRows``) takes.
 JAVA_LONG_MAX = (1 << 63) - 1
+#: The largest Java ``int``: ``minPartitions`` is read with ``toInt`` (Integer.parseInt).
+JAVA_INT_MAX = (1 << 31) - 1
 #: ``[+-]?[0-9]+``: a number the JVM reader says is past a long where ``Long.parseLong`` throws on it
 _ASCII_WHOLE = re.compile(r"[+-]?[0-9]+")
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
-         maximum: int | None = None, trim: bool = False) -> int | None:
-    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong`` / ``toInt``, the JVM
-    reader's SegstoreStream.getDefaultReadLimit) reads it (:func:`segstore.javatext.parse_long`): no
-    whitespace around it, no ``_`` between digits, which Python's ``int`` allows, no digit past the BMP.
-    ``trim``: trimmed first (``String.trim``), as the connector trims its times (Spark 4
+         maximum: int | None = None, trim: bool = False, bits: int = 64) -> int | None:
+    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong``, the JVM reader's
+    SegstoreStream.getDefaultReadLimit) reads it (:func:`segstore.javatext.parse_long`): no whitespace
+    around it, no ``_`` between digits, which Python's ``int`` allows, no digit past the BMP; ``bits=32``:
+    within a Java int too, as ``Integer.parseInt`` (the connector's ``toInt``: minPartitions).  ``trim``:
+    trimmed first (``String.trim``), as the connector trims its times (Spark 4
     KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
     text = options.get(name.lower())
     if text is None:
@@ -230,6 +233,9 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
         raise ConfigError(f"option {name} must be at most {JAVA_LONG_MAX}, found {int(candidate)}")
     if value is None:
         raise ConfigError(f"option {name} must be an integer, found {text!r}")
+    if bits == 32:
+        minimum = -JAVA_INT_MAX - 1 if minimum is None else minimum
+        maximum = JAVA_INT_MAX if maximum is None else min(maximum, JAVA_INT_MAX)
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
     if maximum is not None and value > maximum:
@@ -262,7 +268,22 @@ def _json_long(value: Any) -> int:
     """
     if isinstance(value, bool):
         raise TypeError(f"expected an integer, found {value!r}")
-    return int(value)
+    number = int(value)
+    if not -(1 << 63) <= number < 1 << 63:
+        raise ValueError(f"expected a Java long, found {value!r}")
+    return number
+
+
+def _json_partition(key: str) -> int:
+    """A JSON object's partition key as the connector reads it (Spark 4 JsonUtils: Jackson's ``Int`` key,
+    ``Integer.parseInt``): no whitespace nor ``_``, which Python's ``int`` takes, within a Java int.
+
+    :raises ValueError: not such a key.
+    """
+    number = parse_int(key)
+    if number is None:
+        raise ValueError(f"expected a Java int, found {key!r}")
+    return number
 
 
 def parse_bound(text: str | None, name: str, default: int) -> Bound:
@@ -281,7 +302,7 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
                               f"found {partitions!r}")
         for partition, offset in partitions.items():
             try:
-                entries.append((str(topic), int(partition), _json_long(offset)))
+                entries.append((str(topic), _json_partition(partition), _json_long(offset)))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
@@ -355,8 +376,11 @@ def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
     pairs = set()
     for topic, partitions in spec.items():
         for partition in partitions:
-            if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-                raise ConfigError(f"option assign: partitions of {topic!r} must be integers >= 0, "
+            # any Java int, as the connector's Seq[Int] (Spark 4 JsonUtils.partitions): one the topic lacks,
+            # a negative one too, is not read (planning.selected)
+            if not isinstance(partition, int) or isinstance(partition, bool) \
+                    or not -(1 << 31) <= partition < 1 << 31:
+                raise ConfigError(f"option assign: partitions of {topic!r} must be integers (Java ints), "
                                   f"found {partition!r}")
             pairs.add((str(topic), partition))
     return tuple(sorted(pairs))
@@ -374,7 +398,7 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
     for topic, partitions in spec.items():
         for partition, ms in partitions.items():
             try:
-                entry = (str(topic), int(partition), _json_long(ms))
+                entry = (str(topic), _json_partition(partition), _json_long(ms))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
@@ -494,10 +518,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         decompress_bodies=_bool(opts, "decompressBodies", default=True),
         isolation=isolation,
         # a Java long, as the JVM reader's ReadLimit (SegstoreStream.getDefaultReadLimit) parses it
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1, maximum=JAVA_LONG_MAX),
+        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
-        min_partitions=_int(opts, "minPartitions", minimum=1),
+        min_partitions=_int(opts, "minPartitions", minimum=1, bits=32),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
         config=_config(opts) + _storage_options(opts),
