@@ -215,6 +215,25 @@ def test_numbers_are_read_as_java_reads_them(options, fragment):
         _opts(**options)
 
 
+def test_texts_are_trimmed_and_cased_as_java_does():
+    """The connector trims subscribe's topics, subscribePattern and earliest/latest with String.trim (Spark 4
+    KafkaSourceProvider.strategy, getKafkaOffsetRangeLimit), which keeps a no-break space, reads true/false
+    with equalsIgnoreCase (Scala's toBoolean), for which a long s is an s, and its choices upper-cased
+    (toUpperCase(Locale.ROOT): withName, IsolationLevel.valueOf); Python's strip and lower() read them
+    otherwise."""
+    assert _opts(subscribe=" A\xa0, B ").topics == ("A\xa0", "B")
+    assert _opts(subscribePattern="\x1fB\x00").topic_pattern == "B"
+    with pytest.raises(ConfigError, match="startingOffsets must be earliest, latest or a JSON object"):
+        _opts(startingOffsets="earliest\xa0")
+    assert _opts(endingOffsets="\x00LATEST\n").ending.default == LATEST
+    opts = _opts(failOnDataLoss="FAL\u017fE", includeHeaders="TRUE",
+                 startingOffsetsByTimestampStrategy="late\u017ft")
+    assert (opts.fail_on_data_loss, opts.include_headers, opts.starting_timestamp_strategy) == (False, True,
+                                                                                              "latest")
+    with pytest.raises(ConfigError, match="failOnDataLoss must be true or false"):
+        _opts(failOnDataLoss="tru\u00e9")
+
+
 def test_times_are_trimmed_as_the_connector_trims_them():
     """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
     assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000

@@ -243,12 +243,30 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
     return value
 
 
+def _java_char_equal(a: str, b: str) -> bool:
+    """Two characters as ``String.equalsIgnoreCase`` compares them: equal, or equal once upper-cased, or
+    once upper- then lower-cased, by the one-character (simple) case mappings."""
+    def simple(c: str, mapped: str) -> str:
+        return mapped if len(mapped) == 1 else c
+
+    upper_a, upper_b = simple(a, a.upper()), simple(b, b.upper())
+    lower_a, lower_b = simple(upper_a, upper_a.lower()), simple(upper_b, upper_b.lower())
+    return a == b or upper_a == upper_b or lower_a == lower_b
+
+
+def java_equals_ignore_case(text: str, other: str) -> bool:
+    """``String.equalsIgnoreCase``: ``"fal\\u017fe"`` (a long s, whose upper case is S) equals ``"false"``,
+    where Python's ``lower()`` keeps the long s."""
+    return len(text) == len(other) and all(_java_char_equal(a, b) for a, b in zip(text, other, strict=True))
+
+
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
     # any case, untrimmed, as the connector's ``toBoolean`` and CaseInsensitiveStringMap.getBoolean take it
+    # (both String.equalsIgnoreCase)
     text = options.get(name.lower(), "true" if default else "false")
-    if text.lower() not in ("true", "false"):
+    if not java_equals_ignore_case(text, "true") and not java_equals_ignore_case(text, "false"):
         raise ConfigError(f"option {name} must be true or false, found {text!r}")
-    return text.lower() == "true"
+    return java_equals_ignore_case(text, "true")
 
 
 def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -290,7 +308,7 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
     """Parse ``startingOffsets`` / ``endingOffsets``: earliest, latest, or per-partition JSON."""
     if text is None:
         return Bound(default)
-    named = _NAMED.get(text.strip().lower())
+    named = _NAMED.get(java_trim(text).lower())     # .trim, toLowerCase(Locale.ROOT)
     if named is not None:
         return Bound(named)
     spec = jsontext.loads_object(text, f'option {name} must be earliest, latest or a JSON object like '
@@ -364,7 +382,8 @@ def _json(text: str, name: str, shape: str) -> object:
 
 
 def _topic_list(text: str) -> tuple[str, ...]:
-    return tuple(sorted({t.strip() for t in text.split(",") if t.strip()}))
+    # as the connector splits it: split(",").map(_.trim).filter(_.nonEmpty)
+    return tuple(sorted({java_trim(t) for t in text.split(",") if java_trim(t)}))
 
 
 def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
@@ -433,10 +452,13 @@ def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: 
     # any case, untrimmed, as the connector takes its choices (StrategyOnNoMatchStartingOffset.withName and
     # IsolationLevel.valueOf of the upper-cased value) and the JVM reader ``reader`` / ``writer``
     # (SegstoreTable: equalsIgnoreCase)
+    # (the connector upper-cases with toUpperCase(Locale.ROOT), full case mappings as Python's upper():
+    # "late\u017ft" is LATEST; the JVM reader's equalsIgnoreCase reads "jvm" and "python" alike)
     text = opts.get(name.lower(), default)
-    if text.lower() not in choices:
+    found = [choice for choice in choices if text.upper() == choice.upper()]
+    if not found:
         raise ConfigError(f"option {name} must be {' or '.join(choices)}, found {text!r}")
-    return text.lower()
+    return found[0]
 
 
 #: Each end's options in the connector's order of preference: of those given, only the first is read, the
@@ -477,7 +499,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                               f"{opts[name.lower()]!r}")
     elif "subscribepattern" in opts:
         # trimmed, as the connector's SubscribePatternStrategy(value.trim())
-        pattern = opts["subscribepattern"].strip()
+        pattern = java_trim(opts["subscribepattern"])
         if not pattern:
             raise ConfigError(f"option subscribePattern must be a regular expression, found "
                               f"{opts['subscribepattern']!r}")
