@@ -107,13 +107,14 @@ def _covers(result: planning.Plan, ranges: list[planning.PartitionRange]) -> Non
 # -- options ----------------------------------------------------------------------------------
 
 def test_read_options_defaults_and_json_offsets():
-    opts = _opts(startingOffsets='{"A": {"0": 5, "1": -1}}', topics="B, A", maxOffsetsPerTrigger="7")
+    opts = _opts(startingOffsets='{"A": {"0": 5, "1": -1}}', topics="B, A")
     assert opts.topics == ("A", "B")
     assert opts.starting.for_partition("A", 0) == 5
     assert opts.starting.for_partition("A", 1) == LATEST
     assert opts.starting.for_partition("B", 0) == EARLIEST
     assert opts.ending.for_partition("A", 0) == LATEST
-    assert opts.max_offsets_per_trigger == 7
+    streaming = parse_read_options({"path": "/s", "maxOffsetsPerTrigger": "7"}, streaming=True)
+    assert streaming.max_offsets_per_trigger == 7
     assert parse_read_options({"path": "/s"}, streaming=True).starting.default == LATEST
     assert pickle.loads(pickle.dumps(opts)) == opts
 
@@ -123,7 +124,6 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingOffsets": "soon"}, "startingOffsets"),
     ({"path": "/s", "endingOffsets": '{"A": {"0": "x"}}'}, "endingOffsets"),
     ({"path": "/s", "endingOffsets": '{"A": {"0": -3}}'}, "-3"),
-    ({"path": "/s", "maxOffsetsPerTrigger": "0"}, "at least 1"),
     ({"path": "/s", "startingTimestamp": "yesterday"}, "integer"),
     ({"path": "/s", "includeControlRecords": "maybe"}, "true or false"),
     ({"path": "/s", "subscribeTopics": "A"}, "unknown option"),
@@ -142,7 +142,6 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "kafka.group.id": "g"}, "running Kafka cluster"),
     ({"path": "/s", "groupIdPrefix": "g"}, "running Kafka cluster"),
     ({"path": "/s", "fetchOffset.numRetries": "3"}, "running Kafka cluster"),
-    ({"path": "/s", "minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
     ({"path": "/s", "maxRecordsPerPartition": "3"}, "maxBytesPerPartition"),
     ({"path": "/s", "config": "[1]"}, "JSON object"),
     # untrimmed and JSON booleans refused as the connector refuses them: Scala's toBoolean, Jackson reading
@@ -159,12 +158,9 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingOffsetsByTimestamp": '{"A": {"0": true}}'}, r"startingOffsetsByTimestamp: A/0"),
     # integers as Java's Long.parseLong (the connector's toLong, the JVM reader's getDefaultReadLimit) reads
     # them: Python's int took "1_000" and " 5", which the JVM reader refused
-    ({"path": "/s", "maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
-    ({"path": "/s", "maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
     ({"path": "/s", "minPartitions": "2 "}, r"minPartitions must be an integer, found '2 '"),
     ({"path": "/s", "startingTimestamp": "1_000"}, r"startingTimestamp must be an integer, found '1_000'"),
     # a digit past the BMP is two surrogates to Long.parseLong, no digit; a number past a long throws too
-    ({"path": "/s", "maxOffsetsPerTrigger": "\U0001d7d3"}, r"maxOffsetsPerTrigger must be an integer"),
     ({"path": "/s", "startingTimestamp": "9" * 20}, rf"startingTimestamp must be at most {2**63 - 1}"),
 ])
 def test_read_options_refused(options, fragment):
@@ -187,6 +183,42 @@ def test_options_an_end_does_not_take_are_not_read(options):
     parsed and checked here (a refused value, a partition not read), failing a query the connector runs."""
     assert _ranges(**options) == _ranges()
 
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"maxOffsetsPerTrigger": "0"}, "at least 1"),
+    ({"minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
+    ({"maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
+    ({"maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
+    # a digit past the BMP is two surrogates to Long.parseLong, no digit
+    ({"maxOffsetsPerTrigger": "\U0001d7d3"}, r"maxOffsetsPerTrigger must be an integer"),
+])
+def test_stream_trigger_options_refused(options, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_read_options({"path": "/s", **options}, streaming=True)
+
+
+@pytest.mark.parametrize("options", [
+    {"maxOffsetsPerTrigger": "0"}, {"maxOffsetsPerTrigger": "soon"}, {"minOffsetsPerTrigger": "3"},
+    {"maxTriggerDelay": "5m"}, {"minOffsetsPerTrigger": "3", "maxOffsetsPerTrigger": "3"},
+])
+def test_a_batch_read_ignores_trigger_options(options):
+    """Spark 4 KafkaSourceProvider.validateBatchOptions only logs that a batch query ignores
+    maxOffsetsPerTrigger, minOffsetsPerTrigger and maxTriggerDelay (validateGeneralOptions reads the first
+    two only given together, as longs); a batch read refused them, or a maxOffsetsPerTrigger it ignored."""
+    assert _opts(**options).max_offsets_per_trigger is None
+
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"minOffsetsPerTrigger": "4", "maxOffsetsPerTrigger": "3"},
+     r"The value of minOffsetPerTrigger\(4\) is higher than the maxOffsetsPerTrigger\(3\)"),
+    ({"minOffsetsPerTrigger": "x", "maxOffsetsPerTrigger": "3"}, "minOffsetsPerTrigger must be an integer"),
+])
+def test_a_batch_read_checks_trigger_bounds_given_together(options, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        _opts(**options)
+
+
+def test_read_option_values_take_any_case():
     """As the connector (Scala's toBoolean, upper-cased withName / valueOf) and the JVM reader."""
     opts = parse_read_options({"path": "/s", "failOnDataLoss": "FALSE", "reader": "Python",
                                "kafka.isolation.level": "READ_COMMITTED",

@@ -346,6 +346,27 @@ def _refuse_several_paths(opts: dict[str, str]) -> None:
                       "DataFrames")
 
 
+#: Streaming admission options: a batch query ignores them (the connector only logs that it does: Spark 4
+#: KafkaSourceProvider.validateBatchOptions).
+_TRIGGER_NAMES = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")
+
+
+def _batch_ignores_triggers(opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` without the streaming admission options a batch query ignores, once checked as the
+    connector checks them there (validateGeneralOptions: minOffsetsPerTrigger and maxOffsetsPerTrigger given
+    together are read as longs, the minimum not above the maximum).
+
+    :raises ConfigError: such a pair that is not two longs, or whose minimum is above its maximum.
+    """
+    if "minoffsetspertrigger" in opts and "maxoffsetspertrigger" in opts:
+        low = _int(opts, "minOffsetsPerTrigger")
+        high = _int(opts, "maxOffsetsPerTrigger")
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"The value of minOffsetPerTrigger({low}) is higher than the "
+                              f"maxOffsetsPerTrigger({high})")
+    return {name: value for name, value in opts.items() if name not in _TRIGGER_NAMES}
+
+
 def _refuse_unknown(opts: dict[str, str]) -> None:
     _refuse_several_paths(opts)
     for name in sorted(opts):
@@ -479,6 +500,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         an option of the Kafka connector that needs a running cluster; an ending option of a stream.
     """
     opts = _lower(options)
+    if not streaming:
+        opts = _batch_ignores_triggers(opts)
     _refuse_unknown(opts)
     path = opts.get("path")
     if not path:
