@@ -634,6 +634,11 @@ def test_offsets_past_the_end_as_the_connector_reads_them(fail):
     with pytest.raises(OffsetOutOfRangeError, match="Beginning offset 300"):
         planning.resolve_ranges(_store(), _opts(failOnDataLoss=fail, subscribe="A",
                                                 startingOffsets='{"A": {"0": 300, "1": 0}}'), pruning)
+    # where the connector splits partitions (minPartitions above the partitions read) it resolves the ranges
+    # on the driver and leaves out those holding no offset (KafkaOffsetRangeCalculator.getRanges)
+    assert _ranges(startingOffsets='{"A": {"0": 300}}', minPartitions="2", **lenient) == {}
+    with pytest.raises(OffsetOutOfRangeError, match="Beginning offset 300"):
+        _ranges(startingOffsets='{"A": {"0": 300}}', minPartitions="1", **lenient)
     # an empty range, or one within the partition, is no error
     assert _ranges(startingOffsets='{"A": {"0": 250}}', **lenient) == {}
     assert _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": 20}}', **lenient) == {}

@@ -140,6 +140,9 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
+    #: the ``minPartitions`` option as given (``min_partitions`` takes the default where it is not): the
+    #: connector splits partitions only where it is given (planning.check_readable)
+    min_partitions_given: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     include_control_records: bool = False
     config: tuple[tuple[str, str], ...] = ()
@@ -567,6 +570,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
         min_partitions=_int(opts, "minPartitions", minimum=1, bits=32),
+        min_partitions_given=_int(opts, "minPartitions", minimum=1, bits=32),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
         config=_config(opts) + _storage_options(opts),

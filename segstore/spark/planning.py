@@ -484,7 +484,7 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
 
 
 def check_readable(options: ReadOptions, topic: str, partition: int, start: int, end: int, low: int,
-                   latest: int, *, given_end: bool = True) -> tuple[int, int]:
+                   latest: int, *, given_end: bool = True, split: bool = False) -> tuple[int, int]:
     """The offsets ``[start, end)`` a batch read of ``topic``/``partition`` (holding ``[low, latest)``: its
     latest offset is the last fetchable one) gives, judged as Spark's Kafka connector's reader judges its
     resolved range (Spark 4 KafkaSourceRDD.compute, KafkaDataConsumer.get):
@@ -492,7 +492,10 @@ def check_readable(options: ReadOptions, topic: str, partition: int, start: int,
     - a start after the end fails the read whatever ``failOnDataLoss`` says ("Beginning offset ... is
       after the ending offset", an assertion there): a startingOffsets offset past the latest offset with
       the end at latest, an endingOffsets offset before the log start with the start at earliest, a start
-      time after an end offset;
+      time after an end offset; but where the connector splits partitions (``split``: a ``minPartitions``
+      option above the number of partitions read), it resolves the ranges on the driver and leaves out
+      those that hold no offset (KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets,
+      KafkaOffsetRangeCalculator.getRanges: ``filter(_.size > 0)``), and the partition is not read;
     - offsets before the log start (retention removed them) are data loss (:func:`check_lost`);
     - an end given past the latest offset (``given_end``: an endingOffsets offset; ends at latest or by time
       never are): the consumer finds nothing to fetch there (InternalKafkaConsumer.fetch raises
@@ -503,6 +506,8 @@ def check_readable(options: ReadOptions, topic: str, partition: int, start: int,
     :raises OffsetOutOfRangeError: as above.
     """
     where = f"topic {topic} partition {partition}"
+    if start > end and split:
+        return end, end
     if start > end:
         raise OffsetOutOfRangeError(f"Beginning offset {start} is after the ending offset {end} for {where}: "
                                     "the options resolve to a start after the end (the partition holds "
@@ -706,6 +711,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     bounded = (options.starting.specific or options.ending.specific or options.starting_timestamp is not None
                or options.ending_timestamp is not None or options.starting_timestamps is not None
                or options.ending_timestamps is not None)
+    split = options.min_partitions_given is not None and options.min_partitions_given > len(pairs)
     ranges = []
     for topic, partition in pairs:
         kept = (pruning.topics is None or topic in pruning.topics) and pruning.allows_partition(partition)
@@ -718,7 +724,8 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         end = end_offset(store, options, topic, partition, low, high)
         given_end = (options.ending_timestamp is None and options.ending_timestamps is None
                      and options.ending.for_partition(topic, partition) != LATEST)
-        start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end)
+        start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end,
+                                    split=split)
         if not kept:
             continue
         if timestamp_min is not None:
