@@ -8,10 +8,12 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``subscribe``                          comma-separated topic names to read (default: every topic);
                                        ``topics`` is the same
 ``subscribePattern``                   a Java regular expression; topics it finds a match in are read
-``assign``                             JSON ``{"topicA": [0, 1]}``: exactly these partitions (RocketMQ queues)
+``assign``                             JSON ``{"topicA": [0, 1]}``: these partitions (RocketMQ queues); one
+                                       the topic lacks is not read (planning.selected)
 ``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
-                                       ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest; latest
-                                       refused in batch: planning.check_batch_bounds)
+                                       ``{"topic": {"0": 23, "1": -2}}`` naming every partition read and no
+                                       other (-2 earliest, -1 latest; latest refused in batch:
+                                       planning.check_batch_bounds; past the end: planning.check_readable)
 ``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive; earliest refused;
                                        batch only, as the two ending options below)
 ``startingTimestamp``                  ms since the epoch, every partition: its first offset whose
@@ -28,7 +30,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
 ``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
 ``maxOffsetsPerTrigger``               streaming: about this many offsets per micro-batch (all partitions),
-                                       shared as the connector's rateLimit (planning.limit_offsets)
+                                       shared as the connector's rateLimit (planning.limit_offsets); a batch
+                                       read ignores it
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
