@@ -266,6 +266,13 @@ def test_texts_are_trimmed_and_cased_as_java_does():
         _opts(failOnDataLoss="tru\u00e9")
 
 
+def test_a_partition_named_twice_keeps_its_last_value():
+    """Spark 4 JsonUtils.partitionOffsets / partitionTimestamps read a Map[Int, Long]: "0" and "00" are one
+    partition, and the later value wins; the first was taken here."""
+    assert _opts(startingOffsets='{"A": {"0": 1, "00": 7}}').starting.offsets == (("A", 0, 7),)
+    assert _opts(startingOffsetsByTimestamp='{"A": {"+1": 5, "1": 9}}').starting_timestamps == (("A", 1, 9),)
+
+
 def test_times_are_trimmed_as_the_connector_trims_them():
     """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
     assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000

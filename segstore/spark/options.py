@@ -319,21 +319,23 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
         return Bound(named)
     spec = jsontext.loads_object(text, f'option {name} must be earliest, latest or a JSON object like '
                                        f'{{"topic": {{"0": 5}}}}')
-    entries = []
+    # keyed as the connector's Map[Int, Long]: a partition named twice ("0" and "00") keeps its last value
+    entries: dict[tuple[str, int], int] = {}
     for topic, partitions in spec.items():
         if not isinstance(partitions, dict):
             raise ConfigError(f"option {name}: topic {topic!r} must map partitions to offsets, "
                               f"found {partitions!r}")
         for partition, offset in partitions.items():
             try:
-                entries.append((str(topic), _json_partition(partition), _json_long(offset)))
+                key, value = (str(topic), _json_partition(partition)), _json_long(offset)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
-            if entries[-1][2] < EARLIEST:
+            if value < EARLIEST:
                 raise ConfigError(f"option {name}: offsets are >= 0, -1 (latest) or -2 (earliest), "
                                   f"found {offset} for {topic}/{partition}")
-    return Bound(default, tuple(sorted(entries)), specific=True)
+            entries[key] = value
+    return Bound(default, tuple(sorted((t, p, v) for (t, p), v in entries.items())), specific=True)
 
 
 def _refuse_several_paths(opts: dict[str, str]) -> None:
@@ -440,17 +442,17 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
     if not isinstance(spec, dict) or not all(isinstance(ps, dict) for ps in spec.values()):
         raise ConfigError(f'option {name} must be a JSON object like {{"topic": {{"0": 1700000000000}}}}, '
                           f"found {text!r}")
-    entries = []
+    entries: dict[tuple[str, int], int] = {}       # a partition named twice keeps its last value (Map)
     for topic, partitions in spec.items():
         for partition, ms in partitions.items():
             try:
-                entry = (str(topic), _json_partition(partition), _json_long(ms))
+                key, value = (str(topic), _json_partition(partition)), _json_long(ms)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
-            _check_time_code(name, entry[2], f" for {topic}/{partition}")
-            entries.append(entry)
-    return tuple(sorted(entries))
+            _check_time_code(name, value, f" for {topic}/{partition}")
+            entries[key] = value
+    return tuple(sorted((t, p, v) for (t, p), v in entries.items()))
 
 
 def _check_time_code(name: str, ms: int, where: str = "") -> None:
