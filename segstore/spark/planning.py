@@ -517,7 +517,12 @@ def check_readable(options: ReadOptions, topic: str, partition: int, start: int,
     if start == end:
         return start, end
     if start < low:
-        start = check_lost(options, "option startingOffsets", topic, partition, start, low)
+        try:
+            start = check_lost(options, "option startingOffsets", topic, partition, start, low)
+        except OffsetOutOfRangeError as err:
+            # the connector's words first (KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE), then which option
+            raise OffsetOutOfRangeError(f"Could not read records in offset [{start}, {end}) for {where}: "
+                                        f"{err.message}", options.path) from None
     if start < end and end > latest and given_end:
         if options.fail_on_data_loss:
             raise OffsetOutOfRangeError(f"Could not read records in offset [{max(start, latest)}, {end}) for "
