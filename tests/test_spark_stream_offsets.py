@@ -409,3 +409,23 @@ def test_a_stream_refuses_starting_offsets_that_leave_out_a_partition(tmp_path):
         stream(tmp_path, startingOffsets='{"a": {"0": 0}}').initialOffset()
     assert stream(tmp_path, startingOffsets='{"a": {"0": 0, "1": -1}}').initialOffset() == \
         {"a": {"0": 0, "1": 1}}
+
+
+def test_a_streams_schema_and_reads_never_parse_its_ending_timestamp(tmp_path):
+    """Spark asks a stream's schema and its partitions' reads as it asks a batch read's: they parsed the
+    options as a batch read's, refusing an endingTimestamp the connector never reads in a stream (Spark 4
+    KafkaSourceProvider.validateStreamOptions, toMicroBatchStream); a batch read still refuses it."""
+    from segstore.spark import bridge
+    from segstore.spark.datasource import SegstoreDataSource
+
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0")])
+    options = {"path": str(tmp_path), "endingTimestamp": "soon", "startingOffsets": "earliest"}
+    source = SegstoreDataSource(options)
+    schema = source.schema()
+    reader = source.streamReader(schema)
+    end, values = micro_batch(reader, reader.initialOffset())
+    assert (end, values) == ({"a": {"0": 1}}, [b"a0"])
+    assert bridge.schema({"options": options})["format"] == "kafka"
+    with pytest.raises(ConfigError, match="endingTimestamp must be an integer"):
+        source.reader(schema)

@@ -501,14 +501,19 @@ def _effective(opts: dict[str, str], names: tuple[str, ...]) -> str | None:
     return next((name for name in names if name.lower() in opts), None)
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
     """Validate Spark's reader options.
+
+    ``streaming``: a stream's options (True), a batch read's (False), or those of a read that may be either
+    (None: the schema, and a partition's read, which Spark asks alike of both), which leaves unread what
+    only one of them reads, the ending and the trigger options: a stream ignores what a batch read would
+    refuse there (the connector never reads endingTimestamp in a stream).
 
     :raises ConfigError: an unknown option name or a malformed value, naming both;
         an option of the Kafka connector that needs a running cluster; an ending option of a stream.
     """
     opts = _lower(options)
-    if not streaming:
+    if streaming is not True:
         opts = _batch_ignores_triggers(opts)
     _refuse_unknown(opts)
     path = opts.get("path")
@@ -537,7 +542,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         _java_pattern(pattern)
     elif "assign" in opts:
         assign = parse_assign(opts["assign"])
-    if streaming:
+    if streaming is True:
         # a stream has no end: Spark's Kafka connector refuses these two in streaming queries (Spark 4
         # KafkaSourceProvider.validateStreamOptions) rather than ignore them; endingTimestamp it does not
         # refuse, and never reads (only the starting options are resolved for a stream)
@@ -548,7 +553,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     starting_default = LATEST if streaming else EARLIEST
     # only the option each end takes is read: the others are not parsed, let alone checked
     taken = {name.lower() for name in (_effective(opts, STARTING_OPTIONS),
-                                       None if streaming else _effective(opts, ENDING_OPTIONS)) if name}
+                                       _effective(opts, ENDING_OPTIONS) if streaming is False else None)
+             if name}
     given = {name: text for name, text in opts.items() if name in taken}
     isolation = _choice(opts, "kafka.isolation.level", (READ_UNCOMMITTED, READ_COMMITTED), READ_UNCOMMITTED)
     return ReadOptions(
