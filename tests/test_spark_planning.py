@@ -107,13 +107,14 @@ def _covers(result: planning.Plan, ranges: list[planning.PartitionRange]) -> Non
 # -- options ----------------------------------------------------------------------------------
 
 def test_read_options_defaults_and_json_offsets():
-    opts = _opts(startingOffsets='{"A": {"0": 5, "1": -1}}', topics="B, A", maxOffsetsPerTrigger="7")
+    opts = _opts(startingOffsets='{"A": {"0": 5, "1": -1}}', topics="B, A")
     assert opts.topics == ("A", "B")
     assert opts.starting.for_partition("A", 0) == 5
     assert opts.starting.for_partition("A", 1) == LATEST
     assert opts.starting.for_partition("B", 0) == EARLIEST
     assert opts.ending.for_partition("A", 0) == LATEST
-    assert opts.max_offsets_per_trigger == 7
+    streaming = parse_read_options({"path": "/s", "maxOffsetsPerTrigger": "7"}, streaming=True)
+    assert streaming.max_offsets_per_trigger == 7
     assert parse_read_options({"path": "/s"}, streaming=True).starting.default == LATEST
     assert pickle.loads(pickle.dumps(opts)) == opts
 
@@ -123,7 +124,6 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingOffsets": "soon"}, "startingOffsets"),
     ({"path": "/s", "endingOffsets": '{"A": {"0": "x"}}'}, "endingOffsets"),
     ({"path": "/s", "endingOffsets": '{"A": {"0": -3}}'}, "-3"),
-    ({"path": "/s", "maxOffsetsPerTrigger": "0"}, "at least 1"),
     ({"path": "/s", "startingTimestamp": "yesterday"}, "integer"),
     ({"path": "/s", "includeControlRecords": "maybe"}, "true or false"),
     ({"path": "/s", "subscribeTopics": "A"}, "unknown option"),
@@ -131,7 +131,7 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "subscribe": "A", "assign": '{"A": [0]}'}, "only one of subscribe"),
     ({"path": "/s", "subscribePattern": "A("}, "regular expression"),
     ({"path": "/s", "assign": '{"A": 0}'}, "partition lists"),
-    ({"path": "/s", "assign": '{"A": [-1]}'}, "integers >= 0"),
+    ({"path": "/s", "assign": '{"A": [2147483648]}'}, r"must be integers \(Java ints\), found 2147483648"),
     ({"path": "/s", "startingOffsetsByTimestamp": '{"A": [1]}'}, "startingOffsetsByTimestamp"),
     ({"path": "/s", "endingOffsetsByTimestamp": '{"A": {"0": -5}}'}, ">= 0"),
     ({"path": "/s", "startingOffsetsByTimestampStrategy": "earliest"}, "error or latest"),
@@ -142,7 +142,6 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "kafka.group.id": "g"}, "running Kafka cluster"),
     ({"path": "/s", "groupIdPrefix": "g"}, "running Kafka cluster"),
     ({"path": "/s", "fetchOffset.numRetries": "3"}, "running Kafka cluster"),
-    ({"path": "/s", "minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
     ({"path": "/s", "maxRecordsPerPartition": "3"}, "maxBytesPerPartition"),
     ({"path": "/s", "config": "[1]"}, "JSON object"),
     # untrimmed and JSON booleans refused as the connector refuses them: Scala's toBoolean, Jackson reading
@@ -159,17 +158,64 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingOffsetsByTimestamp": '{"A": {"0": true}}'}, r"startingOffsetsByTimestamp: A/0"),
     # integers as Java's Long.parseLong (the connector's toLong, the JVM reader's getDefaultReadLimit) reads
     # them: Python's int took "1_000" and " 5", which the JVM reader refused
-    ({"path": "/s", "maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
-    ({"path": "/s", "maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
     ({"path": "/s", "minPartitions": "2 "}, r"minPartitions must be an integer, found '2 '"),
     ({"path": "/s", "startingTimestamp": "1_000"}, r"startingTimestamp must be an integer, found '1_000'"),
     # a digit past the BMP is two surrogates to Long.parseLong, no digit; a number past a long throws too
-    ({"path": "/s", "maxOffsetsPerTrigger": "\U0001d7d3"}, r"maxOffsetsPerTrigger must be an integer"),
     ({"path": "/s", "startingTimestamp": "9" * 20}, rf"startingTimestamp must be at most {2**63 - 1}"),
 ])
 def test_read_options_refused(options, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_read_options(options)
+
+
+@pytest.mark.parametrize("options", [
+    {"startingTimestamp": "0", "startingOffsets": "soon"},
+    {"startingTimestamp": "0", "startingOffsetsByTimestamp": "[1]", "startingOffsets": "latest"},
+    {"startingOffsetsByTimestamp": '{"A": {"0": 0, "1": 0}, "B": {"0": 0, "3": 0}}',
+     "startingOffsets": '{"A": {"0": 5}}'},
+    {"endingTimestamp": "999999999", "endingOffsets": "earliest", "endingOffsetsByTimestamp": "{"},
+    {"endingOffsetsByTimestamp": '{"A": {"0": 999999999, "1": 999999999}, "B": {"0": 999999999, '
+                                 '"3": 999999999}}', "endingOffsets": '{"A": {"9": -2}}'},
+])
+def test_options_an_end_does_not_take_are_not_read(options):
+    """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit takes, of each end's options, the global
+    timestamp, else the per-partition timestamps, else the offsets, and never parses the others; they were
+    parsed and checked here (a refused value, a partition not read), failing a query the connector runs."""
+    assert _ranges(**options) == _ranges()
+
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"maxOffsetsPerTrigger": "0"}, "at least 1"),
+    ({"minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
+    ({"maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
+    ({"maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
+    # a digit past the BMP is two surrogates to Long.parseLong, no digit
+    ({"maxOffsetsPerTrigger": "\U0001d7d3"}, r"maxOffsetsPerTrigger must be an integer"),
+])
+def test_stream_trigger_options_refused(options, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_read_options({"path": "/s", **options}, streaming=True)
+
+
+@pytest.mark.parametrize("options", [
+    {"maxOffsetsPerTrigger": "0"}, {"maxOffsetsPerTrigger": "soon"}, {"minOffsetsPerTrigger": "3"},
+    {"maxTriggerDelay": "5m"}, {"minOffsetsPerTrigger": "3", "maxOffsetsPerTrigger": "3"},
+])
+def test_a_batch_read_ignores_trigger_options(options):
+    """Spark 4 KafkaSourceProvider.validateBatchOptions only logs that a batch query ignores
+    maxOffsetsPerTrigger, minOffsetsPerTrigger and maxTriggerDelay (validateGeneralOptions reads the first
+    two only given together, as longs); a batch read refused them, or a maxOffsetsPerTrigger it ignored."""
+    assert _opts(**options).max_offsets_per_trigger is None
+
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"minOffsetsPerTrigger": "4", "maxOffsetsPerTrigger": "3"},
+     r"The value of minOffsetPerTrigger\(4\) is higher than the maxOffsetsPerTrigger\(3\)"),
+    ({"minOffsetsPerTrigger": "x", "maxOffsetsPerTrigger": "3"}, "minOffsetsPerTrigger must be an integer"),
+])
+def test_a_batch_read_checks_trigger_bounds_given_together(options, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        _opts(**options)
 
 
 def test_read_option_values_take_any_case():
@@ -181,10 +227,61 @@ def test_read_option_values_take_any_case():
         False, "python", "read_committed", "latest")
 
 
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({"minPartitions": "2147483648"}, "minPartitions must be at most 2147483647, found 2147483648"),
+    ({"startingTimestamp": "1000\xa0"}, r"startingTimestamp must be an integer, found '1000\\xa0'"),
+    ({"endingTimestamp": "9223372036854775808"}, "endingTimestamp must be at most 9223372036854775807"),
+    ({"maxBytesPerPartition": "\U0001d7cf"}, "maxBytesPerPartition must be an integer"),
+    ({"startingOffsets": '{"A": {" 0": 5}}'}, r"startingOffsets: A/ 0 must be an integer partition"),
+    ({"startingOffsets": '{"A": {"0_0": 5}}'}, r"startingOffsets: A/0_0 must be an integer partition"),
+    ({"endingOffsets": '{"A": {"0": 9223372036854775808}}'}, r"endingOffsets: A/0 must be an integer"),
+    ({"startingOffsetsByTimestamp": '{"A": {"2147483648": 5}}'}, r"startingOffsetsByTimestamp: A/2147483648"),
+])
+def test_numbers_are_read_as_java_reads_them(options, fragment):
+    """The connector reads minPartitions with ``toInt`` (Integer.parseInt), times with ``trim.toLong``
+    (String.trim cuts only characters up to U+0020) and JSON partitions and offsets with Jackson's Int keys
+    and Long values (Spark 4 KafkaSourceProvider.validateGeneralOptions, getKafkaOffsetRangeLimit,
+    JsonUtils.partitionOffsets); Python's int and strip took numbers past a Java int or long, a no-break
+    space, a digit outside the BMP, whitespace and ``_`` in a partition key."""
+    with pytest.raises(ConfigError, match=fragment):
+        _opts(**options)
+
+
+def test_texts_are_trimmed_and_cased_as_java_does():
+    """The connector trims subscribe's topics, subscribePattern and earliest/latest with String.trim (Spark 4
+    KafkaSourceProvider.strategy, getKafkaOffsetRangeLimit), which keeps a no-break space, reads true/false
+    with equalsIgnoreCase (Scala's toBoolean), for which a long s is an s, and its choices upper-cased
+    (toUpperCase(Locale.ROOT): withName, IsolationLevel.valueOf); Python's strip and lower() read them
+    otherwise."""
+    assert _opts(subscribe=" A\xa0, B ").topics == ("A\xa0", "B")
+    assert _opts(subscribePattern="\x1fB\x00").topic_pattern == "B"
+    with pytest.raises(ConfigError, match="startingOffsets must be earliest, latest or a JSON object"):
+        _opts(startingOffsets="earliest\xa0")
+    assert _opts(endingOffsets="\x00LATEST\n").ending.default == LATEST
+    opts = _opts(failOnDataLoss="FAL\u017fE", includeHeaders="TRUE",
+                 startingOffsetsByTimestampStrategy="late\u017ft")
+    assert (opts.fail_on_data_loss, opts.include_headers, opts.starting_timestamp_strategy) == (False, True,
+                                                                                              "latest")
+    with pytest.raises(ConfigError, match="failOnDataLoss must be true or false"):
+        _opts(failOnDataLoss="tru\u00e9")
+
+
+def test_a_partition_named_twice_keeps_its_last_value():
+    """Spark 4 JsonUtils.partitionOffsets / partitionTimestamps read a Map[Int, Long]: "0" and "00" are one
+    partition, and the later value wins; the first was taken here."""
+    assert _opts(startingOffsets='{"A": {"0": 1, "00": 7}}').starting.offsets == (("A", 0, 7),)
+    assert _opts(startingOffsetsByTimestamp='{"A": {"+1": 5, "1": 9}}').starting_timestamps == (("A", 1, 9),)
+
+
 def test_times_are_trimmed_as_the_connector_trims_them():
     """Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit: ``params(...).trim`` then ``toLong``."""
     assert _opts(startingTimestamp=" 1000 ", endingTimestamp="2000\t").ending_timestamp == 2000
     assert _opts(startingTimestamp=" 1000 ").starting_timestamp == 1000
+    # String.trim cuts every character up to U+0020, control characters too
+    assert _opts(startingTimestamp="\x001000\x1f").starting_timestamp == 1000
+    assert _opts(minPartitions="+\u0663").min_partitions == 3     # Character.digit reads any BMP digit
+    # the connector's AssignStrategy reads nothing of a partition the topic lacks, a negative one too
+    assert _ranges(assign='{"A": [-1, 0]}') == {("A", 0): (0, 250)}
 
 
 def test_write_options_keep_config_case():
@@ -275,12 +372,13 @@ def test_resolve_ranges_prunes_topics_partitions_offsets_and_time():
     assert store.segment_calls == 1    # segment maps of pruned partitions are never read
 
 
-def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
+def test_resolve_ranges_applies_offsets_and_timestamps():
     store = _store()
-    opts = _opts(startingOffsets='{"B": {"0": 50, "3": 900}}', endingOffsets='{"A": {"0": 5000}}')
+    opts = _opts(startingOffsets='{"A": {"0": -2, "1": -2}, "B": {"0": 50, "3": 900}}',
+                 endingOffsets='{"A": {"0": 250, "1": -1}, "B": {"0": -1, "3": -1}}')
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (0, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (900, 1000)}
-    # as the connector: startingTimestamp wins over startingOffsets
+    # as the connector: startingTimestamp wins over startingOffsets, which is not even read
     opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
@@ -333,11 +431,13 @@ def test_a_start_given_after_its_end_is_refused(options):
 def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positions():
     """The connector compares only like with like: a timestamp option takes precedence over the offsets
     (getKafkaOffsetRangeLimit), and -2/-1 are positions, not offsets to compare."""
-    assert ("A", 0) not in _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 150}}')
-    got = _ranges(startingOffsets='{"A": {"0": 150}}', endingOffsets='{"A": {"0": 100}}',
-                  endingTimestamp="200000")
+    assert ("A", 0) not in _ranges(subscribe="A", startingOffsets='{"A": {"0": 150, "1": -2}}',
+                                   endingOffsets='{"A": {"0": 150, "1": -1}}')
+    got = _ranges(subscribe="A", startingOffsets='{"A": {"0": 150, "1": -2}}',
+                  endingOffsets='{"A": {"0": 100, "1": -1}}', endingTimestamp="200000")
     assert got[("A", 0)] == (150, 200)
-    got = _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": -1}}')
+    got = _ranges(subscribe="A", startingOffsets='{"A": {"0": 20, "1": -2}}',
+                  endingOffsets='{"A": {"0": -1, "1": -1}}')
     assert got[("A", 0)] == (20, 250)
 
 
@@ -347,15 +447,23 @@ def test_a_start_after_its_end_is_not_compared_across_kinds_or_with_named_positi
     ({"endingOffsets": '{"B": {"1": 3}}'}, "endingOffsets names B-1"),
     ({"subscribe": "A", "startingOffsets": '{"B": {"0": 55}}'}, "startingOffsets names B-0"),
     ({"assign": '{"A": [0]}', "endingOffsets": '{"A": {"1": 5}}'}, "endingOffsets names A-1"),
+    ({"startingOffsets": '{"A": {"1": 200}}'}, r"startingOffsets lacks A-0, B-0, B-3: .* specified: A-1, "
+                                                r"assigned: A-0, A-1, B-0, B-3"),
+    ({"subscribe": "A", "endingOffsets": '{"A": {"0": 5}}'}, "endingOffsets lacks A-1"),
+    ({"assign": '{"A": [0, 1]}', "endingOffsets": '{}'}, "endingOffsets lacks A-0, A-1.*specified: none"),
+    ({"subscribe": "A", "startingOffsets": '{"A": {"0": 5, "1": 5}}', "endingOffsets": '{"A": {"0": 9}}'},
+     "options startingOffsets and endingOffsets must name the same partitions.*endingOffsets: A-0$"),
 ])
 def test_offsets_naming_a_partition_not_read_are_refused(options, named):
-    """Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets asserts specific offsets name the partitions
-    read; unlisted ones may take the default here, but a name the read lacks is a mistake, not one to
-    read everything past."""
+    """Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets (KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED)
+    takes specific offsets only naming exactly the partitions read, and KafkaSourceProvider.
+    checkOffsetLimitValidity specific starting and ending offsets only naming the same ones; partitions left
+    out took the named default here, and a name the read lacks was a typo read everything past."""
     with pytest.raises(ConfigError, match=named):
         planning.resolve_ranges(_store(), _opts(**options))
-    # listing only some of the partitions read is still fine
-    assert _ranges(startingOffsets='{"A": {"1": 200}}')[("A", 1)] == (200, 250)
+    every = '{"A": {"0": -2, "1": 200}, "B": {"0": -2, "3": -2}}'
+    assert _ranges(startingOffsets=every)[("A", 1)] == (200, 250)
+    assert _ranges(assign='{"A": [1]}', startingOffsets='{"A": {"1": 200}}') == {("A", 1): (200, 250)}
 
 
 def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_does_not():
@@ -366,7 +474,8 @@ def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_doe
     store.torn[("A", 1)] = TruncatedDataError("a 77-byte batch, found 40 bytes", "A-1/0.log", 900)
     with pytest.raises(TruncatedDataError, match=r"A-1/0\.log:900"):
         planning.resolve_ranges(store, _opts())
-    got = planning.resolve_ranges(store, _opts(endingOffsets='{"A": {"1": 200}}'))
+    ends = '{"A": {"0": -1, "1": 200}, "B": {"0": -1, "3": -1}}'
+    got = planning.resolve_ranges(store, _opts(endingOffsets=ends))
     assert {(r.topic, r.partition): (r.start, r.end) for r in got}[("A", 1)] == (0, 200)
     pruned = planning.Pruning(partitions=frozenset({0}))
     assert ("A", 1) not in {(r.topic, r.partition) for r in planning.resolve_ranges(store, _opts(), pruned)}
@@ -380,17 +489,31 @@ def _ranges(**options):
 def test_subscribe_pattern_and_assign_choose_partitions():
     everything = _ranges()
     assert set(everything) == {("A", 0), ("A", 1), ("B", 0), ("B", 3)}
-    assert set(_ranges(subscribe="B, C")) == {("B", 0), ("B", 3)}
+    assert set(_ranges(subscribe="B")) == {("B", 0), ("B", 3)}
     assert set(_ranges(topics="A")) == {("A", 0), ("A", 1)}
     assert set(_ranges(subscribePattern="[AB]")) == set(everything)
     assert set(_ranges(subscribePattern="B|Z")) == {("B", 0), ("B", 3)}
-    # a pattern matches whole names, as Java's Matcher.matches()
-    assert not _opts(subscribePattern="Top").selects_topic("TopicA")
-    assert _opts(subscribePattern="Top.*").selects_topic("TopicA")
+    # a pattern finds a match in the name, as the connector's findFirstIn
+    assert _opts(subscribePattern="Top").selects_topic("TopicA")
+    assert not _opts(subscribePattern="^Top$").selects_topic("TopicA")
     assert _ranges(assign='{"A": [1], "B": [3]}') == {("A", 1): everything[("A", 1)],
                                                       ("B", 3): everything[("B", 3)]}
-    with pytest.raises(NotFoundError, match="B-7"):
-        _ranges(assign='{"B": [7]}')
+
+
+def test_subscribe_or_assign_of_a_topic_the_store_lacks_fails_and_of_a_partition_is_not_read():
+    """Spark 4 ConsumerStrategy.scala: SubscribeStrategy and AssignStrategy describe the topics named
+    (``Admin.describeTopics`` fails for a topic the cluster lacks), and AssignStrategy keeps the partitions
+    named among those the topic has.  A subscribed topic the store lacked read nothing here, and an assigned
+    partition it lacked was an error."""
+    with pytest.raises(NotFoundError, match=r"option subscribe names topic C, which the store does not hold"):
+        _ranges(subscribe="B, C")
+    with pytest.raises(NotFoundError, match=r"option assign names topic C, Z, which the store does not hold"):
+        _ranges(assign='{"B": [0], "C": [0], "Z": [1]}')
+    assert _ranges(assign='{"B": [7]}') == {}
+    assert set(_ranges(assign='{"B": [0, 7]}')) == {("B", 0)}
+    # a partition not read cannot be given offsets
+    with pytest.raises(ConfigError, match="startingOffsets names B-7"):
+        _ranges(assign='{"B": [0, 7]}', startingOffsets='{"B": {"0": -2, "7": -2}}')
 
 
 @pytest.mark.parametrize(("options", "fragment"), [
@@ -407,6 +530,40 @@ def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragm
     to subscribe is empty") or ``assign``; an empty value taken as absent read every topic of the store."""
     with pytest.raises(ConfigError, match=fragment):
         _ranges(**options)
+
+
+@pytest.mark.parametrize(("pattern", "read", "not_read"), [
+    ("orders", ["orders", "old-orders", "orders.v2"], ["order"]),
+    ("^orders$", ["orders"], ["old-orders"]),
+    (r"\Qorders.v2\E", ["orders.v2", "x-orders.v2"], ["ordersXv2"]),
+    (r"^\p{Alpha}+$", ["orders"], ["orders2", "ördérs"]),
+    (r"^\w+$", ["orders_2"], ["ördérs"]),
+    (r"^(?<o>o)rders\k<o>?$", ["orders", "orderso"], ["order"]),
+    ("(?i)^ORDERS$", ["orders"], ["ördérs"]),
+    ("^a(?i)b|c", ["aB", "C", "xcx"], ["Ab"]),
+    (r"^t\d{2}\z", ["t12"], ["t123"]),
+])
+def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_read):
+    """Spark 4 ConsumerStrategy.scala SubscribePatternStrategy.assignedTopicPartitions takes the topics in
+    which ``topicPattern.r`` (java.util.regex.Pattern) finds a match (``findFirstIn``), not only those it
+    matches whole; \\Q..\\E, \\p{Alpha}, (?<name>) and \\k<name> were errors in Python's re, and \\w or
+    (?i) took non-ASCII letters, which Java's classes leave out."""
+    opts = _opts(subscribePattern=pattern)
+    assert [t for t in read + not_read if opts.selects_topic(t)] == read
+
+
+@pytest.mark.parametrize(("pattern", "found"), [
+    ("a{", "a '{' that starts no repetition"), ("t{,2}", "a '{' that starts no repetition"),
+    ("[a[b]]", "nested character class"), ("[a-z&&[^b]]", "intersection"), (r"\p{L}", "character property"),
+    ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"the escape \\y"), ("(?u)a", "inline flag 'u'"),
+])
+def test_subscribe_pattern_java_refuses_or_python_cannot_run_alike_is_refused(pattern, found):
+    """Java's Pattern.compile refuses a stray '{', ``(?P<``, an undefined escape (Python took them as
+    literals or its own syntax); constructs Python reads otherwise (nested classes, intersections, Unicode
+    properties, flags u/U/x) are refused rather than matched differently."""
+    with pytest.raises(ConfigError, match=rf"subscribePattern: .*expected a Java regular expression.*"
+                                          rf"{found}"):
+        _opts(subscribePattern=pattern)
 
 
 def test_subscribe_pattern_is_trimmed_as_the_connector():
@@ -438,15 +595,62 @@ def test_offsets_by_timestamp_as_the_connector():
 
 def test_fail_on_data_loss_errs_or_skips_what_retention_removed():
     # B/0 holds offsets 50..59: 10..49 were removed
-    with pytest.raises(OffsetOutOfRangeError, match=r"B-0 from offset 10.*from 50.*failOnDataLoss=false"):
-        _ranges(startingOffsets='{"B": {"0": 10}}')
-    with pytest.raises(OffsetOutOfRangeError, match="endingOffsets"):
-        _ranges(endingOffsets='{"B": {"0": 20}}')
-    assert _ranges(startingOffsets='{"B": {"0": 10}}', failOnDataLoss="false")[("B", 0)] == (50, 60)
-    assert ("B", 0) not in _ranges(endingOffsets='{"B": {"0": 20}}', failOnDataLoss="false")
+    lost = r"Could not read records in offset \[10, 60\) for topic B partition 0: .*B-0 from offset 10"
+    with pytest.raises(OffsetOutOfRangeError, match=lost + r".*from 50.*failOnDataLoss=false"):
+        _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 10}}')
+    assert _ranges(subscribe="B", startingOffsets='{"B": {"0": 10, "3": -2}}',
+                   failOnDataLoss="false")[("B", 0)] == (50, 60)
+    # a range wholly removed: nothing to read
+    assert ("B", 0) not in _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 10}}',
+                                   endingOffsets='{"B": {"0": 20}}', failOnDataLoss="false")
     # named positions and offsets still held are never data loss
-    assert _ranges(startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
-    assert _ranges(startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
+    assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
+    assert _ranges(assign='{"B": [0]}', startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_offsets_past_the_end_as_the_connector_reads_them(fail):
+    """Spark 4 KafkaSourceRDD.compute asserts the resolved start is not after the resolved end ("Beginning
+    offset ... is after the ending offset"), whatever failOnDataLoss says, and KafkaDataConsumer.get finds
+    nothing to fetch at or past the latest offset (InternalKafkaConsumer.fetch: OffsetOutOfRangeException),
+    data loss: an error ("Could not read records in offset [latest, end)"), or the read stops there.  Both
+    were clamped to the partition's end: a start past it read nothing, an end past it read to the end."""
+    lenient = {"failOnDataLoss": fail, "assign": '{"A": [0]}'}
+    # B-0 holds offsets 50..59, A-0 0..249
+    with pytest.raises(OffsetOutOfRangeError,
+                       match=r"Beginning offset 300 is after the ending offset 250 for topic A partition 0"):
+        _ranges(startingOffsets='{"A": {"0": 300}}', **lenient)
+    with pytest.raises(OffsetOutOfRangeError, match=r"Beginning offset 50 is after the ending offset 20 for "
+                                                    r"topic B partition 0"):
+        _ranges(failOnDataLoss=fail, assign='{"B": [0]}', endingOffsets='{"B": {"0": 20}}')
+    with pytest.raises(OffsetOutOfRangeError, match=r"Beginning offset 30 is after the ending offset 10"):
+        _ranges(startingTimestamp="30000", endingOffsets='{"A": {"0": 10}}', **lenient)
+    past = [_opts(endingOffsets='{"A": {"0": 300}}', **lenient),
+            _opts(startingOffsets='{"A": {"0": 250}}', endingOffsets='{"A": {"0": 300}}', **lenient),
+            _opts(startingOffsets='{"A": {"0": 260}}', endingOffsets='{"A": {"0": 300}}', **lenient)]
+    if fail == "true":
+        for opts, first in zip(past, (250, 250, 260), strict=True):
+            message = rf"Could not read records in offset \[{first}, 300\) for topic A partition 0"
+            with pytest.raises(OffsetOutOfRangeError, match=message + ": its latest offset is 250"):
+                planning.resolve_ranges(_store(), opts)
+    else:
+        got = [{(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(_store(), opts)}
+               for opts in past]
+        assert got == [{("A", 0): (0, 250)}, {}, {}]
+    # a partition a filter prunes fails the read too: the connector takes no filter
+    pruning = planning.Pruning(partitions=frozenset({1}))
+    with pytest.raises(OffsetOutOfRangeError, match="Beginning offset 300"):
+        planning.resolve_ranges(_store(), _opts(failOnDataLoss=fail, subscribe="A",
+                                                startingOffsets='{"A": {"0": 300, "1": 0}}'), pruning)
+    # where the connector splits partitions (minPartitions above the partitions read) it resolves the ranges
+    # on the driver and leaves out those holding no offset (KafkaOffsetRangeCalculator.getRanges)
+    assert _ranges(startingOffsets='{"A": {"0": 300}}', minPartitions="2", **lenient) == {}
+    with pytest.raises(OffsetOutOfRangeError, match="Beginning offset 300"):
+        _ranges(startingOffsets='{"A": {"0": 300}}', minPartitions="1", **lenient)
+    # an empty range, or one within the partition, is no error
+    assert _ranges(startingOffsets='{"A": {"0": 250}}', **lenient) == {}
+    assert _ranges(startingOffsets='{"A": {"0": 20}}', endingOffsets='{"A": {"0": 20}}', **lenient) == {}
+    assert _ranges(endingOffsets='{"A": {"0": 250}}', **lenient) == {("A", 0): (0, 250)}
 
 
 def test_read_options_connector_values():
@@ -628,11 +832,11 @@ def test_log_order_follows_the_fraction_of_the_span_read():
     one = planning.resolve_ranges(store, _opts(assign='{"t1": [1]}'))
     assert planning.plan_read(store, one, max_bytes=10_000).order == planning.ORDER_LOG
     # the last tenth of t0/0 and the first tenth of t1/1: a fifth of the log between them
-    ends = planning.resolve_ranges(store, _opts(startingOffsets='{"t0": {"0": 450}}',
-                                                endingOffsets='{"t1": {"1": 50}}'))
+    ends = planning.resolve_ranges(store, _opts(startingOffsets='{"t0": {"0": 450}, "t1": {"1": -2}}',
+                                                endingOffsets='{"t0": {"0": -1}, "t1": {"1": 50}}'))
     assert planning.plan_read(store, ends, max_bytes=10_000).order == planning.ORDER_LOG
-    apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}}',
-                                                 startingOffsets='{"t1": {"1": 450}}'))
+    apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}, "t1": {"1": -1}}',
+                                                 startingOffsets='{"t0": {"0": -2}, "t1": {"1": 450}}'))
     assert planning.plan_read(store, apart, max_bytes=10_000).order == planning.ORDER_QUEUE
     # one queue interleaved with another, holding 55% or 65% of the log: the rule's 60% between
     for share, order in ((11, planning.ORDER_QUEUE), (13, planning.ORDER_LOG)):
@@ -662,3 +866,26 @@ def test_log_order_travels_with_the_input_partitions():
     result = planning.plan_read(store, planning.resolve_ranges(store, opts), max_bytes=10_000)
     parts = planning.input_partitions(result, opts, "rocketmq")
     assert {pickle.loads(pickle.dumps(p)).order for p in parts} == {planning.ORDER_LOG}
+
+
+def test_kafka_internal_topics_are_read_only_without_a_topic_option():
+    """Spark 4 ConsumerStrategy.scala: subscribePattern lists topics with Admin.listTopics (no internal
+    topic), subscribe and assign drop internal partitions (retrieveAllPartitions: filterNot isInternal;
+    Kafka 3.8.0 Topic.isInternal), and the KRaft ``__cluster_metadata`` log is no topic to a client; a
+    pattern read ``__consumer_offsets`` and ``__cluster_metadata`` records here."""
+    from spark_support import FIXTURES
+
+    import segstore
+
+    real = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    client = {"delivery-create-request", "payment-create-response"}
+    with segstore.open(str(real), "kafka") as store:
+        def topics(**options):
+            return {t for t, _ in planning.selected(store, _opts(**options))}
+
+        assert topics() == client | {"__consumer_offsets", "__cluster_metadata"}
+        assert topics(subscribePattern=".*") == topics(subscribePattern="-") == client
+        assert topics(subscribe="__consumer_offsets, delivery-create-request") == {"delivery-create-request"}
+        assert topics(assign='{"__consumer_offsets": [0, 4]}') == set()
+        with pytest.raises(NotFoundError, match="names topic __cluster_metadata, which the store does not"):
+            topics(subscribe="__cluster_metadata")

@@ -125,7 +125,27 @@ def test_a_read_ends_at_the_high_watermark(spark, reader, tmp_path):  # noqa: F8
     frame = source(spark, reader).load(str(logs))
     assert sorted(r.value for r in frame.collect()) == [b"v0", b"v1", b"v2"]
     assert frame.where("offset >= 1").count() == 2
-    assert source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}').load(str(logs)).count() == 3
+    # an end past it is data loss, as the connector's consumer finds nothing to fetch there
+    # (KafkaDataConsumer.get): an error, or the read stops at the high watermark
+    past = source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}')
+    with pytest.raises(Exception, match=r"OffsetOutOfRangeError.*Could not read records in offset \[3, 5\)"):
+        past.load(str(logs)).count()
+    assert past.option("failOnDataLoss", "false").load(str(logs)).count() == 3
+
+
+def test_offsets_past_the_end_fail_the_read_as_in_the_connector(spark, reader, kafka_logs):  # noqa: F811
+    """Spark 4 KafkaSourceRDD.compute: a resolved start after the resolved end fails ("Beginning offset 7 is
+    after the ending offset 5"), whatever failOnDataLoss says; both readers read nothing instead, and
+    clamped an end past the latest offset, where the connector's consumer fails (failOnDataLoss)."""
+    frame = source(spark, reader).option("startingOffsets", '{"t": {"0": 7}}')
+    for lenient in ("true", "false"):
+        with pytest.raises(Exception, match=r"OffsetOutOfRangeError.*Beginning offset 7 is after the ending "
+                                            r"offset 5 for topic t partition 0"):
+            frame.option("failOnDataLoss", lenient).load(kafka_logs).count()
+    ending = source(spark, reader).option("endingOffsets", '{"t": {"0": 9}}')
+    with pytest.raises(Exception, match=r"Could not read records in offset \[5, 9\) for topic t partition 0"):
+        ending.load(kafka_logs).count()
+    assert ending.option("failOnDataLoss", "false").load(kafka_logs).count() == 5
 
 
 def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):
@@ -205,3 +225,16 @@ def test_several_paths_are_named_in_the_error(spark, reader, kafka_logs):  # noq
     ``paths`` is an unknown option."""
     with pytest.raises(Exception, match=r"expected one store path in load\(PATH\), found 2"):
         source(spark, reader).load([kafka_logs, kafka_logs]).count()
+
+
+def test_subscribe_pattern_reads_the_topics_it_finds_a_match_in(spark, reader, tmp_path):  # noqa: F811
+    """Spark 4 ConsumerStrategy.scala SubscribePatternStrategy: ``topicRegex.findFirstIn(name)``, a Java
+    regex found anywhere in the name; both readers read only the topics it matched whole."""
+    path = str(tmp_path / "kafka-logs")
+    with segstore.open(path, "kafka", "a") as store:
+        for topic in ("orders", "old-orders", "payments"):
+            store.append({"topic": topic, "partition": 0, "value": topic.encode()})
+    frame = source(spark, reader).option("subscribePattern", "orders").load(path)
+    assert sorted(r.topic for r in frame.collect()) == ["old-orders", "orders"]
+    quoted = source(spark, reader).option("subscribePattern", r"^\Qold-orders\E$").load(path)
+    assert [r.topic for r in quoted.collect()] == ["old-orders"]

@@ -103,15 +103,23 @@ def test_a_stream_reads_to_the_last_whole_batch_before_a_torn_tail(tmp_path, opt
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("endingOffsets", "latest"), ("EndingTimestamp", "1700000000000"),
+    ("endingOffsets", "latest"), ("EndingOffsets", "7"),
     ("endingOffsetsByTimestamp", '{"t": {"0": 1700000000000}}')])
 def test_a_stream_refuses_ending_options(tmp_path, option, value):
-    """Spark 4 KafkaSourceProvider.validateStreamOptions throws for endingOffsets, endingOffsetsByTimestamp
-    and endingTimestamp in a streaming query (names case-insensitive); both readers took them and read past
-    them."""
+    """Spark 4 KafkaSourceProvider.validateStreamOptions throws for endingOffsets and
+    endingOffsetsByTimestamp in a streaming query (names case-insensitive); both readers took them and read
+    past them."""
     with pytest.raises(ConfigError, match=f"option e{option[1:]} is not valid in streaming queries"):
         parse_read_options({"path": str(tmp_path), option: value}, streaming=True)
-    assert parse_read_options({"path": str(tmp_path), option: value}).path == str(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["1700000000000", "soon"])
+def test_a_stream_ignores_ending_timestamp_as_the_connector(tmp_path, value):
+    """Spark 4 KafkaSourceProvider.validateStreamOptions refuses only endingOffsets and
+    endingOffsetsByTimestamp, and a stream resolves only its starting options (toMicroBatchStream), so
+    endingTimestamp is never read there, not even parsed; a stream refused it."""
+    parsed = parse_read_options({"path": str(tmp_path), "endingTimestamp": value}, streaming=True)
+    assert parsed.ending_timestamp is None
 
 
 def test_max_offsets_per_trigger_is_a_java_long(tmp_path):
@@ -389,3 +397,35 @@ def test_time_options_take_the_list_offsets_codes_as_the_connector(tmp_path, opt
     for ms in (-3, -5):
         with pytest.raises(ConfigError, match=rf"{option}: expected ms since the epoch.*found {ms}"):
             _batch_ranges(tmp_path, **at(option, ms))
+
+
+def test_a_stream_refuses_starting_offsets_that_leave_out_a_partition(tmp_path):
+    """Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts a stream's specific startingOffsets name
+    every partition assigned ("If startingOffsets contains specific offsets, you must specify all
+    TopicPartitions"); a partition left out started at latest here."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0", partition=0), Message("a", b"a1", partition=1)])
+    with pytest.raises(ConfigError, match=r"startingOffsets lacks a-1: .*specified: a-0, assigned: a-0, a-1"):
+        stream(tmp_path, startingOffsets='{"a": {"0": 0}}').initialOffset()
+    assert stream(tmp_path, startingOffsets='{"a": {"0": 0, "1": -1}}').initialOffset() == \
+        {"a": {"0": 0, "1": 1}}
+
+
+def test_a_streams_schema_and_reads_never_parse_its_ending_timestamp(tmp_path):
+    """Spark asks a stream's schema and its partitions' reads as it asks a batch read's: they parsed the
+    options as a batch read's, refusing an endingTimestamp the connector never reads in a stream (Spark 4
+    KafkaSourceProvider.validateStreamOptions, toMicroBatchStream); a batch read still refuses it."""
+    from segstore.spark import bridge
+    from segstore.spark.datasource import SegstoreDataSource
+
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"a0")])
+    options = {"path": str(tmp_path), "endingTimestamp": "soon", "startingOffsets": "earliest"}
+    source = SegstoreDataSource(options)
+    schema = source.schema()
+    reader = source.streamReader(schema)
+    end, values = micro_batch(reader, reader.initialOffset())
+    assert (end, values) == ({"a": {"0": 1}}, [b"a0"])
+    assert bridge.schema({"options": options})["format"] == "kafka"
+    with pytest.raises(ConfigError, match="endingTimestamp must be an integer"):
+        source.reader(schema)

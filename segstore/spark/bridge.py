@@ -123,7 +123,7 @@ def filters_from_json(nodes: list[Mapping[str, Any]]) -> list[Filter]:
 
 def schema(request: Mapping[str, Any]) -> dict[str, Any]:
     """The store's Spark schema (``includeHeaders`` as given) and its format."""
-    options = parse_read_options(request["options"])
+    options = parse_read_options(request["options"], streaming=None)      # a batch read's or a stream's
     format_name = _format(options)
     return {"schema": spark_schema(format_name, include_headers=options.include_headers).json(),
             "format": format_name}
@@ -131,7 +131,7 @@ def schema(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def pushdown(request: Mapping[str, Any]) -> dict[str, Any]:
     """Which of the filters the planner applies exactly (by index)."""
-    options = parse_read_options(request["options"])
+    options = parse_read_options(request["options"], streaming=None)
     filters = filters_from_json(request["filters"])
     _, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(_format(options)))
     left = {id(f) for f in remaining}
@@ -276,7 +276,7 @@ def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch
     corrupt record) are raised by the iterator, at their position in the read.
     """
     spec = request["partition"]
-    options = parse_read_options(spec["options"])
+    options = parse_read_options(spec["options"], streaming=None)         # a batch's or a micro-batch's
     if "maxrecordsperbatch" not in {name.lower() for name in spec["options"]}:
         # Spark takes the store's own batches whole here: no Python per row in between, and
         # each batch costs a frame and a load however few rows it has

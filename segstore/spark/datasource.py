@@ -887,7 +887,7 @@ class SegstoreDataSource(DataSource):
             return store.format
 
     def schema(self) -> StructType:
-        options = parse_read_options(self.options)
+        options = parse_read_options(self.options, streaming=None)    # a batch read's or a stream's
         return spark_schema(self._format(options), include_headers=options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:

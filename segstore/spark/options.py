@@ -7,11 +7,13 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``format``                             ``rocketmq`` / ``kafka`` / another registered name; detected if absent
 ``subscribe``                          comma-separated topic names to read (default: every topic);
                                        ``topics`` is the same
-``subscribePattern``                   a regular expression; topics it matches whole are read
-``assign``                             JSON ``{"topicA": [0, 1]}``: exactly these partitions (RocketMQ queues)
+``subscribePattern``                   a Java regular expression; topics it finds a match in are read
+``assign``                             JSON ``{"topicA": [0, 1]}``: these partitions (RocketMQ queues); one
+                                       the topic lacks is not read (planning.selected)
 ``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
-                                       ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest; latest
-                                       refused in batch: planning.check_batch_bounds)
+                                       ``{"topic": {"0": 23, "1": -2}}`` naming every partition read and no
+                                       other (-2 earliest, -1 latest; latest refused in batch:
+                                       planning.check_batch_bounds; past the end: planning.check_readable)
 ``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive; earliest refused;
                                        batch only, as the two ending options below)
 ``startingTimestamp``                  ms since the epoch, every partition: its first offset whose
@@ -28,7 +30,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
 ``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
 ``maxOffsetsPerTrigger``               streaming: about this many offsets per micro-batch (all partitions),
-                                       shared as the connector's rateLimit (planning.limit_offsets)
+                                       shared as the connector's rateLimit (planning.limit_offsets); a batch
+                                       read ignores it
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
@@ -50,6 +53,7 @@ Parsing is pure and runs on the driver; :class:`ReadOptions` is picklable.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -60,7 +64,8 @@ from typing import Any
 from .. import jsontext
 from ..errors import ConfigError, ReadOnlyError, did_you_mean
 from ..files import is_url
-from ..javatext import java_trim, parse_long
+from ..javatext import java_trim, parse_int, parse_long
+from .javaregex import compile_java
 
 EARLIEST = -2
 LATEST = -1
@@ -98,11 +103,14 @@ OffsetSpec = dict[str, dict[int, int]]
 class Bound:
     """One end of the range to read: a named position, or per-partition offsets.
 
-    ``default`` applies to partitions absent from ``offsets`` (EARLIEST or LATEST).
+    ``default`` is a named position (EARLIEST or LATEST); ``specific``: the option gave per-partition JSON
+    (``offsets``, possibly none), which must name exactly the partitions read
+    (:func:`.planning.check_named_offsets`), so ``default`` then applies to none of them.
     """
 
     default: int
     offsets: tuple[tuple[str, int, int], ...] = ()
+    specific: bool = False
 
     def for_partition(self, topic: str, partition: int) -> int:
         """The offset (or EARLIEST / LATEST) asked for ``topic``/``partition``."""
@@ -135,6 +143,9 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
+    #: the ``minPartitions`` option as given (``min_partitions`` takes the default where it is not): the
+    #: connector splits partitions only where it is given (planning.check_readable)
+    min_partitions_given: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     include_control_records: bool = False
     config: tuple[tuple[str, str], ...] = ()
@@ -145,7 +156,8 @@ class ReadOptions:
         if self.topics is not None:
             return topic in self.topics
         if self.topic_pattern is not None:
-            return re.fullmatch(self.topic_pattern, topic) is not None
+            # a match anywhere in the name, as the connector's findFirstIn (javaregex)
+            return _java_pattern(self.topic_pattern).search(topic) is not None
         if self.assign is not None:
             return any(t == topic for t, _ in self.assign)
         return True
@@ -191,6 +203,11 @@ _NOT_IMPLEMENTED = {
 _WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
 
 
+@functools.lru_cache(maxsize=64)
+def _java_pattern(pattern: str) -> re.Pattern[str]:
+    return compile_java(pattern)
+
+
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     # Spark hands options in a case-insensitive map; normalise for lookups and messages.
     return {str(k).lower(): str(v) for k, v in options.items()}
@@ -198,16 +215,19 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 #: The largest Java ``long``: what the JVM side (Spark's ``ReadLimit.maxRows``) takes.
 JAVA_LONG_MAX = (1 << 63) - 1
+#: The largest Java ``int``: ``minPartitions`` is read with ``toInt`` (Integer.parseInt).
+JAVA_INT_MAX = (1 << 31) - 1
 #: ``[+-]?[0-9]+``: a number the JVM reader says is past a long where ``Long.parseLong`` throws on it
 _ASCII_WHOLE = re.compile(r"[+-]?[0-9]+")
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
-         maximum: int | None = None, trim: bool = False) -> int | None:
-    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong`` / ``toInt``, the JVM
-    reader's SegstoreStream.getDefaultReadLimit) reads it (:func:`segstore.javatext.parse_long`): no
-    whitespace around it, no ``_`` between digits, which Python's ``int`` allows, no digit past the BMP.
-    ``trim``: trimmed first (``String.trim``), as the connector trims its times (Spark 4
+         maximum: int | None = None, trim: bool = False, bits: int = 64) -> int | None:
+    """Option ``name`` as Java's ``Long.parseLong`` (the connector's ``toLong``, the JVM reader's
+    SegstoreStream.getDefaultReadLimit) reads it (:func:`segstore.javatext.parse_long`): no whitespace
+    around it, no ``_`` between digits, which Python's ``int`` allows, no digit past the BMP; ``bits=32``:
+    within a Java int too, as ``Integer.parseInt`` (the connector's ``toInt``: minPartitions).  ``trim``:
+    trimmed first (``String.trim``), as the connector trims its times (Spark 4
     KafkaSourceProvider.getKafkaOffsetRangeLimit: ``tsStr.trim``)."""
     text = options.get(name.lower())
     if text is None:
@@ -219,6 +239,9 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
         raise ConfigError(f"option {name} must be at most {JAVA_LONG_MAX}, found {int(candidate)}")
     if value is None:
         raise ConfigError(f"option {name} must be an integer, found {text!r}")
+    if bits == 32:
+        minimum = -JAVA_INT_MAX - 1 if minimum is None else minimum
+        maximum = JAVA_INT_MAX if maximum is None else min(maximum, JAVA_INT_MAX)
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
     if maximum is not None and value > maximum:
@@ -226,12 +249,30 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
     return value
 
 
+def _java_char_equal(a: str, b: str) -> bool:
+    """Two characters as ``String.equalsIgnoreCase`` compares them: equal, or equal once upper-cased, or
+    once upper- then lower-cased, by the one-character (simple) case mappings."""
+    def simple(c: str, mapped: str) -> str:
+        return mapped if len(mapped) == 1 else c
+
+    upper_a, upper_b = simple(a, a.upper()), simple(b, b.upper())
+    lower_a, lower_b = simple(upper_a, upper_a.lower()), simple(upper_b, upper_b.lower())
+    return a == b or upper_a == upper_b or lower_a == lower_b
+
+
+def java_equals_ignore_case(text: str, other: str) -> bool:
+    """``String.equalsIgnoreCase``: ``"fal\\u017fe"`` (a long s, whose upper case is S) equals ``"false"``,
+    where Python's ``lower()`` keeps the long s."""
+    return len(text) == len(other) and all(_java_char_equal(a, b) for a, b in zip(text, other, strict=True))
+
+
 def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
     # any case, untrimmed, as the connector's ``toBoolean`` and CaseInsensitiveStringMap.getBoolean take it
+    # (both String.equalsIgnoreCase)
     text = options.get(name.lower(), "true" if default else "false")
-    if text.lower() not in ("true", "false"):
+    if not java_equals_ignore_case(text, "true") and not java_equals_ignore_case(text, "false"):
         raise ConfigError(f"option {name} must be true or false, found {text!r}")
-    return text.lower() == "true"
+    return java_equals_ignore_case(text, "true")
 
 
 def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -251,34 +292,50 @@ def _json_long(value: Any) -> int:
     """
     if isinstance(value, bool):
         raise TypeError(f"expected an integer, found {value!r}")
-    return int(value)
+    number = int(value)
+    if not -(1 << 63) <= number < 1 << 63:
+        raise ValueError(f"expected a Java long, found {value!r}")
+    return number
+
+
+def _json_partition(key: str) -> int:
+    """A JSON object's partition key as the connector reads it (Spark 4 JsonUtils: Jackson's ``Int`` key,
+    ``Integer.parseInt``): no whitespace nor ``_``, which Python's ``int`` takes, within a Java int.
+
+    :raises ValueError: not such a key.
+    """
+    number = parse_int(key)
+    if number is None:
+        raise ValueError(f"expected a Java int, found {key!r}")
+    return number
 
 
 def parse_bound(text: str | None, name: str, default: int) -> Bound:
     """Parse ``startingOffsets`` / ``endingOffsets``: earliest, latest, or per-partition JSON."""
     if text is None:
         return Bound(default)
-    named = _NAMED.get(text.strip().lower())
+    named = _NAMED.get(java_trim(text).lower())     # .trim, toLowerCase(Locale.ROOT)
     if named is not None:
         return Bound(named)
     spec = jsontext.loads_object(text, f'option {name} must be earliest, latest or a JSON object like '
                                        f'{{"topic": {{"0": 5}}}}')
-    entries = []
+    # keyed as the connector's Map[Int, Long]: a partition named twice ("0" and "00") keeps its last value
+    entries: dict[tuple[str, int], int] = {}
     for topic, partitions in spec.items():
         if not isinstance(partitions, dict):
             raise ConfigError(f"option {name}: topic {topic!r} must map partitions to offsets, "
                               f"found {partitions!r}")
         for partition, offset in partitions.items():
             try:
-                entries.append((str(topic), int(partition), _json_long(offset)))
+                key, value = (str(topic), _json_partition(partition)), _json_long(offset)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
-            if entries[-1][2] < EARLIEST:
+            if value < EARLIEST:
                 raise ConfigError(f"option {name}: offsets are >= 0, -1 (latest) or -2 (earliest), "
                                   f"found {offset} for {topic}/{partition}")
-    # Partitions not listed keep the named default of that end, as in Spark's Kafka connector.
-    return Bound(default, tuple(sorted(entries)))
+            entries[key] = value
+    return Bound(default, tuple(sorted((t, p, v) for (t, p), v in entries.items())), specific=True)
 
 
 def _refuse_several_paths(opts: dict[str, str]) -> None:
@@ -295,6 +352,27 @@ def _refuse_several_paths(opts: dict[str, str]) -> None:
     raise ConfigError(f"expected one store path in load(PATH), found {len(paths)}: "
                       f"{', '.join(str(p) for p in paths)}; read each store on its own and union the "
                       "DataFrames")
+
+
+#: Streaming admission options: a batch query ignores them (the connector only logs that it does: Spark 4
+#: KafkaSourceProvider.validateBatchOptions).
+_TRIGGER_NAMES = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")
+
+
+def _batch_ignores_triggers(opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` without the streaming admission options a batch query ignores, once checked as the
+    connector checks them there (validateGeneralOptions: minOffsetsPerTrigger and maxOffsetsPerTrigger given
+    together are read as longs, the minimum not above the maximum).
+
+    :raises ConfigError: such a pair that is not two longs, or whose minimum is above its maximum.
+    """
+    if "minoffsetspertrigger" in opts and "maxoffsetspertrigger" in opts:
+        low = _int(opts, "minOffsetsPerTrigger")
+        high = _int(opts, "maxOffsetsPerTrigger")
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"The value of minOffsetPerTrigger({low}) is higher than the "
+                              f"maxOffsetsPerTrigger({high})")
+    return {name: value for name, value in opts.items() if name not in _TRIGGER_NAMES}
 
 
 def _refuse_unknown(opts: dict[str, str]) -> None:
@@ -333,7 +411,8 @@ def _json(text: str, name: str, shape: str) -> object:
 
 
 def _topic_list(text: str) -> tuple[str, ...]:
-    return tuple(sorted({t.strip() for t in text.split(",") if t.strip()}))
+    # as the connector splits it: split(",").map(_.trim).filter(_.nonEmpty)
+    return tuple(sorted({java_trim(t) for t in text.split(",") if java_trim(t)}))
 
 
 def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
@@ -345,8 +424,11 @@ def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
     pairs = set()
     for topic, partitions in spec.items():
         for partition in partitions:
-            if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-                raise ConfigError(f"option assign: partitions of {topic!r} must be integers >= 0, "
+            # any Java int, as the connector's Seq[Int] (Spark 4 JsonUtils.partitions): one the topic lacks,
+            # a negative one too, is not read (planning.selected)
+            if not isinstance(partition, int) or isinstance(partition, bool) \
+                    or not -(1 << 31) <= partition < 1 << 31:
+                raise ConfigError(f"option assign: partitions of {topic!r} must be integers (Java ints), "
                                   f"found {partition!r}")
             pairs.add((str(topic), partition))
     return tuple(sorted(pairs))
@@ -360,17 +442,17 @@ def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int],
     if not isinstance(spec, dict) or not all(isinstance(ps, dict) for ps in spec.values()):
         raise ConfigError(f'option {name} must be a JSON object like {{"topic": {{"0": 1700000000000}}}}, '
                           f"found {text!r}")
-    entries = []
+    entries: dict[tuple[str, int], int] = {}       # a partition named twice keeps its last value (Map)
     for topic, partitions in spec.items():
         for partition, ms in partitions.items():
             try:
-                entry = (str(topic), int(partition), _json_long(ms))
+                key, value = (str(topic), _json_partition(partition)), _json_long(ms)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
-            _check_time_code(name, entry[2], f" for {topic}/{partition}")
-            entries.append(entry)
-    return tuple(sorted(entries))
+            _check_time_code(name, value, f" for {topic}/{partition}")
+            entries[key] = value
+    return tuple(sorted((t, p, v) for (t, p), v in entries.items()))
 
 
 def _check_time_code(name: str, ms: int, where: str = "") -> None:
@@ -399,19 +481,40 @@ def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: 
     # any case, untrimmed, as the connector takes its choices (StrategyOnNoMatchStartingOffset.withName and
     # IsolationLevel.valueOf of the upper-cased value) and the JVM reader ``reader`` / ``writer``
     # (SegstoreTable: equalsIgnoreCase)
+    # (the connector upper-cases with toUpperCase(Locale.ROOT), full case mappings as Python's upper():
+    # "late\u017ft" is LATEST; the JVM reader's equalsIgnoreCase reads "jvm" and "python" alike)
     text = opts.get(name.lower(), default)
-    if text.lower() not in choices:
+    found = [choice for choice in choices if text.upper() == choice.upper()]
+    if not found:
         raise ConfigError(f"option {name} must be {' or '.join(choices)}, found {text!r}")
-    return text.lower()
+    return found[0]
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+#: Each end's options in the connector's order of preference: of those given, only the first is read, the
+#: others are never parsed nor checked (Spark 4 KafkaSourceProvider.getKafkaOffsetRangeLimit).
+STARTING_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
+ENDING_OPTIONS = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
+
+
+def _effective(opts: dict[str, str], names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` given in ``opts`` (lower-cased names), or None."""
+    return next((name for name in names if name.lower() in opts), None)
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
     """Validate Spark's reader options.
+
+    ``streaming``: a stream's options (True), a batch read's (False), or those of a read that may be either
+    (None: the schema, and a partition's read, which Spark asks alike of both), which leaves unread what
+    only one of them reads, the ending and the trigger options: a stream ignores what a batch read would
+    refuse there (the connector never reads endingTimestamp in a stream).
 
     :raises ConfigError: an unknown option name or a malformed value, naming both;
         an option of the Kafka connector that needs a running cluster; an ending option of a stream.
     """
     opts = _lower(options)
+    if streaming is not True:
+        opts = _batch_ignores_triggers(opts)
     _refuse_unknown(opts)
     path = opts.get("path")
     if not path:
@@ -432,25 +535,27 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                               f"{opts[name.lower()]!r}")
     elif "subscribepattern" in opts:
         # trimmed, as the connector's SubscribePatternStrategy(value.trim())
-        pattern = opts["subscribepattern"].strip()
+        pattern = java_trim(opts["subscribepattern"])
         if not pattern:
             raise ConfigError(f"option subscribePattern must be a regular expression, found "
                               f"{opts['subscribepattern']!r}")
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            raise ConfigError(f"option subscribePattern must be a regular expression, found {pattern!r}: "
-                              f"{err}") from err
+        _java_pattern(pattern)
     elif "assign" in opts:
         assign = parse_assign(opts["assign"])
-    if streaming:
-        # a stream has no end: Spark's Kafka connector refuses these in streaming queries (Spark 4
-        # KafkaSourceProvider.validateStreamOptions) rather than ignore them
-        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+    if streaming is True:
+        # a stream has no end: Spark's Kafka connector refuses these two in streaming queries (Spark 4
+        # KafkaSourceProvider.validateStreamOptions) rather than ignore them; endingTimestamp it does not
+        # refuse, and never reads (only the starting options are resolved for a stream)
+        for name in ("endingOffsets", "endingOffsetsByTimestamp"):
             if name.lower() in opts:
                 raise ConfigError(f"option {name} is not valid in streaming queries (a stream has no end); "
                                   "use trigger(availableNow=True) to stop at the store's end")
     starting_default = LATEST if streaming else EARLIEST
+    # only the option each end takes is read: the others are not parsed, let alone checked
+    taken = {name.lower() for name in (_effective(opts, STARTING_OPTIONS),
+                                       _effective(opts, ENDING_OPTIONS) if streaming is False else None)
+             if name}
+    given = {name: text for name, text in opts.items() if name in taken}
     isolation = _choice(opts, "kafka.isolation.level", (READ_UNCOMMITTED, READ_COMMITTED), READ_UNCOMMITTED)
     return ReadOptions(
         path=path,
@@ -458,13 +563,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         topics=topics,
         topic_pattern=pattern,
         assign=assign,
-        starting=parse_bound(opts.get("startingoffsets"), "startingOffsets", starting_default),
-        ending=parse_bound(opts.get("endingoffsets"), "endingOffsets", LATEST),
-        starting_timestamp=_time(opts, "startingTimestamp"),
-        ending_timestamp=_time(opts, "endingTimestamp"),
-        starting_timestamps=parse_timestamps(opts.get("startingoffsetsbytimestamp"),
+        starting=parse_bound(given.get("startingoffsets"), "startingOffsets", starting_default),
+        ending=parse_bound(given.get("endingoffsets"), "endingOffsets", LATEST),
+        starting_timestamp=_time(given, "startingTimestamp"),
+        ending_timestamp=_time(given, "endingTimestamp"),
+        starting_timestamps=parse_timestamps(given.get("startingoffsetsbytimestamp"),
                                              "startingOffsetsByTimestamp"),
-        ending_timestamps=parse_timestamps(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),
+        ending_timestamps=parse_timestamps(given.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),
         starting_timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy",
                                             (STRATEGY_ERROR, STRATEGY_LATEST), STRATEGY_ERROR),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
@@ -472,10 +577,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         decompress_bodies=_bool(opts, "decompressBodies", default=True),
         isolation=isolation,
         # a Java long, as the JVM reader's ReadLimit (SegstoreStream.getDefaultReadLimit) parses it
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1, maximum=JAVA_LONG_MAX),
+        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
-        min_partitions=_int(opts, "minPartitions", minimum=1),
+        min_partitions=_int(opts, "minPartitions", minimum=1, bits=32),
+        min_partitions_given=_int(opts, "minPartitions", minimum=1, bits=32),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
         config=_config(opts) + _storage_options(opts),

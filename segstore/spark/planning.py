@@ -413,12 +413,15 @@ def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partit
 
 
 def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
-                 low: int, high: int, *, latest: int | None = None, past_end: bool = False) -> int:
+                 low: int, high: int, *, latest: int | None = None, past_end: bool = False,
+                 batch: bool = False) -> int:
     """Where a read of ``topic``/``partition`` (holding ``[low, high)``) starts.
 
     ``latest`` is where a start at ``latest`` starts (default ``high``; a read_committed stream's
     last stable offset).  ``past_end``: keep a ``startingOffsets`` offset past ``high`` (a stream
     reports it at its first micro-batch, :func:`check_gone_back`) instead of starting at ``high``.
+    ``batch``: a ``startingOffsets`` offset is the start as given, for :func:`check_readable` to judge
+    as the connector's reader judges it.
 
     As Spark's Kafka connector: ``startingTimestamp`` first, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time with no record at or after
@@ -441,6 +444,8 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
         ms = _per_partition(options.starting_timestamps, topic, partition, name)
     else:
         asked = options.starting.for_partition(topic, partition)
+        if batch:
+            return low if asked == EARLIEST else asked
         asked = check_lost(options, "option startingOffsets", topic, partition, asked, low)
         if asked == LATEST:
             return latest
@@ -464,10 +469,8 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
     """Where a read of ``topic``/``partition`` ends (exclusive): ``endingTimestamp``, then
     ``endingOffsetsByTimestamp``, then ``endingOffsets``; an end time after every record
     is the partition's end, as in the connector; the ListOffsets codes -1, -2 and -4 its latest offset and
-    its log start (:func:`_code_offset`).
-
-    :raises OffsetOutOfRangeError: an ending offset that retention removed (``failOnDataLoss``).
-    """
+    its log start (:func:`_code_offset`).  An ``endingOffsets`` offset is the end as given, for
+    :func:`check_readable` to judge."""
     ms = options.ending_timestamp
     if ms is None and options.ending_timestamps is not None:
         ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
@@ -477,7 +480,57 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
             return code
         return min(max(_time_offset(store, topic, partition, ms, high), low), high)
     asked = options.ending.for_partition(topic, partition)
-    return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
+    return high if asked == LATEST else asked
+
+
+def check_readable(options: ReadOptions, topic: str, partition: int, start: int, end: int, low: int,
+                   latest: int, *, given_end: bool = True, split: bool = False) -> tuple[int, int]:
+    """The offsets ``[start, end)`` a batch read of ``topic``/``partition`` (holding ``[low, latest)``: its
+    latest offset is the last fetchable one) gives, judged as Spark's Kafka connector's reader judges its
+    resolved range (Spark 4 KafkaSourceRDD.compute, KafkaDataConsumer.get):
+
+    - a start after the end fails the read whatever ``failOnDataLoss`` says ("Beginning offset ... is
+      after the ending offset", an assertion there): a startingOffsets offset past the latest offset with
+      the end at latest, an endingOffsets offset before the log start with the start at earliest, a start
+      time after an end offset; but where the connector splits partitions (``split``: a ``minPartitions``
+      option above the number of partitions read), it resolves the ranges on the driver and leaves out
+      those that hold no offset (KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets,
+      KafkaOffsetRangeCalculator.getRanges: ``filter(_.size > 0)``), and the partition is not read;
+    - offsets before the log start (retention removed them) are data loss (:func:`check_lost`);
+    - an end given past the latest offset (``given_end``: an endingOffsets offset; ends at latest or by time
+      never are): the consumer finds nothing to fetch there (InternalKafkaConsumer.fetch raises
+      OffsetOutOfRangeException at an offset at or past it), which is data loss too: with
+      ``failOnDataLoss`` an error ("Could not read records in offset [latest, end)"), else the read stops at
+      the latest offset.
+
+    :raises OffsetOutOfRangeError: as above.
+    """
+    where = f"topic {topic} partition {partition}"
+    if start > end and split:
+        return end, end
+    if start > end:
+        raise OffsetOutOfRangeError(f"Beginning offset {start} is after the ending offset {end} for {where}: "
+                                    "the options resolve to a start after the end (the partition holds "
+                                    f"offsets from {low} up to its latest offset {latest}); you either "
+                                    "provided an invalid startingOffsets or endingOffsets, or the log was "
+                                    "truncated", options.path)
+    if start == end:
+        return start, end
+    if start < low:
+        try:
+            start = check_lost(options, "option startingOffsets", topic, partition, start, low)
+        except OffsetOutOfRangeError as err:
+            # the connector's words first (KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE), then which option
+            raise OffsetOutOfRangeError(f"Could not read records in offset [{start}, {end}) for {where}: "
+                                        f"{err.message}", options.path) from None
+    if start < end and end > latest and given_end:
+        if options.fail_on_data_loss:
+            raise OffsetOutOfRangeError(f"Could not read records in offset [{max(start, latest)}, {end}) for "
+                                        f"{where}: its latest offset is {latest} (endingOffsets or "
+                                        "startingOffsets past the end of the partition); set option "
+                                        f"failOnDataLoss=false to read up to {latest}", options.path)
+        end = max(start, latest)
+    return start, end
 
 
 def _partition_names(pairs: Iterable[tuple[str, int]]) -> str:
@@ -491,24 +544,36 @@ def _not_read(entries: Iterable[tuple[str, int, int]], read: set[tuple[str, int]
 
 
 def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
-    """Refuse per-partition offsets naming a partition the read does not include.
+    """Refuse per-partition offsets that do not name exactly the partitions the read includes.
 
-    Spark's Kafka connector asserts that specific offsets name exactly the partitions it reads
-    (Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets / fetchSpecificOffsets); segstore lets
-    unlisted partitions take the named default, but a topic or partition named that is not read (a
-    typo, a partition the store lacks, one ``subscribe``/``assign`` leave out) would otherwise be
-    ignored, and the read would quietly take everything from its default.  ``ending``: check
+    Spark's Kafka connector takes specific offsets only for every partition it reads and no other: a
+    batch read's startingOffsets and endingOffsets alike (Spark 4
+    KafkaOffsetReaderAdmin.fetchPartitionOffsets, KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED) and a stream's
+    startingOffsets (KafkaOffsetReaderAdmin.fetchSpecificOffsets: "If startingOffsets contains specific
+    offsets, you must specify all TopicPartitions"), ``-2``/``-1`` standing for earliest/latest.  A
+    partition left out took the named default here, and one named that is not read (a typo, a partition
+    the store lacks, one ``subscribe``/``assign`` leave out) is a mistake too.  ``ending``: check
     ``endingOffsets`` too (a stream has no end).
 
-    :raises ConfigError: naming the option and the partitions.
+    :raises ConfigError: naming the option, the partitions specified and those read.
     """
     bounds = [("startingOffsets", options.starting), *([("endingOffsets", options.ending)] if ending else [])]
     for name, bound in bounds:
-        extra = _not_read(bound.offsets, read)
+        named = {(t, p) for t, p, _ in bound.offsets}
+        if not bound.specific or named == read:
+            continue
+        extra, missing = sorted(named - read), sorted(read - named)
+        what = []
         if extra:
-            raise ConfigError(f"option {name} names {_partition_names(extra)}, expected partitions the read "
-                              f"includes: the store has no such partition, or subscribe, subscribePattern or "
-                              f"assign leave it out", options.path)
+            what.append(f"names {_partition_names(extra)}, which the read does not include (the store has no "
+                        "such partition, or subscribe, subscribePattern or assign leave it out)")
+        if missing:
+            what.append(f"lacks {_partition_names(missing)}")
+        raise ConfigError(f"option {name} {'; '.join(what)}: if {name} contains specific offsets, it must "
+                          "specify all TopicPartitions read and no other (use -1 for latest, -2 for "
+                          "earliest), as Spark's Kafka connector requires; specified: "
+                          f"{_partition_names(sorted(named)) or 'none'}, assigned: "
+                          f"{_partition_names(sorted(read)) or 'none'}", options.path)
 
 
 def check_batch_bounds(options: ReadOptions) -> None:
@@ -554,6 +619,14 @@ def _check_start_not_after_end(options: ReadOptions) -> None:
         return
     for start_name, end_name, starts, ends in pairs:
         end_of = {(t, p): value for t, p, value in ends}
+        named = sorted({(t, p) for t, p, _ in starts}), sorted(end_of)
+        if named[0] != named[1] and (start_name != "startingOffsets" or (options.starting.specific
+                                                                           and options.ending.specific)):
+            # MISMATCHED_TOPIC_PARTITIONS_BETWEEN_START_OFFSET_AND_END_OFFSET
+            raise ConfigError(f"options {start_name} and {end_name} must name the same partitions, as "
+                              f"Spark's Kafka connector requires; {start_name}: "
+                              f"{_partition_names(named[0]) or 'none'}, {end_name}: "
+                              f"{_partition_names(named[1]) or 'none'}", options.path)
         for t, p, start in starts:
             end = end_of.get((t, p))
             if end is not None and start >= 0 and end >= 0 and start > end:
@@ -581,19 +654,44 @@ def check_named(options: ReadOptions, read: set[tuple[str, int]], *, ending: boo
     check_named_offsets(options, read, ending=ending)
 
 
+#: Kafka 3.8.0 Topic.INTERNAL_TOPICS: described as internal, listed by no ``listTopics`` of the connector.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: The topics of a Kafka log dir the connector reads nothing of: the internal ones, and the KRaft metadata
+#: log (KafkaRaftServer's ``__cluster_metadata``), which no client sees as a topic.
+KAFKA_NOT_CLIENT_TOPICS = KAFKA_INTERNAL_TOPICS | {"__cluster_metadata"}
+
+
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
     """The (topic, partition) pairs ``subscribe`` / ``subscribePattern`` / ``assign`` leave, in order.
 
-    :raises NotFoundError: ``assign`` names a partition the store does not hold.
+    As Spark's Kafka connector finds them (Spark 4 ConsumerStrategy.scala: SubscribeStrategy and
+    AssignStrategy describe the topics named, ``Admin.describeTopics``, which fails for a topic the cluster
+    lacks; AssignStrategy then keeps the partitions named among those the topics have, so a partition the
+    topic lacks is not read, and no error).
+
+    Kafka's internal topics are left out as the connector leaves them out: ``subscribePattern`` lists the
+    topics through ``Admin.listTopics``, which lists no internal topic, and ``subscribe`` and ``assign`` drop
+    the partitions of those ``describeTopics`` calls internal (ConsumerStrategy.retrieveAllPartitions:
+    ``filterNot(_._2.isInternal)``; Kafka 3.8.0 Topic.isInternal: ``__consumer_offsets`` and
+    ``__transaction_state``); ``__cluster_metadata`` is the KRaft metadata log, no topic to the cluster's
+    clients at all.  Without any of the three options every topic is read.
+
+    :raises NotFoundError: ``subscribe`` or ``assign`` names a topic the store does not hold.
     """
-    pairs = [(t, p) for t in store.topics() if options.selects_topic(t)
-             for p in store.partitions(t) if options.selects(t, p)]
-    if options.assign is not None:
-        missing = sorted(set(options.assign) - set(pairs))
-        if missing:
-            raise NotFoundError(f"option assign names {', '.join(f'{t}-{p}' for t, p in missing)}, which the "
-                                "store does not hold", options.path)
-    return pairs
+    topics = store.topics()
+    chosen = options.topics is not None or options.topic_pattern is not None or options.assign is not None
+    if chosen and getattr(store, "format", None) == KAFKA:
+        topics = [t for t in topics if t not in KAFKA_NOT_CLIENT_TOPICS]
+    named = options.topics if options.topics is not None else \
+        sorted({t for t, _ in options.assign}) if options.assign is not None else ()
+    missing = sorted(set(named) - set(topics) - KAFKA_INTERNAL_TOPICS)
+    if missing:
+        option = "subscribe" if options.topics is not None else "assign"
+        raise NotFoundError(f"option {option} names topic {', '.join(missing)}, which the store does not "
+                            "hold (Spark's Kafka connector fails alike: describeTopics finds no such topic)",
+                            options.path)
+    return [(t, p) for t in topics if options.selects_topic(t)
+            for p in store.partitions(t) if options.selects(t, p)]
 
 
 def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
@@ -612,17 +710,29 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     timestamp_min = pruning.timestamp_min if time_lookup_is_exact(store) else None
     pairs = selected(store, options)
     check_named(options, set(pairs))
+    # where the options bound a read by more than earliest and latest, they may make it fail (see
+    # check_readable): a partition a filter prunes is judged too, as the connector, which takes no filter,
+    # reads it
+    bounded = (options.starting.specific or options.ending.specific or options.starting_timestamp is not None
+               or options.ending_timestamp is not None or options.starting_timestamps is not None
+               or options.ending_timestamps is not None)
+    split = options.min_partitions_given is not None and options.min_partitions_given > len(pairs)
     ranges = []
     for topic, partition in pairs:
-        if pruning.topics is not None and topic not in pruning.topics:
-            continue
-        if not pruning.allows_partition(partition):
+        kept = (pruning.topics is None or topic in pruning.topics) and pruning.allows_partition(partition)
+        if not kept and not bounded:
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
         latest = max(low, last_fetchable(store, options, topic, partition, log_end, high))
-        start = start_offset(store, options, topic, partition, low, high, latest=latest)
+        start = start_offset(store, options, topic, partition, low, high, latest=latest, batch=True)
         end = end_offset(store, options, topic, partition, low, high)
+        given_end = (options.ending_timestamp is None and options.ending_timestamps is None
+                     and options.ending.for_partition(topic, partition) != LATEST)
+        start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end,
+                                    split=split)
+        if not kept:
+            continue
         if timestamp_min is not None:
             start = max(start, _time_offset(store, topic, partition, timestamp_min, high))
         if pruning.offset_min is not None:
