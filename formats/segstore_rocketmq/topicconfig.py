@@ -257,9 +257,15 @@ def load_managed(path: str, read: Callable[[str], T]) -> T | None:
 
 
 def _persist(path: str, text: str) -> None:
-    """Write ``text`` atomically, keeping the old content as ``.bak``."""
+    """Write ``text`` atomically, keeping the old content as ``.bak``.
+
+    Only the new content is made durable (fsynced): the ``.bak`` copy of the old, which was, is written
+    atomically but not synced (RocketMQ 4.9.7 ``MixAll.string2File`` syncs neither), since the broker's
+    ``ConfigManager.load`` reads ``.bak`` only where the file itself does not load.  A store writes
+    ``topics.json`` whenever an append adds a queue: four syncs a queue were a tenth of a conversion
+    into 16 queues (100,000 messages)."""
     if files.exists(path):
-        files.write_atomic(path + BACKUP_SUFFIX, files.read_bytes(path))
+        files.write_atomic(path + BACKUP_SUFFIX, files.read_bytes(path), fsync=False)
     files.write_atomic(path, text)
 
 
