@@ -847,6 +847,12 @@ class Partition:
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
+        if not writable:
+            # Kafka 3.8.0 ``LogLoader.load``: ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)``, an
+            # entry at or past the log end (a leader elected there, kept by a delete-records to the end)
+            # is not loaded.  A reader's cache is never flushed: the file stays as it is.  (A writer's is
+            # truncated by recovery, which says so.)
+            self.epochs.truncate_from_end(self.next_offset)
 
     def load_log_start(self, checkpointed: int) -> None:
         """Take the log dir's ``log-start-offset-checkpoint`` entry as Kafka 3.8.0 ``LogLoader.load`` does:
