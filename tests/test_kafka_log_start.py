@@ -217,7 +217,8 @@ def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_pa
     """Kafka 3.8.0 LogLoader.load: "The earliest leader epoch may not be flushed during a hard failure.
     Recover it here": leaderEpochCache.truncateFromStartAsyncFlush(logStartOffsetCheckpoint).  A broker
     killed after it checkpointed a new log start but before it flushed the epochs leaves "0 0" where its
-    next load writes "0 25"; a reader changes nothing."""
+    next load writes "0 25"; a reader holds "0 25" as the loaded broker does (``info`` said ``0 0``) and
+    changes no file."""
     logs = tmp_path / "logs"
     part = _build(logs)
     epochs = part / "leader-epoch-checkpoint"
@@ -225,6 +226,7 @@ def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_pa
     write_offsets(str(logs / "log-start-offset-checkpoint"), {("t", 0): 25})
     with segstore.open(logs) as reader:
         assert next(iter(reader.read("t", 0))).offset == 25
+        assert reader.info()["partitions"][0]["leader_epochs"] == [[0, 25]]
     assert epochs.read_text().splitlines()[2:] == ["0 0"]
     with segstore.open(logs, mode="a"):
         pass
