@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from segstore_kafka.checkpoints import write_offsets
+from segstore_kafka.partition import LATEST_TIMESTAMP
 
 import segstore
 from segstore.cli import main
@@ -216,7 +217,8 @@ def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_pa
     """Kafka 3.8.0 LogLoader.load: "The earliest leader epoch may not be flushed during a hard failure.
     Recover it here": leaderEpochCache.truncateFromStartAsyncFlush(logStartOffsetCheckpoint).  A broker
     killed after it checkpointed a new log start but before it flushed the epochs leaves "0 0" where its
-    next load writes "0 25"; a reader changes nothing."""
+    next load writes "0 25"; a reader holds "0 25" as the loaded broker does (``info`` said ``0 0``) and
+    changes no file."""
     logs = tmp_path / "logs"
     part = _build(logs)
     epochs = part / "leader-epoch-checkpoint"
@@ -224,11 +226,43 @@ def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_pa
     write_offsets(str(logs / "log-start-offset-checkpoint"), {("t", 0): 25})
     with segstore.open(logs) as reader:
         assert next(iter(reader.read("t", 0))).offset == 25
+        assert reader.info()["partitions"][0]["leader_epochs"] == [[0, 25]]
     assert epochs.read_text().splitlines()[2:] == ["0 0"]
     with segstore.open(logs, mode="a"):
         pass
     assert epochs.read_text().splitlines()[2:] == ["0 25"]
 
+
+@pytest.mark.parametrize("kept", [["0 60"], ["0 0", "3 60"]], ids=["delete-records", "leader-elected"])
+def test_a_reader_drops_leader_epochs_at_the_log_end_as_the_log_loader_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: list[str]) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` (core/src/main/scala/kafka/log/LogLoader.scala) truncates the leader
+    epoch cache at the log end it loaded: ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)``
+    removes every entry starting at or after it.  ``delete-records --before -1`` leaves ``0 60`` (the epoch
+    moved up to the new log start, which is the log end), and a leader elected at the log end leaves
+    ``3 60`` after ``0 0``: the loaded broker holds neither.  A reader showed them (``info``:
+    ``leader_epochs=0 60``) and answered ListOffsets latest with their epoch; it now holds what the broker
+    loads and leaves the file as it is; ``recover`` drops them from the file and says so."""
+    logs = tmp_path / "logs"
+    part = _build(logs)
+    epochs = part / "leader-epoch-checkpoint"
+    if kept == ["0 60"]:
+        assert main(["delete-records", str(part), "--before", "-1"]) == 0
+    else:
+        epochs.write_text("".join(f"{line}\n" for line in ["0", str(len(kept)), *kept]))
+    assert epochs.read_text().splitlines()[2:] == kept
+    before = epochs.read_bytes()
+    loaded = [] if kept == ["0 60"] else [[0, 0]]
+    capsys.readouterr()
+    assert main(["info", str(part), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["partitions"][0]["leader_epochs"] == loaded
+    with segstore.open(logs) as store:
+        latest = store.partition_of("t", 0).offset_for_time(LATEST_TIMESTAMP)
+        assert (latest.offset, latest.leader_epoch) == (60, loaded[-1][0] if loaded else None)
+    assert epochs.read_bytes() == before
+    assert main(["recover", str(logs)]) == 0
+    assert "dropped the leader epochs starting at or past the log end 60" in capsys.readouterr().out
+    assert epochs.read_text().splitlines()[2:] == [" ".join(map(str, e)) for e in loaded]
 
 def test_a_log_start_checkpoint_past_the_log_end_is_named_by_verify_and_recover(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, KAFKA_FIXTURES, copy_writable, is_utf8
+from conftest import FIXTURES, KAFKA_FIXTURES, cli_run, copy_writable, is_utf8
 
 import segstore
 from segstore import cli
@@ -120,3 +120,25 @@ def test_rocketmq_time_lookups_use_the_sparse_index(tmp_path: Path) -> None:
         assert "time" in store.indexes
         for (topic, queue, ts), offset in expected.items():
             assert store.offset_for_time(topic, queue, ts) == offset
+
+
+@pytest.mark.parametrize("digits", ["²" * 20, "\u0660" * 19 + "\u0665"], ids=["superscript", "arabic-indic"])
+def test_sparse_layout_file_names_are_ascii_digits(tmp_path: Path, digits: str) -> None:
+    """``.segstore/time`` and ``.segstore/offset`` files are named by 20 ASCII digits (Kafka's ``%020d``):
+    a name of other Unicode digits is not one of them and is ignored, as every other name there is.
+    Before, ``"²" * 20`` crashed every command opening the store with int()'s ValueError (a traceback),
+    and ``"\\u0660" * 19 + "\\u0665"`` (Arabic-Indic digits) was read as a second index file based at
+    offset 5."""
+    path = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    assert cli_run("index", "build", path, "--index", "time", "--index", "offset")[0] == 0
+    with segstore.open(path) as store:
+        expected = {ts: store.offset_for_time("TopicB", 3, ts) for ts in (0, 2**62)}
+    extra = path / ".segstore"
+    (extra / "time" / "TopicB" / "3" / f"{digits}.timeindex").write_bytes(b"")
+    (extra / "offset" / "TopicB" / "3" / f"{digits}-{0:020d}.index").write_bytes(b"")
+    code, out, err = cli_run("index", "verify", path, "--index", "time", "--index", "offset")
+    assert (code, out, err) == (0, "", f"{path}: time, offset: ok\n")
+    code, out, err = cli_run("info", path)
+    assert code == 0 and "Traceback" not in err
+    with segstore.open(path) as store:
+        assert {ts: store.offset_for_time("TopicB", 3, ts) for ts in expected} == expected

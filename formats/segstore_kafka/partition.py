@@ -847,15 +847,22 @@ class Partition:
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
+        if not writable:
+            # Kafka 3.8.0 ``LogLoader.load``: ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)``, an
+            # entry at or past the log end (a leader elected there, kept by a delete-records to the end)
+            # is not loaded.  A reader's cache is never flushed: the file stays as it is.  (A writer's is
+            # truncated by recovery, which says so.)
+            self.epochs.truncate_from_end(self.next_offset)
 
     def load_log_start(self, checkpointed: int) -> None:
         """Take the log dir's ``log-start-offset-checkpoint`` entry as Kafka 3.8.0 ``LogLoader.load`` does:
-        the log start is ``max(checkpoint, first base)``, and a writer's leader epoch cache is truncated
-        from the start at the checkpoint ("the earliest leader epoch may not be flushed during a hard
-        failure": ``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``), written when it changed."""
+        the log start is ``max(checkpoint, first base)``, and the leader epoch cache is truncated from the
+        start at the checkpoint ("the earliest leader epoch may not be flushed during a hard failure":
+        ``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``), a writer's written when it changed
+        (a reader's only held: the file stays as it is)."""
         self.log_start_offset = max(self.log_start_offset, checkpointed)
+        self.epochs.truncate_from_start(checkpointed)
         if self.writable:
-            self.epochs.truncate_from_start(checkpointed)
             self.epochs.flush()
 
     # -- segments ---------------------------------------------------------------

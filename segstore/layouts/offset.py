@@ -29,7 +29,9 @@ from .sparse import SparseFiles
 
 #: Digits of a base offset in a file name (Kafka's ``%020d``).
 NAME_DIGITS = 20
-OFFSET_NAME = re.compile(rf"^(?P<base>\d{{{NAME_DIGITS}}})-(?P<logfile>\d{{{NAME_DIGITS}}})\.index$")
+#: ASCII digits only (``\d`` alone takes every Unicode digit, "\u0665", which int() reads as 5).
+OFFSET_NAME = re.compile(rf"^(?P<base>\d{{{NAME_DIGITS}}})-(?P<logfile>\d{{{NAME_DIGITS}}})\.index$",
+                         re.ASCII)
 _COLUMNS = ["position", "size"]
 
 

@@ -41,7 +41,9 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
 
     def parse_name(self, name: str) -> tuple[int, int] | None:
         stem, dot, suffix = name.partition(".")
-        named = dot and suffix == "timeindex" and len(stem) == NAME_DIGITS and stem.isdigit()
+        # ASCII digits only: str.isdigit takes "\u00b2" (int() refuses it) and "\u0665" (int() reads 5)
+        named = (dot and suffix == "timeindex" and len(stem) == NAME_DIGITS
+                 and stem.isascii() and stem.isdigit())
         return (int(stem), 0) if named else None
 
     def file_name(self, base: int, extra: int) -> str:
