@@ -1242,3 +1242,53 @@ def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_
     batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
     assert (batches[-1].position, batches[-1].base_offset) == (torn, 25)
     assert list(part.glob("*.cut-*"))                               # the cut batches kept aside
+
+
+def _log_dir_of_batches(root: Path) -> Path:
+    """A log dir whose ``t-0`` holds 3 batches of 5 records, closed by segstore (its recovery point
+    checkpointed at the log end, 15; no clean-shutdown marker: segstore leaves none)."""
+    for i in range(3):
+        with segstore.open(str(root), format="kafka", mode="a") as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d" % (i, j) * 20}
+                                for j in range(5)])
+    assert "t 0 15" in (root / "recovery-point-offset-checkpoint").read_text()
+    return root / "t-0" / f"{SEG0}.log"
+
+
+@pytest.mark.parametrize("clean_shutdown", [False, True])
+def test_a_crc_failing_tail_is_cut_only_after_a_crash(tmp_path: Path, clean_shutdown: bool) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` recovers segments (``recoverLog``: ``LogSegment.recover`` checks
+    each batch's CRC and truncates at the first bad one) only without the log dir's
+    ``.kafka_cleanshutdown`` (``hadCleanShutdown``): with it, a batch whose CRC fails is loaded as it is
+    (damage a read meets), not a write a crash tore, and a writable open leaves it."""
+    log = _log_dir_of_batches(tmp_path / "logs")
+    checkpoint = tmp_path / "logs" / "recovery-point-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 15", "t 0 0"))   # nothing known flushed
+    data = bytearray(log.read_bytes())
+    data[-30:] = bytes(30)                                  # the last batch's end: zeros, as a torn page
+    log.write_bytes(bytes(data))
+    if clean_shutdown:
+        (tmp_path / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:
+        store.append({"topic": "t", "partition": 0, "value": b"after"})
+    assert bool(list(log.parent.glob("*.cut-*"))) is not clean_shutdown
+    assert (log.read_bytes()[:len(data)] == bytes(data)) is clean_shutdown
+
+
+def test_a_crc_failing_batch_below_the_recovery_point_is_damage_not_cut(tmp_path: Path) -> None:
+    """Batches below a partition's recovery point were flushed (Kafka 3.8.0 moves the recovery point
+    only past flushed data, ``UnifiedLog.flush``): a CRC failing there is damage, which a writable open
+    leaves for ``verify`` to name and readers to stop at, where Kafka's ``recoverLog`` would truncate the
+    whole segment holding the recovery point at it and drop the batches after it."""
+    log = _log_dir_of_batches(tmp_path / "logs")
+    first, second = _positions(log)[:2]
+    data = bytearray(log.read_bytes())
+    data[second - 10] ^= 0xFF                               # a record byte of the first batch
+    log.write_bytes(bytes(data))
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    assert not list(log.parent.glob("*.cut-*")) and log.read_bytes()[:len(data)] == bytes(data)
+    with segstore.open(str(tmp_path / "logs")) as store:
+        with pytest.raises(CorruptDataError) as err:
+            list(store.scan())
+    assert err.value.pos == first + 17                     # the CRC field of the damaged batch

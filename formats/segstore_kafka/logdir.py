@@ -165,6 +165,8 @@ class LogDir:
         self.unwritable = unwritable
         self.writable = writable
         self.clock = clock
+        #: whether a broker's clean shutdown marker was there (a writable open removes it)
+        self.clean_shutdown = files.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
         if writable:
             files.make_dirs(path)
             forget_clean_shutdown(path)
@@ -190,7 +192,8 @@ class LogDir:
                 topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
-                                 unwritable=unwritable(topic), lock=False)
+                                 unwritable=unwritable(topic), lock=False,
+                                 clean_shutdown=self.clean_shutdown)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part

@@ -784,8 +784,11 @@ class Partition:
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
                  clock: Callable[[], int] = now_ms, recovery_point: int = 0,
-                 unwritable: str | None = None, lock: bool = True) -> None:
-        """``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
+                 unwritable: str | None = None, lock: bool = True, clean_shutdown: bool = False) -> None:
+        """``clean_shutdown``: its log dir holds the marker of a broker's clean shutdown (Kafka 3.8.0
+        ``LogLoader.load`` then recovers no segment, ``hadCleanShutdown``): a writable open checks no
+        batch's CRC to find a torn one (a batch whose CRC fails there is damage, not a write a crash cut
+        short).  ``unwritable``: why the broker appends nothing to the partition's topic (its files' config, a
         ``segment.index.bytes`` no index can be created with); every append raises it, and a writable
         open leaves the partition's files as they are (read as a reader reads them): Kafka 3.8.0
         ``LogLoader.load`` would resize the active segment's indexes to that size
@@ -796,6 +799,7 @@ class Partition:
         self.path = path
         self.unwritable = unwritable
         self.recovery_point = recovery_point
+        self.clean_shutdown = clean_shutdown
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
         self.writable = writable
@@ -921,14 +925,22 @@ class Partition:
             i += 1
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
-        if damaged is None and self.recovery_point > 0:
+        # Batches' CRCs are checked only after a crash (LogLoader.recoverLog recovers nothing after a
+        # clean shutdown) and only past the recovery point, whose batches were flushed: one failing
+        # there can be a write a power loss tore, one below it is damage (verify names it, a reader
+        # stops there), not cut; with no recovery point known (0), the active segment's tail.
+        crashed = not self.clean_shutdown
+        if damaged is None and self.recovery_point > 0 and crashed:
             damaged = self._first_torn_past_recovery_point()
+        tail_unflushed = crashed and self.recovery_point == 0
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
         if damaged is None and segments and (segments[-1].check_tail() is not None
                                              or segments[-1].indexes_past_log
-                                             or segments[-1].torn_batch_after_last_index_entry() is not None):
+                                             or (tail_unflushed
+                                                 and segments[-1].torn_batch_after_last_index_entry()
+                                                 is not None)):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
@@ -945,7 +957,10 @@ class Partition:
         one, so a page a power loss zeroed inside what the last writer appended (its recovery point
         not moved to its end by a clean close) would drop whatever is appended after it.  ``O(bytes
         past the recovery point)``: nothing past it after a clean close (the last index entry on).
-        A partition opened alone (recovery point 0) is checked at its tail only."""
+        A partition opened alone (recovery point 0) is checked at its tail only.  Only batches ending at
+        or past the recovery point count, where Kafka recovers the whole segment holding it: those
+        below it were flushed, so a CRC failing there is damage (``verify`` names it, readers stop at
+        it, the consumer-groups tool refuses to write past it), not a write a crash tore."""
         segments = self.segments
         first = self._recovery_point_segment(self.recovery_point)
         for i in range(first, len(segments)):
@@ -956,8 +971,9 @@ class Partition:
             if start > seg.log.size:
                 return i
             try:
-                for _ in seg.batches(start, check_crc=True):
-                    pass
+                for batch in seg.batches(start, check_crc=False):
+                    if batch.last_offset >= self.recovery_point and not batch.is_valid():
+                        return i
             except CorruptDataError:
                 return i
         return None

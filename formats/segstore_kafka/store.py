@@ -72,6 +72,7 @@ from .brokerconfig import offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
 from .logdir import (
+    CLEAN_SHUTDOWN_FILE,
     LogDir,
     checkpointed,
     forget_clean_shutdown,
@@ -822,12 +823,14 @@ class KafkaStore(Store):
         try:
             if self.single:
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
+                parent = os.path.dirname(os.path.abspath(path))
                 self._part: Partition | None = Partition(
                     path, topic_config, writable=writable, clock=clock,
-                    unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]))
+                    unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]),
+                    clean_shutdown=files.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
-                    forget_clean_shutdown(os.path.dirname(os.path.abspath(path)))
+                    forget_clean_shutdown(parent)
                 self._dir: LogDir | None = None
             else:
                 self._part = None
