@@ -355,3 +355,45 @@ def test_a_store_whose_index_put_failed_is_closed_with_its_abort_file(tmp_path, 
         assert [m.physical_offset for m in store.find("Crash", "k7")] == [
             m.physical_offset for m in store.read("Crash", 1, 3, 1)]
     assert not (path / "abort").exists()
+
+
+_AHEAD_WRITER = """
+import sys, segstore
+store = segstore.open(sys.argv[1], format="rocketmq", mode="a")
+store.configure_queues_ahead([("Ahead", 0), ("Ahead", 2), ("Unwritten", 0)])
+store.append({"topic": "Ahead", "queue_id": 1, "body": b"a"})
+store.append({"topic": "Other", "queue_id": 1, "body": b"b"})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_writer_that_named_queues_ahead_leaves_them_and_its_own(tmp_path):
+    # as test_topics_a_killed_writer_created_are_in_topics_json: a conversion names the queues it is
+    # about to write in one write of topics.json (RocketMQStore.configure_queues_ahead) rather than
+    # one write per new queue; a kill leaves those and any other queue an append created
+    import json
+
+    path = str(tmp_path / "store")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", _AHEAD_WRITER, path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline() == "appended\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+    assert os.path.exists(os.path.join(path, "abort"))  # killed: no close ran
+    with open(os.path.join(path, "config", "topics.json")) as f:
+        table = json.load(f)["topicConfigTable"]
+    assert {name: entry["writeQueueNums"] for name, entry in table.items()} == {
+        "Ahead": 3, "Unwritten": 1, "Other": 2}
+    # closed cleanly, the table is the queues written only
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append({"topic": "Late", "queue_id": 0, "body": b"c"})
+    with open(os.path.join(path, "config", "topics.json")) as f:
+        table = json.load(f)["topicConfigTable"]
+    assert {name: entry["writeQueueNums"] for name, entry in table.items()} == {
+        "Ahead": 3, "Unwritten": 1, "Other": 2, "Late": 1}

@@ -1400,6 +1400,9 @@ class RocketMQConversion(FormatConversion):
         for extent in extents:
             if extent.topic != nonqueued:
                 _check_queue(store, extent, options.peer)
+        # every queue the run writes named in config/topics.json at once, not in one write each
+        store.configure_queues_ahead((queue_topic(extent.topic, options.peer), extent.partition)
+                                     for extent in extents if extent.empty or extent.topic != nonqueued)
         for extent in extents:
             if extent.empty:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)

@@ -822,6 +822,7 @@ class RocketMQStore(LifecycleMixin, Store):
             if self.indexes is not None:  # extra index layouts (segstore.layouts): closed cleanly first
                 self.indexes.close()
             if self.mode == "a":
+                self.topic_configs.settle()
                 self._close_durable()
         finally:
             self._release()
@@ -989,11 +990,28 @@ class RocketMQStore(LifecycleMixin, Store):
         changed it: a writer killed later leaves every topic it created in the table, as the broker
         persists a topic it creates (4.9.7 ``TopicConfigManager.createTopicInSendMessageMethod``:
         ``this.persist()``), and a broker routes only the topics there."""
-        changed = False
+        changed = written = False
+        configs = self.topic_configs
         for topic, queue_id in keys:
-            changed = self.topic_configs.ensure(topic, queue_id) or changed
-        if changed:
-            self.topic_configs.save(self._clock())
+            if configs.ensure(topic, queue_id):
+                changed = True
+                written = written or not configs.written(topic, queue_id)
+        if written:
+            configs.save(self._clock())
+        elif changed:   # the file names them already (:meth:`configure_queues_ahead`): written at close
+            configs.note(self._clock())
+
+    def configure_queues_ahead(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Write ``config/topics.json`` naming the ``(topic, queue id)`` queues about to be written, in
+        one write: the appends creating them then write it no more (a conversion into N queues wrote
+        the whole file N times, one queue more each).  A writer killed later leaves them in the table
+        (as :meth:`_configure_queues` leaves the queues it creates); :meth:`close` writes the table
+        itself, as it would be had each append written it.
+
+        :raises CorruptDataError: ``config/topics.json`` could not be read.
+        """
+        self._check_writable()
+        self.topic_configs.save_ahead(keys, self._clock())
 
     def _appender(self, flusher: FlushService) -> Any:
         """The C appends of this store (:func:`.fastappend.appender`), None where there are none."""

@@ -30,7 +30,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -325,6 +325,10 @@ class TopicConfigs(_ManagedFile):
         self.topics: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.timestamp = 0
+        #: queue counts the file names beyond the table's (:meth:`save_ahead`)
+        self.ahead: dict[str, int] = {}
+        #: the table changed since the file was written, which names those queues already (:meth:`settle`)
+        self.unsaved = False
         found = self._load(read_topics)
         if found is not None:
             self.document, loaded, self.counter, self.timestamp = found
@@ -388,30 +392,86 @@ class TopicConfigs(_ManagedFile):
         if entry is not None and entry.get("writeQueueNums", 0) >= needed:
             return False
         if entry is None:
-            self.topics[topic] = {
-                "order": False, "perm": DEFAULT_PERM, "readQueueNums": needed,
-                "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
-                "writeQueueNums": needed,
-            }
+            self.topics[topic] = _new_entry(topic, needed)
         else:
             entry["readQueueNums"] = entry["writeQueueNums"] = needed
         self.counter += 1
         return True
 
-    def dumps(self) -> str:
-        """The file's text as the broker writes it.  :raises CorruptDataError: it could not be read."""
+    def written(self, topic: str, queue_id: int) -> bool:
+        """Whether the file names queue ``queue_id`` of ``topic`` ahead of the table (:meth:`save_ahead`)."""
+        return queue_id < self.ahead.get(topic, 0)
+
+    def note(self, now_ms: int) -> None:
+        """The table changed at ``now_ms`` in queues the file names already: written at :meth:`settle`."""
+        self.timestamp = now_ms
+        self.unsaved = True
+
+    def dumps(self, ahead: Mapping[str, int] | None = None, timestamp: int | None = None) -> str:
+        """The file's text as the broker writes it, with the ``ahead`` queue counts where they are more
+        than the table's.  :raises CorruptDataError: it could not be read."""
         self.check()
-        order = concurrent_hashmap_order(list(self.topics), [string_hash(n) for n in self.topics],
+        topics = self.topics
+        if ahead:
+            topics = dict(topics)
+            for name, count in ahead.items():
+                entry = topics.get(name)
+                if entry is None:
+                    topics[name] = _new_entry(name, count)
+                elif entry.get("writeQueueNums", 0) < count:
+                    topics[name] = {**entry, "readQueueNums": count, "writeQueueNums": count}
+        order = concurrent_hashmap_order(list(topics), [string_hash(n) for n in topics],
                                          TOPIC_TABLE_CAPACITY)
         version = {**(self.document.get("dataVersion") or {}), "counter": self.counter,
-                   "timestamp": self.timestamp}
+                   "timestamp": self.timestamp if timestamp is None else timestamp}
         return dumps_fastjson({**self.document, "dataVersion": version,
-                               "topicConfigTable": {name: self.topics[name] for name in order}})
+                               "topicConfigTable": {name: topics[name] for name in order}})
+
+    def _write(self, text: str) -> None:
+        files.make_dirs(os.path.dirname(self.path))
+        _persist(self.path, text)
 
     def save(self, now_ms: int) -> None:
+        """Write the table changed at ``now_ms`` (and the queues written ahead not in it yet)."""
         self.timestamp = now_ms
-        files.make_dirs(os.path.dirname(self.path))
-        _persist(self.path, self.dumps())
+        self._write(self.dumps(self.ahead))
+        self.unsaved = False
+
+    def save_ahead(self, keys: Iterable[tuple[str, int]], now_ms: int) -> None:
+        """Write the file naming the ``(topic, queue id)`` queues too, the table left as it is: queues a
+        writer is about to create, in one write rather than one each as its appends create them (a
+        conversion into N queues wrote the whole file N times).  A writer killed later leaves them in
+        the file; :meth:`settle` writes the table itself once the writer is done.
+
+        :raises CorruptDataError: the file could not be read (:attr:`error`).
+        """
+        self.check()
+        added = False
+        for topic, queue_id in keys:
+            entry = self.topics.get(topic)
+            held = 0 if entry is None else entry.get("writeQueueNums", 0)
+            if queue_id >= max(held, self.ahead.get(topic, 0)):
+                self.ahead[topic] = queue_id + 1
+                added = True
+        if added:
+            self._write(self.dumps(self.ahead, now_ms))
+
+    def settle(self) -> None:
+        """Write the table as it is where the file differs (:meth:`note`, :meth:`save_ahead`): the file
+        a writer that wrote each change at once leaves."""
+        if self.unsaved or self.ahead:
+            self.ahead = {}
+            self._write(self.dumps())
+            self.unsaved = False
+
+
+def _new_entry(topic: str, queue_count: int) -> dict[str, Any]:
+    """A topic's entry as the broker's ``TopicConfig`` with ``queue_count`` read and write queues."""
+    return {
+        "order": False, "perm": DEFAULT_PERM, "readQueueNums": queue_count,
+        "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
+        "writeQueueNums": queue_count,
+    }
 
 
 def topic_and_group(name: str) -> tuple[str, str] | None:
