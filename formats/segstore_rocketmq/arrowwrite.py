@@ -289,18 +289,15 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
         rows, key_offsets, key_data, value_offsets, value_data, valid, _RESTORE_NAMES,
         RMQ_PROPERTY_PREFIX.encode(), TRAILING_TEXT, ints, ips, ports, trailing, places, prop_offsets,
         prop_data)
-    if status:
+    if status or topic_repeated or queue_repeated:
+        # (a row repeating rmq.topic or rmq.queue_id: restore_message refuses it, as any rmq.* header a
+        # row holds twice, whatever the row's topic, and so does restored_fields_arrow)
         return None
 
-    def found(place: np.ndarray, repeated: bool) -> Found:
-        if repeated:
-            return False
+    def field(name: str) -> Found:
+        place = places[int(name == H_QUEUE_ID)]
         having = np.flatnonzero(place >= 0)
         return (having, values.take(pa.array(place[having]))) if len(having) else None
-
-    def field(name: str) -> Found:
-        queue = name == H_QUEUE_ID
-        return found(places[int(queue)], queue_repeated if queue else topic_repeated)
 
     topics = _topics(batch, peer, field)
     if topics is None:
