@@ -46,6 +46,12 @@ CLOSE_THREADS = 16
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
+def had_clean_shutdown(log_dir: str) -> bool:
+    """Whether ``log_dir`` holds a broker's clean-shutdown marker (Kafka 3.8.0 ``LogLoader.load`` then
+    recovers no segment, ``hadCleanShutdown``); read before a writable open forgets it."""
+    return files.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+
+
 def forget_clean_shutdown(log_dir: str) -> None:
     """Remove a log dir's clean-shutdown marker, as Kafka 3.8.0 ``LogManager.loadLogs`` does when it
     loads the dir: a writer changes what the broker shut down on, and a broker that finds the marker
@@ -166,7 +172,7 @@ class LogDir:
         self.writable = writable
         self.clock = clock
         #: whether a broker's clean shutdown marker was there (a writable open removes it)
-        self.clean_shutdown = files.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+        self.clean_shutdown = had_clean_shutdown(path)
         if writable:
             files.make_dirs(path)
             forget_clean_shutdown(path)

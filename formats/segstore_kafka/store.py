@@ -72,10 +72,10 @@ from .brokerconfig import offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
 from .logdir import (
-    CLEAN_SHUTDOWN_FILE,
     LogDir,
     checkpointed,
     forget_clean_shutdown,
+    had_clean_shutdown,
     high_watermark,
     is_partition_dir,
     load_log_start,
@@ -827,7 +827,7 @@ class KafkaStore(Store):
                 self._part: Partition | None = Partition(
                     path, topic_config, writable=writable, clock=clock,
                     unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]),
-                    clean_shutdown=files.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)))
+                    clean_shutdown=had_clean_shutdown(parent))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
                     forget_clean_shutdown(parent)
