@@ -1360,10 +1360,8 @@ def iter_lines(path: str | os.PathLike[str], *, chunk: int = 1 << 20,
         yield pos, b"".join(parts)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview | str | list[bytes], *,
-                 fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` (a list: its items one after the other, never joined in memory)
-    atomically: write ``path.tmp``, fsync, rename, fsync the dir.
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview | str, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: write ``path.tmp``, fsync, rename, fsync the dir.
 
     A crash leaves either the old or the new content, never a mix.
     """
@@ -1374,10 +1372,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview | str | 
     with _os_errors(tmp):
         fd = _with_descriptors(os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
         with os.fdopen(fd, "wb") as f:
-            if isinstance(data, list):
-                f.writelines(data)
-            else:
-                f.write(data)
+            f.write(data)
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())

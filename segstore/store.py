@@ -88,18 +88,6 @@ def check_isolation(level: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class EncodedArrow:
-    """Rows of a columnar append encoded ahead of it, by a format that can
-    (:meth:`.plugin.FormatPlugin.encode_arrow`): the bytes it would write but for what only the
-    append knows (where each partition's log ends), and the format's ``manifest`` of them (JSON
-    values) that :meth:`Store.check_encoded_arrow` and :meth:`Store.append_encoded_arrow` read.
-    The caller keeps the two (the Spark writer's tasks stage them beside their rows)."""
-
-    manifest: dict[str, Any]
-    chunks: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
 class DumpLine:
     """One line of a dump or a query answer: ``text`` for a terminal, ``data`` for ``--json``.
 
@@ -353,26 +341,6 @@ class Store(abc.ABC):
 
         :raises InvalidMessageError: (or :class:`InvalidTopicError`) as the append would.
         """
-
-    def check_encoded_arrow(self, manifest: dict[str, Any]) -> bool:
-        """Whether rows a task encoded ahead (:meth:`.plugin.FormatPlugin.encode_arrow`, ``manifest``)
-        are what :meth:`append_arrow` of them would write here now, so that
-        :meth:`append_encoded_arrow` may append them; False: append the rows instead (this format
-        encodes nothing ahead, or the store changed since).  Writes nothing.
-
-        :raises InvalidMessageError: (or :class:`InvalidTopicError`) what :meth:`check_destinations`
-            raises for the rows' topics and partitions.
-        """
-        return False
-
-    def append_encoded_arrow(self, manifest: dict[str, Any], data: memoryview) -> int:
-        """Append rows encoded ahead (``data``: :class:`EncodedArrow`'s chunks, one after the other) as
-        :meth:`append_arrow` of them appends, after :meth:`check_encoded_arrow` said True; returns the
-        rows appended.
-
-        :raises UnsupportedOperationError: the format encodes nothing ahead.
-        """
-        raise UnsupportedOperationError(f"{self.format} stores take no rows encoded ahead", self.path)
 
     def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
         """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :mod:`segstore.columns`' schema

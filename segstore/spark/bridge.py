@@ -20,9 +20,7 @@ Spark as they are.
 - batch writes (the JVM side's writer; its tasks stage Arrow files themselves):
   ``write_begin`` (``{"options", "schema", "overwrite", "local"}`` -> ``{"root", "jobDir"}``),
   ``write_commit`` (``{"options", "root", "jobDir", "staged"}``) and ``write_abort``
-  (``{"options", "root", "jobDir"}``) -> ``{}``: :class:`.datasource.StagedJob`'s; a task's
-  ``write_encode`` (``{"options", "path"}`` -> ``{"encoded"}``) once it staged its file:
-  :func:`.datasource.encode_staged`.
+  (``{"options", "root", "jobDir"}``) -> ``{}``: :class:`.datasource.StagedJob`'s.
 
 Driver requests cost one store open each (planning opens it again, as the Python
 source does); reads are ``O(records)`` in Arrow and C.  Not thread-safe: one request
@@ -63,7 +61,6 @@ from .datasource import (
     check_append_mode,
     check_read_schema,
     check_write_schema,
-    encode_staged,
     local_staging_root,
     open_store,
     read_slices,
@@ -264,12 +261,6 @@ def write_commit(request: Mapping[str, Any]) -> dict[str, Any]:
     partition order, then remove the staging (:meth:`.datasource.StagedJob.commit`)."""
     _job(request).commit([StagedWrite(int(p), str(path), int(rows)) for p, path, rows in request["staged"]])
     return {}
-
-
-def write_encode(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"encoded"}``: whether a task's staged file (``path``) was encoded ahead of the commit
-    (:func:`.datasource.encode_staged`); a write task's request, on its executor."""
-    return {"encoded": encode_staged(parse_write_options(request["options"]), str(request["path"]))}
 
 
 def write_abort(request: Mapping[str, Any]) -> dict[str, Any]:

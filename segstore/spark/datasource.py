@@ -22,7 +22,6 @@ staged files through :mod:`segstore.files`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import tempfile
@@ -59,10 +58,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import api, arrays, files, registry
+from .. import api, arrays, files
 from ..columns import HEADERS
 from ..errors import ConfigError, CorruptDataError, NotFoundError, SegstoreError
-from ..plugin import FormatPlugin
 from ..records import Message
 from ..search import Bound, search
 from ..store import Store
@@ -84,10 +82,6 @@ PYTHON_NAME = "segstore-python"
 
 #: Rows appended to the store per ``append_batch`` call when committing a write.
 COMMIT_CHUNK_ROWS = 10_000
-#: Beside a staged file, what its task encoded of it (:func:`encode_staged`): the bytes, and the
-#: format's manifest of them (JSON, with ``"staged"``: the staged file's size).
-ENCODED = ".encoded"
-ENCODED_MANIFEST = ".encoded.json"
 
 STAGING_SUFFIX = ".segstore-staging"
 
@@ -692,10 +686,7 @@ class StagedJob:
     def commit(self, staged: list[StagedWrite]) -> None:
         """Append every staged file to the store, in partition order, then :meth:`clean`.
 
-        A file whose rows its task encoded (:func:`encode_staged`) is appended as encoded where the
-        store takes the encoding (:meth:`Store.check_encoded_arrow`): the bytes ``append_arrow`` of
-        its rows writes, with offsets set here.  Every file is checked before the first is appended
-        (that check, or :meth:`_check`: a null topic without the
+        Every file is checked before the first is appended (:meth:`_check`: a null topic without the
         ``topic`` option, a topic or partition the format refuses, a Kafka key whose partition the
         log directory does not hold), so such a refusal appends
         nothing, and a store the commit created is removed again (``files.RemovedOnFailure``).  Each
@@ -710,45 +701,14 @@ class StagedJob:
             options = self.options
             with files.RemovedOnFailure(options.path), \
                     open_store(options.path, options.format, options.config, mode="a") as store:
-                encoded = [self._check_encoded(store, part) for part in parts]
-                for part, manifest in zip(parts, encoded, strict=True):
-                    if manifest is None:
-                        self._check(store, part)
-                for part, manifest in zip(parts, encoded, strict=True):
-                    if manifest is None:
-                        self._append(store, part)
-                    else:
-                        self._append_encoded(store, part, manifest)
-                    removals.submit(_remove_staged, part.path)
+                for part in parts:
+                    self._check(store, part)
+                for part in parts:
+                    self._append(store, part)
+                    removals.submit(files.remove, part.path)
         finally:
             removals.shutdown()
             self.clean()      # what a removal failed to delete, this deletes or reports
-
-    def _check_encoded(self, store: Store, part: StagedWrite) -> dict[str, Any] | None:
-        """The manifest of ``part``'s rows encoded in its task (:func:`encode_staged`) where the store
-        appends them as they are (:meth:`Store.check_encoded_arrow`), else None (its rows are then
-        checked and appended instead).
-
-        :raises SegstoreError: what the store's check raises for the rows' topics and partitions.
-        """
-        manifest_path = part.path + ENCODED_MANIFEST
-        if not files.exists(manifest_path):
-            return None
-        manifest = json.loads(files.read_text(manifest_path))
-        if manifest.get("staged") != files.file_size(part.path) or not store.check_encoded_arrow(manifest):
-            return None
-        return manifest
-
-    def _append_encoded(self, store: Store, part: StagedWrite, manifest: dict[str, Any]) -> None:
-        encoded = files.MappedFile(part.path + ENCODED)
-        try:
-            view = encoded.view()
-            try:
-                store.append_encoded_arrow(manifest, view)
-            finally:
-                view.release()
-        finally:
-            encoded.close()
 
     def _check(self, store: Store, part: StagedWrite) -> None:
         """Raise what appending ``part`` would raise for its rows' topics and partitions, writing nothing
@@ -800,54 +760,6 @@ class StagedJob:
                 chunk = []
         if chunk:
             store.append_batch(chunk)
-
-
-def _remove_staged(path: str) -> None:
-    """Remove a staged file and what its task encoded of it."""
-    for name in (path + ENCODED_MANIFEST, path + ENCODED, path):
-        if files.exists(name):
-            files.remove(name)
-
-
-def encode_staged(options: WriteOptions, path: str) -> bool:
-    """Encode the rows of the staged file ``path`` ahead of the commit, as the store's format encodes
-    them (:meth:`.plugin.FormatPlugin.encode_arrow`), into ``path`` + :data:`ENCODED` and its manifest
-    ``path`` + :data:`ENCODED_MANIFEST` (written last: the commit takes an encoding only where it is
-    there, and only for the file of that size); returns whether it did.  A write task's work, run
-    beside the other tasks: the commit then only sets each batch's offsets and writes it.  Nothing
-    where the format encodes nothing ahead or not these rows, where the columns do not convert, or
-    where there is no format named and no store to detect one from (the commit appends the rows).
-    ``O(rows)`` in Arrow and the format's C encoder.
-    """
-    format_name = options.format
-    if format_name is None:
-        if not files.exists(options.path):
-            return False
-        try:
-            format_name = registry.detect(options.path)
-        except SegstoreError:
-            return False
-    plugin = registry.get(format_name)
-    if type(plugin).encode_arrow is FormatPlugin.encode_arrow:
-        return False        # a format that encodes nothing ahead: no columns made for nothing
-    staged = files.MappedFile(path)
-    try:
-        table = pa.ipc.open_stream(pa.py_buffer(staged.view())).read_all()
-        try:
-            columns = staged_columns(table, options)
-        except ConfigError:
-            columns = None      # the commit's check says so, naming the task
-        config = dict(options.config)
-        encoded = None if columns is None else plugin.encode_arrow(options.path, columns, config)
-        del table, columns
-    finally:
-        staged.close()
-    if encoded is None:
-        return False
-    files.write_atomic(path + ENCODED, encoded.chunks, fsync=False)
-    manifest = dict(encoded.manifest, staged=files.file_size(path))
-    files.write_atomic(path + ENCODED_MANIFEST, json.dumps(manifest), fsync=False)
-    return True
 
 
 def staged_name(partition_id: int, attempt: int) -> str:
@@ -909,8 +821,6 @@ class SegstoreWriter(DataSourceArrowWriter):
         # fails once the job is aborted; no fsync: the commit reads the file in this job, and a crash
         # before the commit ends the job with nothing appended (the store's own writes are durable)
         files.write_atomic(path, memoryview(sink.getvalue()), fsync=False)
-        if rows:
-            encode_staged(self.options, path)
         return StagedWrite(partition_id, path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -92,7 +92,6 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
             "stream_initial": bridge.stream_initial, "stream_snapshot": bridge.stream_snapshot,
             "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan,
             "write_begin": bridge.write_begin, "write_commit": bridge.write_commit,
-            "write_encode": bridge.write_encode,
             "write_abort": bridge.write_abort}
 
 

@@ -22,9 +22,8 @@ import org.apache.spark.sql.types.StructType;
  * directory (never inside a directory a broker loads), {@code write_commit} appends the staged
  * files (the same commit as the Python data source's) and removes them, {@code write_abort}
  * only removes them. The store is never touched by a job that fails. So the rows go from Spark's
- * rows into Arrow once, in the task's JVM, with no socket in between; the executor's Python worker
- * then encodes the task's file as the store's format appends it, where the format can, so that the
- * commit's one process only sets offsets ({@code write_encode}).
+ * rows into Arrow once, in the task's JVM, with no Python worker on the executors and no socket
+ * in between.
  */
 final class SegstoreBatchWrite implements BatchWrite {
     private final ObjectNode options;
@@ -58,7 +57,7 @@ final class SegstoreBatchWrite implements BatchWrite {
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-        return new StagingWriter.Factory(jobDir, schema, timeZone, options.toString());
+        return new StagingWriter.Factory(jobDir, schema, timeZone);
     }
 
     @Override

@@ -9,8 +9,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
-
 import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -25,9 +23,9 @@ import org.apache.spark.sql.types.StructType;
  * One write task: its rows, turned into Arrow by Spark's own {@code ArrowWriter} (the conversion
  * Spark makes for its Python workers), streamed into {@code part-PPPPP-A.arrow} in the job's
  * staging directory, a record batch at a time. The file appears under that name only once the
- * task commits (written as {@code .tmp}, then renamed), and its rows are then encoded beside it where the
- * store's format can ({@link #encode}); a task whose job was aborted (its directory removed) fails at its
- * first row instead of bringing the directory back. A task with no rows stages nothing. Not thread-safe (one task).
+ * task commits (written as {@code .tmp}, then renamed); a task whose job was aborted (its directory
+ * removed) fails at its first row instead of bringing the directory back. A task with no rows
+ * stages nothing. Not thread-safe (one task).
  */
 final class StagingWriter implements DataWriter<InternalRow> {
     /** Rows per record batch, and the batch size past which a batch is written sooner. */
@@ -48,22 +46,17 @@ final class StagingWriter implements DataWriter<InternalRow> {
         }
     }
 
-    /**
-     * Sent to the executors: where the job stages, the rows' schema, the session's time zone and the
-     * write's options (JSON, for the executor's Python worker that encodes a staged file).
-     */
+    /** Sent to the executors: where the job stages, the rows' schema and the session's time zone. */
     static final class Factory implements DataWriterFactory, Serializable {
         private static final long serialVersionUID = 1L;
         private final String jobDir;
         private final StructType schema;
         private final String timeZone;
-        private final String options;
 
-        Factory(String jobDir, StructType schema, String timeZone, String options) {
+        Factory(String jobDir, StructType schema, String timeZone) {
             this.jobDir = jobDir;
             this.schema = schema;
             this.timeZone = timeZone;
-            this.options = options;
         }
 
         @Override
@@ -133,23 +126,7 @@ final class StagingWriter implements DataWriter<InternalRow> {
         // no fsync: the commit reads the file in this job, and a crash before it ends the job with
         // nothing appended (the store's own writes are durable)
         Files.move(temporary, target, StandardCopyOption.ATOMIC_MOVE);
-        encode();
         return new Staged(partitionId, target.toString(), rows);
-    }
-
-    /**
-     * Has this executor's Python worker encode the staged rows as the store's format appends them
-     * ({@code write_encode}: segstore.spark.datasource.encode_staged), beside the file: the driver's
-     * commit then only sets their offsets, and the encoding runs here, in parallel with the other
-     * tasks, instead of in the one commit. Where the format encodes nothing ahead, nothing is written
-     * and the commit appends the rows.
-     */
-    private void encode() throws IOException {
-        ObjectNode request = WorkerConnection.MAPPER.createObjectNode();
-        request.put("op", "write_encode");
-        request.set("options", WorkerConnection.MAPPER.readTree(factory.options));
-        request.put("path", target.toString());
-        PythonWorkers.of(PythonWorkers.executable(false)).call(request);
     }
 
     @Override
