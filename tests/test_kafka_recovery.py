@@ -1292,3 +1292,30 @@ def test_a_crc_failing_batch_below_the_recovery_point_is_damage_not_cut(tmp_path
         with pytest.raises(CorruptDataError) as err:
             list(store.scan())
     assert err.value.pos == first + 17                     # the CRC field of the damaged batch
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_writable_open_drops_leader_epochs_past_the_log_end_where_nothing_is_recovered(
+        tmp_path: Path, append: bool) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` (core/src/main/scala/kafka/log/LogLoader.scala) calls
+    ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)`` on every load, whether ``recoverLog``
+    recovered a segment or not.  A writable open of a partition that needs no recovery kept ``5 900``
+    past its log end 201, and its append at 201 in epoch 5 added no entry (5 is no newer than the
+    latest): the checkpoint said epoch 5 starts at 900, and the broker's load then dropped that entry,
+    leaving the batch's epoch in no entry (``leader_epoch_rebuilt`` of the storage oracle: ``5 201``).
+    The open now drops it and says so; the append is written in epoch 5 still (the broker appends next
+    in the epoch it was elected in, or a later one: ``Partition.makeLeader``) and starts its entry."""
+    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
+    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
+        store.flush()
+    epochs = part / "leader-epoch-checkpoint"
+    epochs.write_text("0\n4\n0 0\n1 123\n2 200\n5 900\n")
+    with segstore.open(part, format="kafka", mode="a") as store:
+        assert store.recover() == [f"{epochs}: dropped the leader epochs starting at or past the log end "
+                                   "201: 5 900"]
+        if append:
+            assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 201
+    assert epochs.read_text().splitlines()[2:] == ["0 0", "1 123", "2 200"] + (["5 201"] if append else [])
+    with segstore.open(part) as store:
+        assert [b.partition_leader_epoch for b in store.partition.batches(201)] == ([5] if append else [])
+

@@ -1068,11 +1068,11 @@ class KafkaStore(Store):
                                        config.level_of(config.codec))
 
     def _append_state(self, topic: str, partition: int) -> tuple[KafkaConfig, int, int, int]:
-        """``(config, log end offset, latest leader epoch, now)`` of the partition an append writes, held
+        """``(config, log end offset, leader epoch, now)`` of the partition an append writes, held
         or not yet created (a new partition starts at offset 0, epoch 0)."""
         part = self._part if self._part is not None else self._log_dir.partitions.get((topic, partition))
         if part is not None:
-            return part.config, part.next_offset, part.epochs.latest_epoch or 0, part.clock()
+            return part.config, part.next_offset, part.append_epoch, part.clock()
         return self._log_dir.config_for(topic), 0, 0, self._log_dir.clock()
 
     def _partition_path(self, topic: str, partition: int) -> str:
