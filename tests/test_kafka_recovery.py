@@ -1319,3 +1319,74 @@ def test_a_writable_open_drops_leader_epochs_past_the_log_end_where_nothing_is_r
     with segstore.open(part) as store:
         assert [b.partition_leader_epoch for b in store.partition.batches(201)] == ([5] if append else [])
 
+
+def _legacy_entry(offset: int, value: bytes, *, codec_id: int = 0) -> bytes:
+    """One v1 log entry (``LegacyRecord.write``: offset, size, CRC-32 of magic..end, magic 1, attributes,
+    timestamp, null key, value) with a correct CRC."""
+    import zlib
+
+    body = (struct.pack(">bbqi", 1, codec_id, 1_600_000_000_000 + offset, -1) + struct.pack(">i", len(value))
+            + value)
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def _legacy_wrapper(last_offset: int, count: int, *, inflates: bool = True) -> bytes:
+    """A gzip v1 wrapper of ``count`` inner messages (relative offsets 0..count-1) ending at
+    ``last_offset``; ``inflates`` False: its value is no gzip stream (its own CRC holds all the same)."""
+    from segstore_kafka import compression
+
+    inner = b"".join(_legacy_entry(i, b"inner-%d" % i) for i in range(count))
+    return _legacy_entry(last_offset, compression.compress("gzip", inner) if inflates else b"not gzip",
+                         codec_id=1)
+
+
+@pytest.mark.parametrize(("damage", "recovery_point", "cut"), [
+    ("torn wrapper", 5, True),          # its last bytes zeros, past the recovery point: a crash's
+    ("torn wrapper", None, True),       # a partition opened alone: the tail from the last index entry
+    ("torn wrapper", 9, False),         # below the recovery point: flushed, damage
+    ("uninflatable wrapper", 5, False),  # ensureValid checks the outer message only
+    ("torn plain entry", 5, True),
+])
+def test_a_writable_open_checks_legacy_entries_past_the_recovery_point_as_kafkas_recovery_does(
+        tmp_path: Path, damage: str, recovery_point: int | None, cut: bool) -> None:
+    """One scan finds what a crash tore before a writable open appends (``LogSegment.first_torn_batch``),
+    from the recovery point of a log dir's partition and from the last index entry of a partition
+    opened alone alike: Kafka 3.8.0 ``LogSegment.recover`` frames v0/v1 entries as
+    ``FileLogInputStream.nextBatch`` does and checks them with ``batch.ensureValid()``
+    (``AbstractLegacyRecordBatch.ensureValid``: the outer message's size and CRC-32, never the
+    compressed inner set), and ``LogLoader.recoverLog`` truncates the log at the first that fails.
+    A legacy entry torn past the recovery point is cut (kept aside) before the append; one below it is
+    damage and stays; a wrapper whose CRC-32 holds stays whatever its inner set."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    part = logs / "t-0"
+    part.mkdir(parents=True)
+    wrapper = _legacy_wrapper(7, 3, inflates=damage != "uninflatable wrapper")
+    entries = [_legacy_entry(0, b"zero"), _legacy_wrapper(3, 3), _legacy_entry(4, b"four"), wrapper,
+               _legacy_entry(8, b"eight")]
+    log = part / f"{SEG0}.log"
+    log.write_bytes(b"".join(entries))
+    with segstore.open(str(logs), format="kafka", mode="a") as store:   # its indexes, as a broker's
+        store.flush()
+    assert (part / f"{SEG0}.index").exists()
+    data = bytearray(log.read_bytes())
+    torn_at = sum(map(len, entries[:3]))
+    if damage == "torn wrapper":
+        end = torn_at + len(wrapper)
+        data[end - 10:end] = bytes(10)
+    elif damage == "torn plain entry":
+        torn_at = sum(map(len, entries[:4]))
+        data[-3:] = bytes(3)
+    log.write_bytes(bytes(data))
+    if recovery_point is not None:
+        write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("t", 0): recovery_point})
+    target = logs if recovery_point is not None else part
+    with segstore.open(str(target), format="kafka", mode="a") as store:
+        appended = store.append({"topic": "t", "partition": 0, "value": b"after"})
+    assert bool(list(part.glob("*.cut-*"))) is cut
+    if cut:
+        assert appended.offset == (8 if damage == "torn plain entry" else 5)
+        assert log.read_bytes() == bytes(data[:torn_at])            # (the append rolled: segment.ms)
+    else:
+        assert appended.offset == 9 and log.read_bytes()[:len(data)] == bytes(data)

@@ -941,10 +941,10 @@ class Partition:
 
     def _recover_crashed(self) -> None:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn (a batch the log ends inside, or one after the
-        last index entry whose CRC fails: :meth:`LogSegment.torn_batch_after_last_index_entry`) or its
-        indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to the end; the
-        leader epochs from the recovery point (:meth:`_recover_from`).
+        index, or the first holding a batch a crash tore past the recovery point (the log ends inside
+        it, its framing or its CRC fails: :meth:`_first_torn_past_recovery_point`), or the active
+        segment when its indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to
+        the end; the leader epochs from the recovery point (:meth:`_recover_from`).
 
         A segment below the recovery point's is recovered alone, as Kafka 3.8.0
         ``LogLoader.loadSegmentFiles`` recovers a segment whose offset index is missing
@@ -964,19 +964,14 @@ class Partition:
         # Batches' CRCs are checked only after a crash (LogLoader.recoverLog recovers nothing after a
         # clean shutdown) and only past the recovery point, whose batches were flushed: one failing
         # there can be a write a power loss tore, one below it is damage (verify names it, a reader
-        # stops there), not cut; with no recovery point known (0), the active segment's tail.
-        crashed = not self.clean_shutdown
-        if damaged is None and self.recovery_point > 0 and crashed:
+        # stops there), not cut.
+        if damaged is None and not self.clean_shutdown:
             damaged = self._first_torn_past_recovery_point()
-        tail_unflushed = crashed and self.recovery_point == 0
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
         if damaged is None and segments and (segments[-1].check_tail() is not None
-                                             or segments[-1].indexes_past_log
-                                             or (tail_unflushed
-                                                 and segments[-1].torn_batch_after_last_index_entry()
-                                                 is not None)):
+                                             or segments[-1].indexes_past_log):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
@@ -987,30 +982,33 @@ class Partition:
                                                      epochs_from=self._recovery_point_segment(self.recovery_point)))
 
     def _first_torn_past_recovery_point(self) -> int | None:
-        """The index of the first segment holding a batch at or past the recovery point whose CRC (or
-        framing) fails, or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch from the
-        recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the first bad
-        one, so a page a power loss zeroed inside what the last writer appended (its recovery point
-        not moved to its end by a clean close) would drop whatever is appended after it.  ``O(bytes
-        past the recovery point)``: nothing past it after a clean close (the last index entry on).
-        A partition opened alone (recovery point 0) is checked at its tail only.  Only batches ending at
-        or past the recovery point count, where Kafka recovers the whole segment holding it: those
-        below it were flushed, so a CRC failing there is damage (``verify`` names it, readers stop at
-        it, the consumer-groups tool refuses to write past it), not a write a crash tore."""
+        """The index of the first segment holding a batch a crash may have torn past the recovery point
+        (:meth:`LogSegment.first_torn_batch`: the log ending inside it, its framing or, at or past the
+        recovery point, its CRC failing), or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every
+        batch from the recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at
+        the first bad one, so a page a power loss zeroed inside what the last writer appended (its
+        recovery point not moved to its end by a clean close) would drop whatever is appended after it.
+        The walk starts at the offset index entry at or below the recovery point (Kafka recovers the
+        whole segment holding it, but the batches below the point were flushed: a CRC failing there is
+        damage, which ``verify`` names, readers stop at and the consumer-groups tool refuses to write
+        past).  With no recovery point known (0: a partition opened alone, or one the log dir's
+        checkpoint does not name) only the active segment's tail is checked, from its last index entry.
+        ``O(bytes past the recovery point)``: nothing past it after a clean close (the last index entry
+        on)."""
         segments = self.segments
+        if self.recovery_point == 0:
+            if not segments:
+                return None
+            tail = segments[-1]
+            found = tail.first_torn_batch(tail.last_indexed_position(), tail.base)
+            return None if found is None else len(segments) - 1
         first = self._recovery_point_segment(self.recovery_point)
         for i in range(first, len(segments)):
             seg = segments[i]
             start = 0
             if i == first and len(seg.offset_index) and seg.offset_index.base_offset <= self.recovery_point:
                 start = seg.offset_index.lookup_offset(self.recovery_point).position
-            if start > seg.log.size:
-                return i
-            try:
-                for batch in seg.batches(start, check_crc=False):
-                    if batch.last_offset >= self.recovery_point and not batch.is_valid():
-                        return i
-            except CorruptDataError:
+            if seg.first_torn_batch(start, self.recovery_point) is not None:
                 return i
         return None
 
