@@ -1211,13 +1211,18 @@ def test_a_writer_cuts_a_last_batch_whose_end_a_power_loss_zeroed_before_it_appe
         assert [r.value for r in store.scan()][-1] == b"after" and len(_values(store)) == 11
 
 
-def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path
-                                                                                       ) -> None:
+@pytest.mark.parametrize("opened", ["logdir", "partition"])
+def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path,
+                                                                                       opened: str) -> None:
     """The same tear inside what a killed writer appended but before the active segment's last index
     entry (page write-back has no order): Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch
     from the recovery point (``recovery-point-offset-checkpoint``, moved to the log end by a clean
     close only) and truncates at the torn one.  The writable open of the log dir now checks the batches
-    past the recovery point too, and cuts there before it appends."""
+    past the recovery point too, and cuts there before it appends.  So does the open of the partition
+    directory, with its parent log dir's recovery point (``LogManager.loadLogs`` hands it to
+    ``LogLoader``): it took none (0: the tail after the last index entry only), appended at 60 after the
+    torn batch, and the broker's load then truncated 5,015 bytes at it, the append with them (storage
+    oracle).  Its close moves the parent's entry to the log end, as a log dir's does."""
     from segstore_kafka.checkpoints import write_offsets
 
     logs = tmp_path / "logs"
@@ -1237,11 +1242,13 @@ def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_
     torn = positions[5]                                             # offsets 25-29, past the recovery point
     data[positions[6] - 30:positions[6]] = bytes(30)
     log.write_bytes(bytes(data))
-    with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+    target = logs if opened == "logdir" else part
+    with segstore.open(str(target), format="kafka", mode="a", **config) as store:
         assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 25
     batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
     assert (batches[-1].position, batches[-1].base_offset) == (torn, 25)
     assert list(part.glob("*.cut-*"))                               # the cut batches kept aside
+    assert (logs / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 26\n"
 
 
 def _log_dir_of_batches(root: Path) -> Path:
@@ -1342,7 +1349,7 @@ def _legacy_wrapper(last_offset: int, count: int, *, inflates: bool = True) -> b
 
 @pytest.mark.parametrize(("damage", "recovery_point", "cut"), [
     ("torn wrapper", 5, True),          # its last bytes zeros, past the recovery point: a crash's
-    ("torn wrapper", None, True),       # a partition opened alone: the tail from the last index entry
+    ("torn wrapper", None, True),       # no recovery point known: the tail from the last index entry
     ("torn wrapper", 9, False),         # below the recovery point: flushed, damage
     ("uninflatable wrapper", 5, False),  # ensureValid checks the outer message only
     ("torn plain entry", 5, True),
@@ -1350,9 +1357,9 @@ def _legacy_wrapper(last_offset: int, count: int, *, inflates: bool = True) -> b
 def test_a_writable_open_checks_legacy_entries_past_the_recovery_point_as_kafkas_recovery_does(
         tmp_path: Path, damage: str, recovery_point: int | None, cut: bool) -> None:
     """One scan finds what a crash tore before a writable open appends (``LogSegment.first_torn_batch``),
-    from the recovery point of a log dir's partition and from the last index entry of a partition
-    opened alone alike: Kafka 3.8.0 ``LogSegment.recover`` frames v0/v1 entries as
-    ``FileLogInputStream.nextBatch`` does and checks them with ``batch.ensureValid()``
+    from the recovery point and, where none is known, from the last index entry alike: Kafka 3.8.0
+    ``LogSegment.recover`` frames v0/v1 entries as ``FileLogInputStream.nextBatch`` does and checks them
+    with ``batch.ensureValid()``
     (``AbstractLegacyRecordBatch.ensureValid``: the outer message's size and CRC-32, never the
     compressed inner set), and ``LogLoader.recoverLog`` truncates the log at the first that fails.
     A legacy entry torn past the recovery point is cut (kept aside) before the append; one below it is
@@ -1381,6 +1388,8 @@ def test_a_writable_open_checks_legacy_entries_past_the_recovery_point_as_kafkas
     log.write_bytes(bytes(data))
     if recovery_point is not None:
         write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("t", 0): recovery_point})
+    else:
+        (logs / "recovery-point-offset-checkpoint").unlink()        # none known: the parent names none
     target = logs if recovery_point is not None else part
     with segstore.open(str(target), format="kafka", mode="a") as store:
         appended = store.append({"topic": "t", "partition": 0, "value": b"after"})

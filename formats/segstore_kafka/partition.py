@@ -991,8 +991,9 @@ class Partition:
         The walk starts at the offset index entry at or below the recovery point (Kafka recovers the
         whole segment holding it, but the batches below the point were flushed: a CRC failing there is
         damage, which ``verify`` names, readers stop at and the consumer-groups tool refuses to write
-        past).  With no recovery point known (0: a partition opened alone, or one the log dir's
-        checkpoint does not name) only the active segment's tail is checked, from its last index entry.
+        past).  With no recovery point known (0: the log dir's checkpoint does not name the partition,
+        or a partition directory's parent holds none) only the active segment's tail is checked, from
+        its last index entry.
         ``O(bytes past the recovery point)``: nothing past it after a clean close (the last index entry
         on)."""
         segments = self.segments
