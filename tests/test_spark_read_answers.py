@@ -173,6 +173,20 @@ def test_a_read_committed_batch_ends_at_the_last_stable_offset(spark, reader, tm
     assert committed().count() == 4       # the marker at offset 4 is no row
 
 
+def test_max_records_per_partition_cuts_tasks_as_the_connector(spark, reader, kafka_logs):  # noqa: F811
+    """Spark 4 KafkaOffsetRangeCalculator.getRanges: 5 offsets at most 2 a task are ceil(5 / 2) = 3 tasks of
+    5 // 3 = 1, then 4 // 2 = 2 and 2 offsets; a batch read divides only where the connector's unresolved
+    range (here endingOffsets 5 from earliest, -2) is above the maximum."""
+    from pyspark.sql.functions import spark_partition_id
+
+    frame = source(spark, reader).options(maxRecordsPerPartition="2", endingOffsets='{"t": {"0": 5}}')
+    rows = frame.load(kafka_logs).select(spark_partition_id().alias("task"), "offset").collect()
+    tasks: dict[int, list[int]] = {}
+    for row in rows:
+        tasks.setdefault(row.task, []).append(row.offset)
+    assert sorted(sorted(offsets) for offsets in tasks.values()) == [[0], [1, 2], [3, 4]]
+
+
 def test_offsets_past_the_end_fail_the_read_as_in_the_connector(spark, reader, kafka_logs):  # noqa: F811
     """Spark 4 KafkaSourceRDD.compute: a resolved start after the resolved end fails ("Beginning offset 7 is
     after the ending offset 5"), whatever failOnDataLoss says; both readers read nothing instead, and

@@ -75,6 +75,19 @@ def test_a_read_committed_stream_started_past_an_open_transaction_waits_there(tm
     assert micro_batch(reader, start) == ({"t": {"0": 4}}, [b"plain2"])
 
 
+def test_every_micro_batch_is_cut_by_max_records_per_partition(tmp_path):
+    """Spark 4 KafkaMicroBatchStream.planInputPartitions: getOffsetRangesFromResolvedOffsets hands every
+    micro-batch's ranges to KafkaOffsetRangeCalculator.getRanges, so maxRecordsPerPartition cuts them
+    whatever the options' offsets (the JVM reader plans its micro-batches through this reader too)."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0) for i in range(7)])
+    reader = stream(tmp_path, startingOffsets="earliest", maxRecordsPerPartition="3")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    tasks = [[(s.start, s.end) for s in part.slices] for part in reader.partitions(start, end)]
+    assert tasks == [[(0, 2)], [(2, 4)], [(4, 7)]]     # ceil(7 / 3) = 3 pieces: 7 // 3, 5 // 2, 3
+
+
 def _tear_last_batch(path, topic: str) -> None:
     """Cut the last batch of ``topic``-0 short, as a broker's append in progress leaves it."""
     with segstore.open(str(path)) as store:

@@ -151,9 +151,7 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
     pruning, _ = planning.pushdown(filters_from_json(request.get("filters") or []),
                                    time_column=TIME_COLUMNS.get(format_name))
     with open_store(options.path, format_name, options.config) as store:
-        ranges = planning.resolve_ranges(store, options, pruning)
-        result = planning.plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
-                                    min_partitions=options.min_partitions or 1)
+        result = planning.plan_batch(store, options, pruning)
     plan_id = uuid.uuid4().hex
     return {"partitions": [_spec(p, request["options"], plan_id)
                            for p in planning.input_partitions(result, options, format_name)]}

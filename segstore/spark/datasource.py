@@ -305,9 +305,7 @@ class SegstoreReader(DataSourceReader):
     def plan(self) -> planning.Plan:
         """Open the store on the driver and plan the read."""
         with open_store(self.options.path, self.format, self.options.config) as store:
-            ranges = planning.resolve_ranges(store, self.options, self.pruning)
-            return planning.plan_read(store, ranges, max_bytes=self.options.max_bytes_per_partition,
-                                      min_partitions=_min_partitions(self.options))
+            return planning.plan_batch(store, self.options, self.pruning)
 
     def partitions(self) -> list[InputPartition]:
         return planning.input_partitions(self.plan(), self.options, self.format)
@@ -438,8 +436,14 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
             planning.check_partitions_changed(self.options, gone, added)
-        result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
-                               min_partitions=_min_partitions(self.options))
+        if self.options.max_records_per_partition is not None:
+            # every micro-batch's ranges, as the connector's (Spark 4 KafkaMicroBatchStream
+            # .planInputPartitions: getOffsetRangesFromResolvedOffsets hands them all to
+            # KafkaOffsetRangeCalculator.getRanges)
+            result = planning.plan_by_records(ranges, self.options)
+        else:
+            result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
+                                   min_partitions=_min_partitions(self.options))
         return planning.input_partitions(result, self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -35,6 +35,9 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
+``maxRecordsPerPartition``             planner: at most this many offsets per input partition, cut as the
+                                       connector cuts (planning.record_ranges): every micro-batch, and a
+                                       batch read where the connector splits (planning.splits_by_records)
 ``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
 ``config``                             JSON object of the store's own config names (for ``segstore.open``)
 ``reader``                             ``jvm`` (the columnar JVM reader, the default where its jar is on
@@ -142,6 +145,8 @@ class ReadOptions:
     isolation: str = READ_UNCOMMITTED
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    #: ``maxRecordsPerPartition``: at most this many offsets in one input partition (planning.record_ranges)
+    max_records_per_partition: int | None = None
     min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
     #: the ``minPartitions`` option as given (``min_partitions`` takes the default where it is not): the
     #: connector splits partitions only where it is given (planning.check_readable)
@@ -188,8 +193,8 @@ _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "ass
                "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
                "includeheaders", "decompressbodies", "kafka.isolation.level", "maxoffsetspertrigger",
-               "maxbytesperpartition", "minpartitions", "maxrecordsperbatch", "includecontrolrecords",
-               "config", "storageoptions", "reader"}
+               "maxbytesperpartition", "maxrecordsperpartition", "minpartitions", "maxrecordsperbatch",
+               "includecontrolrecords", "config", "storageoptions", "reader"}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
@@ -198,7 +203,6 @@ _MIN_ADMISSION = "streaming admission by minimum offsets is not implemented; use
 _NOT_IMPLEMENTED = {
     "minoffsetspertrigger": _MIN_ADMISSION,
     "maxtriggerdelay": _MIN_ADMISSION,
-    "maxrecordsperpartition": "input partitions are planned by bytes; use maxBytesPerPartition",
 }
 _WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
 
@@ -580,6 +584,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
+        # a Java long, as the connector's toLong (Spark 4 KafkaOffsetReaderAdmin); at least 1, a piece
+        # being ceil(size / maximum) (KafkaOffsetRangeCalculator.getRanges)
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
         min_partitions=_int(opts, "minPartitions", minimum=1, bits=32),
         min_partitions_given=_int(opts, "minPartitions", minimum=1, bits=32),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,

@@ -49,6 +49,7 @@ from .options import (
     EARLIEST,
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    JAVA_INT_MAX,
     LATEST,
     LATEST_TIMESTAMP,
     READ_COMMITTED,
@@ -703,6 +704,39 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
         :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named`.
     """
+    return _resolve(store, options, pruning, with_segments=with_segments)[0]
+
+
+def plan_batch(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None) -> Plan:
+    """The plan of a batch read: its ranges (:func:`resolve_ranges`) cut as the connector cuts them where
+    ``maxRecordsPerPartition`` makes it split them (:func:`splits_by_records`, :func:`plan_by_records`),
+    else by bytes (:func:`plan_read`, ``minPartitions`` the options' or the default parallelism).
+
+    :raises OffsetOutOfRangeError, ConfigError, NotFoundError: as :func:`resolve_ranges`.
+    """
+    ranges, unresolved = _resolve(store, options, pruning)
+    if splits_by_records(options, unresolved):
+        return plan_by_records(ranges, options)
+    return plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
+                     min_partitions=options.min_partitions or 1)
+
+
+def _unresolved(options: ReadOptions, topic: str, partition: int, start: int, end: int) -> int:
+    """The size of ``topic``/``partition``'s range as the connector judges it before it resolves earliest
+    and latest (Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets: ``untilOffset -
+    fromOffset`` of the offsets ``fetchPartitionOffsets`` gives: -2 for earliest, -1 for latest, an offset
+    as named, a time resolved to its offset); ``start``/``end``: the range resolved here."""
+    if options.starting_timestamp is None and options.starting_timestamps is None:
+        start = options.starting.for_partition(topic, partition)
+    if options.ending_timestamp is None and options.ending_timestamps is None:
+        end = options.ending.for_partition(topic, partition)
+    return end - start
+
+
+def _resolve(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
+             *, with_segments: bool = True) -> tuple[list[PartitionRange], list[int]]:
+    """:func:`resolve_ranges`, with the size of every partition's range as the connector judges it to
+    decide whether to split (:func:`_unresolved`), a partition pruned by a filter included."""
     check_batch_bounds(options)
     pruning = pruning or Pruning()
     # a filter's time bound prunes only where the lookup cannot skip a row that matches it (Spark
@@ -718,9 +752,11 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
                or options.ending_timestamps is not None)
     split = options.min_partitions_given is not None and options.min_partitions_given > len(pairs)
     ranges = []
+    unresolved = []
     for topic, partition in pairs:
         kept = (pruning.topics is None or topic in pruning.topics) and pruning.allows_partition(partition)
         if not kept and not bounded:
+            unresolved.append(LATEST - EARLIEST)
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
@@ -729,6 +765,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         end = end_offset(store, options, topic, partition, low, high)
         given_end = (options.ending_timestamp is None and options.ending_timestamps is None
                      and options.ending.for_partition(topic, partition) != LATEST)
+        unresolved.append(_unresolved(options, topic, partition, start, end))
         start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end,
                                     split=split)
         if not kept:
@@ -751,7 +788,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         if with_segments:
             segments = tuple(SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
         ranges.append(PartitionRange(topic, partition, start, end, segments))
-    return ranges
+    return ranges, unresolved
 
 
 @dataclass(slots=True)
@@ -907,6 +944,80 @@ def plan_log_order(store: PlanningStore, ranges: Sequence[PartitionRange], *, ma
             if a < b:
                 tasks[k].append(Slice(rng.topic, rng.partition, a, b, math.ceil(size * (b - a) / count)))
     result.partitions = [t for t in tasks if t]
+    return result
+
+
+def splits_by_records(options: ReadOptions, unresolved: Sequence[int]) -> bool:
+    """Whether a batch read cuts its ranges by ``maxRecordsPerPartition``: where the option is given and the
+    connector divides its ranges (Spark 4 KafkaOffsetReaderAdmin.shouldDivvyUpLargePartitions: a
+    ``minPartitions`` option above the number of partitions read, or a range larger than the maximum, judged
+    before earliest (-2) and latest (-1) are resolved: ``unresolved``, one size per partition read).  So
+    earliest to latest, the defaults, is never split by the maximum alone (its size is 1), as there."""
+    most = options.max_records_per_partition
+    if most is None:
+        return False
+    fewer = options.min_partitions_given is not None and options.min_partitions_given > len(unresolved)
+    return fewer or any(size > most for size in unresolved)
+
+
+def _divide(rng: PartitionRange, parts: int) -> list[PartitionRange]:
+    """``rng`` in ``parts`` pieces as Spark 4 KafkaOffsetRangeCalculator.getDividedPartition cuts it: each
+    piece ``remaining // parts left`` offsets, so the last ones take the remainder of the division."""
+    pieces = []
+    remaining, start = rng.end - rng.start, rng.start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, rng.end)
+        pieces.append(PartitionRange(rng.topic, rng.partition, start, end, rng.segments))
+        start = end
+    return pieces
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    # KafkaOffsetRangeCalculator.getPartCount: max(Math.round(size.toDouble / total * parts), 1).toInt
+    return max(math.floor(size / total * parts + 0.5), 1)
+
+
+def record_ranges(ranges: Sequence[PartitionRange], *, max_records: int | None,
+                  min_partitions: int | None) -> list[PartitionRange]:
+    """The offset ranges of the tasks of Spark 4 KafkaOffsetRangeCalculator.getRanges (with
+    ``maxRecordsPerPartition``, SPARK-49259): each non-empty range in ``ceil(size / max_records)`` pieces
+    (:func:`_divide`, in doubles as there), so none holds more than ``max_records`` offsets; then, where
+    ``min_partitions`` is above the number of pieces, the pieces divided again in proportion to their size,
+    those that would get one part kept whole and left out of the proportion (a topic partition with such a
+    piece keeps all its pieces whole).  O(pieces)."""
+    pieces = [r for r in ranges if r.end > r.start]
+    if max_records is not None:
+        pieces = [p for r in pieces
+                  for p in _divide(r, min(math.ceil((r.end - r.start) / max_records), JAVA_INT_MAX))
+                  if p.end > p.start]
+    if min_partitions is None or min_partitions <= len(pieces):
+        return pieces
+    total = sum(p.end - p.start for p in pieces)
+    whole = [p for p in pieces if _part_count(p.end - p.start, total, min_partitions) == 1]
+    kept = {(p.topic, p.partition) for p in whole}
+    split_total = total - sum(p.end - p.start for p in whole)
+    split_min = max(min_partitions - len(whole), 1)
+    return [q for p in pieces
+            for q in _divide(p, 1 if (p.topic, p.partition) in kept
+                             else _part_count(p.end - p.start, split_total, split_min))
+            if q.end > q.start]
+
+
+def plan_by_records(ranges: Sequence[PartitionRange], options: ReadOptions) -> Plan:
+    """Input partitions of the connector's tasks (:func:`record_ranges` with the options'
+    ``maxRecordsPerPartition`` and ``minPartitions`` as given), in their order, each cut further by
+    ``maxBytesPerPartition`` (:func:`plan` of its one range) where its bytes are more."""
+    result = Plan()
+    for rng in ranges:
+        result.segments_total += len(rng.segments)
+        result.segments_read += sum(1 for s in rng.segments if _overlaps(rng, s))
+    for piece in record_ranges(ranges, max_records=options.max_records_per_partition,
+                               min_partitions=options.min_partitions_given):
+        part = plan([piece], max_bytes=options.max_bytes_per_partition)
+        result.partitions += part.partitions
+        result.bytes += part.bytes
     return result
 
 
