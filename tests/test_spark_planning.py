@@ -187,7 +187,9 @@ def test_options_an_end_does_not_take_are_not_read(options):
 
 @pytest.mark.parametrize(("options", "fragment"), [
     ({"maxOffsetsPerTrigger": "0"}, "at least 1"),
-    ({"minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
+    ({"minOffsetsPerTrigger": "3 "}, "minOffsetsPerTrigger must be an integer"),
+    ({"minOffsetsPerTrigger": "4", "maxOffsetsPerTrigger": "3"}, r"minOffsetPerTrigger\(4\) is higher"),
+    ({"maxTriggerDelay": "1.5s"}, r"maxTriggerDelay: time must be specified as seconds \(s\)"),
     ({"maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
     ({"maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
     # a digit past the BMP is two surrogates to Long.parseLong, no digit
@@ -217,6 +219,44 @@ def test_a_batch_read_ignores_trigger_options(options):
 def test_a_batch_read_checks_trigger_bounds_given_together(options, fragment):
     with pytest.raises(ConfigError, match=fragment):
         _opts(**options)
+
+
+#: Spark 4.3's JavaUtils.timeStringAsMs (what the connector's Utils.timeStringAsMs calls) on these texts,
+#: run with javac/java against PySpark's own jars: the ms, or None where it throws NumberFormatException.
+TIME_STRINGS = [
+    ("15m", 900000), ("0", 0), ("5", 5), ("100ms", 100), ("2s", 2000), ("1min", 60000), ("1h", 3600000),
+    ("1d", 86400000), ("999us", 0), ("-1500us", -1), ("-5s", -5000), (" 3S ", 3000), ("3 s", None),
+    ("1.5s", None), ("10x", None), ("", None), ("m", None), ("9223372036854775807", 9223372036854775807),
+    ("9223372036854775808", None), ("9223372036854775807s", 9223372036854775807),
+    ("-9223372036854775807d", -9223372036854775808), ("+5", None), ("\u212a", None), ("5\u0130", None),
+    ("\u0665", None), ("1_0", None),
+]
+
+
+@pytest.mark.parametrize(("text", "ms"), TIME_STRINGS)
+def test_max_trigger_delay_is_read_as_spark_reads_time_strings(text, ms):
+    if ms is None:
+        with pytest.raises(ConfigError, match="maxTriggerDelay: time must be specified"):
+            parse_read_options({"path": "/s", "maxTriggerDelay": text}, streaming=True)
+    else:
+        assert parse_read_options({"path": "/s", "maxTriggerDelay": text}, streaming=True) \
+            .max_trigger_delay_ms == ms
+
+
+def test_a_trigger_is_delayed_as_the_connector_delays_it():
+    """Spark 4 KafkaMicroBatchStream.delayBatch: once maxTriggerDelay has passed since the last batch (0
+    before the first, so the first trigger always makes one) a batch is made whatever is waiting; before,
+    only with minOffsetsPerTrigger offsets waiting over every partition (a partition the start lacks counts
+    from 0), each batch made restarting the delay."""
+    start = {"t": {"0": 10, "1": 4}}
+    two = {"t": {"0": 11, "1": 5}}
+    assert planning.delays_batch(start, start, 5, 1000, 0, 5000) == (False, 5000)    # nothing waiting
+    assert planning.delays_batch(start, start, 5, 1000, 4500, 5000) == (True, 4500)
+    assert planning.delays_batch(start, two, 3, 1000, 5000, 5999) == (True, 5000)
+    assert planning.delays_batch(start, two, 2, 1000, 5000, 5999) == (False, 5999)
+    assert planning.delays_batch(start, two, 3, 1000, 5000, 6000) == (False, 6000)
+    assert planning.delays_batch({"t": {"0": 10}}, two, 6, 1000, 5000, 5500) == (False, 5500)  # 1 + 5
+    assert planning.delays_batch(start, two, 3, -1, 5000, 5000) == (False, 5000)
 
 
 def test_read_option_values_take_any_case():

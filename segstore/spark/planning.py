@@ -1056,3 +1056,21 @@ def limit_offsets(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
             share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
             result.setdefault(t, {})[p] = min(end, start[t][p] + share)
     return result
+
+
+def delays_batch(start: Offsets, latest: Offsets, min_offsets: int, max_delay_ms: int, last_ms: int,
+                 now_ms: int) -> tuple[bool, int]:
+    """Whether a trigger makes no micro-batch for ``minOffsetsPerTrigger``, and the time of the last
+    micro-batch made after it, as Spark 4 KafkaMicroBatchStream.delayBatch decides: a batch is made once
+    ``max_delay_ms`` (``maxTriggerDelay``) has passed since the last one (``last_ms``; 0 before the first,
+    so a query's first trigger always makes one), else only with at least ``min_offsets`` offsets waiting
+    from ``start`` to ``latest`` over every partition (one ``start`` lacks counts from 0, as there), the
+    time of the batch made being ``now_ms``.  The clock is the only source of time here, as there (the
+    system clock, ``System.currentTimeMillis``).  O(P) for P partitions.
+    """
+    if now_ms - last_ms >= max_delay_ms:
+        return False, now_ms
+    waiting = sum(end - start.get(t, {}).get(p, 0) for t, ps in latest.items() for p, end in ps.items())
+    if waiting < min_offsets:
+        return True, last_ms
+    return False, now_ms
