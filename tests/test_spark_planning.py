@@ -842,6 +842,10 @@ def test_a_batch_read_splits_by_records_where_the_connector_does():
     assert pieces(startingOffsets='{"A": {"0": 200}, "B": {"0": -2}}') == [[("A", 0, 200, 250),
                                                                           ("B", 0, 0, 10)]]
     assert pieces(minPartitions="3") == seven
+    # times are resolved first (ListOffsets), a time no record matches to latest (-1): an end time after
+    # every record leaves the range at -1 - (-2) = 1, one inside A's records cuts A (its end 200 from -2)
+    assert len(pieces(endingTimestamp="99999999")) == 1
+    assert pieces(endingTimestamp="200000")[:2] == [[("A", 0, 0, 40)], [("A", 0, 40, 80)]]   # 200 / 5
     # a task's bytes above maxBytesPerPartition are cut further (100 bytes a message here)
     cut = pieces(minPartitions="3", maxBytesPerPartition="2000")
     assert cut[:2] == [[("A", 0, 0, 18)], [("A", 0, 18, 35)]] and len(cut) == 15

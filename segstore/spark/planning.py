@@ -17,7 +17,10 @@ Three pure steps, each testable without Spark:
    partitions carry paths and offsets only; executors open the store themselves.
    Where the partitions share one log (a RocketMQ commitlog) and the read takes
    most of the log it lies in, :func:`plan_log_order` cuts the log into byte
-   ranges instead (see there); :func:`plan_read` chooses.
+   ranges instead (see there); :func:`plan_read` chooses.  With ``maxRecordsPerPartition`` the ranges
+   are cut into the tasks of Spark's Kafka connector instead (:func:`plan_by_records`), every
+   micro-batch and the batch reads the connector cuts (:func:`splits_by_records`); :func:`plan_batch`
+   chooses for a batch read.
 
 Complexity: O(P + S) for P topic partitions and S segments (plus the pieces
 produced).  Everything here runs on the driver in one thread.
@@ -54,6 +57,7 @@ from .options import (
     LATEST_TIMESTAMP,
     READ_COMMITTED,
     STRATEGY_ERROR,
+    TIME_CODES,
     ReadOptions,
 )
 from .schema import KAFKA
@@ -721,15 +725,29 @@ def plan_batch(store: PlanningStore, options: ReadOptions, pruning: Pruning | No
                      min_partitions=options.min_partitions or 1)
 
 
-def _unresolved(options: ReadOptions, topic: str, partition: int, start: int, end: int) -> int:
+def _unresolved(options: ReadOptions, topic: str, partition: int, start: int, end: int, latest: int,
+                high: int) -> int:
     """The size of ``topic``/``partition``'s range as the connector judges it before it resolves earliest
     and latest (Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets: ``untilOffset -
-    fromOffset`` of the offsets ``fetchPartitionOffsets`` gives: -2 for earliest, -1 for latest, an offset
-    as named, a time resolved to its offset); ``start``/``end``: the range resolved here."""
-    if options.starting_timestamp is None and options.starting_timestamps is None:
+    fromOffset`` of the offsets ``fetchPartitionOffsets`` gives): -2 for earliest and -1 for latest, an
+    offset as named; a time as ListOffsets answers it (an offset, a ListOffsets code's offset too), or -1
+    where no record matches (readTimestampOffsets: LATEST, for an end, or a start with the strategy
+    ``latest``).  ``start``/``end``: the range resolved here, a time with no match resolved to ``latest``
+    (the start's bound) and ``high`` (the end's)."""
+    start_ms = options.starting_timestamp
+    if start_ms is None and options.starting_timestamps is not None:
+        start_ms = _per_partition(options.starting_timestamps, topic, partition, "startingOffsetsByTimestamp")
+    if start_ms is None:
         start = options.starting.for_partition(topic, partition)
-    if options.ending_timestamp is None and options.ending_timestamps is None:
+    elif start_ms not in TIME_CODES and start == latest:
+        start = LATEST
+    end_ms = options.ending_timestamp
+    if end_ms is None and options.ending_timestamps is not None:
+        end_ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
+    if end_ms is None:
         end = options.ending.for_partition(topic, partition)
+    elif end_ms not in TIME_CODES and end == high:
+        end = LATEST
     return end - start
 
 
@@ -765,7 +783,7 @@ def _resolve(store: PlanningStore, options: ReadOptions, pruning: Pruning | None
         end = end_offset(store, options, topic, partition, low, high)
         given_end = (options.ending_timestamp is None and options.ending_timestamps is None
                      and options.ending.for_partition(topic, partition) != LATEST)
-        unresolved.append(_unresolved(options, topic, partition, start, end))
+        unresolved.append(_unresolved(options, topic, partition, start, end, latest, high))
         start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end,
                                     split=split)
         if not kept:
