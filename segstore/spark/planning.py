@@ -734,21 +734,18 @@ def _unresolved(options: ReadOptions, topic: str, partition: int, start: int, en
     where no record matches (readTimestampOffsets: LATEST, for an end, or a start with the strategy
     ``latest``).  ``start``/``end``: the range resolved here, a time with no match resolved to ``latest``
     (the start's bound) and ``high`` (the end's)."""
-    start_ms = options.starting_timestamp
-    if start_ms is None and options.starting_timestamps is not None:
-        start_ms = _per_partition(options.starting_timestamps, topic, partition, "startingOffsetsByTimestamp")
-    if start_ms is None:
-        start = options.starting.for_partition(topic, partition)
-    elif start_ms not in TIME_CODES and start == latest:
-        start = LATEST
-    end_ms = options.ending_timestamp
-    if end_ms is None and options.ending_timestamps is not None:
-        end_ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
-    if end_ms is None:
-        end = options.ending.for_partition(topic, partition)
-    elif end_ms not in TIME_CODES and end == high:
-        end = LATEST
-    return end - start
+    def listed(ms: int | None, entries: tuple[tuple[str, int, int], ...] | None, name: str, named: int,
+               resolved: int, bound: int) -> int:
+        if ms is None and entries is not None:
+            ms = _per_partition(entries, topic, partition, name)
+        if ms is None:
+            return named
+        return LATEST if ms not in TIME_CODES and resolved == bound else resolved
+
+    return (listed(options.ending_timestamp, options.ending_timestamps, "endingOffsetsByTimestamp",
+                   options.ending.for_partition(topic, partition), end, high)
+            - listed(options.starting_timestamp, options.starting_timestamps, "startingOffsetsByTimestamp",
+                     options.starting.for_partition(topic, partition), start, latest))
 
 
 def _resolve(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
