@@ -820,3 +820,34 @@ def test_recover_of_an_index_entry_whose_link_a_torn_page_zeroed(tmp_path, abort
         key = (message.keys or [message.properties["UNIQ_KEY"]])[0]
         assert message.physical_offset in [m.physical_offset for m in writer.find(message.topic, key)]
     assert last_index.read_bytes() == written
+
+
+def test_recovery_after_the_last_commitlog_file_was_lost_leaves_a_checkpoint_verify_accepts(tmp_path):
+    """A crash, then the last commitlog file lost (the checkpoint newer than the data left): recovery
+    drops the consume-queue entries past the end (as 4.9.7 ``truncateDirtyLogicFiles``), cuts the index
+    where its entries point past the end, and sets the checkpoint times past the newest message kept to
+    it.  ``indexMsgTimestamp`` was bounded by the IndexFiles' ends read before the index was cut, the end
+    of a file recovery then removed: ``verify`` of the store recovery had just written reported
+    ``expected indexMsgTimestamp at most the newest message's store time``.  The bound is now taken
+    once the index is recovered (``recovery._clamp_checkpoint``)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        i = 0
+        after = 0
+        while after < 12:       # four commitlog files, the last holding 12 messages (a full IndexFile)
+            after += len(writer.commitlog.log.segments) >= 4
+            writer.append({"topic": "T", "queue_id": i % 2, "body": b"x" * 200, "keys": [f"k{i}"],
+                           "store_timestamp": NOW_MS + i})
+            i += 1
+        writer.flush()
+        last = writer.commitlog.log.segments.active.path
+        writer.abandon()
+    files.remove(last)
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        assert any("dropped" in line and "past the commitlog end" in line for line in writer.recovery_lines)
+        newest = max(m.store_timestamp for m in writer.scan())
+    point = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert point.index_msg_timestamp <= newest and point.physic_msg_timestamp == newest
+    with segstore.open(store, format="rocketmq") as reader:
+        assert reader.verify() == []
+        assert [m.store_timestamp for m in reader.find("T", "k0")] == [NOW_MS]

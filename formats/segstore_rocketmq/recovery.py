@@ -1505,6 +1505,31 @@ def _holds_no_entry(index: IndexService | None) -> bool:
     return index is not None and all(not len(f.entries) for f in index.files)
 
 
+def _clamp_checkpoint(ctx: RecoveryContext, newest: int, lines: list[str]) -> None:
+    """Set the checkpoint times past the newest message kept (``newest``, its store time) to it,
+    ``indexMsgTimestamp`` only past the IndexFiles' ends too; run last, once the index is recovered:
+    the ends of the files as recovery left them (a file it removed or cut, whose entries pointed into
+    a lost commitlog tail, ended past every message kept, and ``verify`` then reported the
+    checkpoint recovery had just written)."""
+    # the walk reaches the data's end, so it saw the newest message kept (the broker stores
+    # under its put lock, store times follow commitlog order): a checkpoint time past it (a
+    # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
+    # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
+    # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
+    # that sound file (IndexService.load), and store times need not ascend, so only past them all
+    # (a store opened with messageIndexEnable off has no IndexService, but the files left in index/ are
+    # loaded by the broker's next start all the same: their headers are read)
+    if ctx.index is not None:
+        ends = [f.header.end_timestamp for f in ctx.index.files]
+    else:
+        ends = end_timestamps(ctx.index_directory) if ctx.index_directory is not None else []
+    index_newest = max([newest, *ends])
+    for name in ctx.checkpoint.clamp_times(newest, index_newest):
+        ctx.checkpoint_changed = True
+        shown = index_newest if name == "indexMsgTimestamp" else newest
+        lines.append(f"checkpoint: {name} set to the newest message's store time, {shown}")
+
+
 def recover(ctx: RecoveryContext) -> list[str]:
     """Recover the store in place; returns one line per action taken (empty: nothing to do)."""
     cl = ctx.commitlog
@@ -1587,24 +1612,6 @@ def recover(ctx: RecoveryContext) -> list[str]:
         lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
                      f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
-    if newest:
-        # the walk reaches the data's end, so it saw the newest message kept (the broker stores
-        # under its put lock, store times follow commitlog order): a checkpoint time past it (a
-        # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
-        # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
-        # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
-        # that sound file (IndexService.load), and store times need not ascend, so only past them all
-        # (a store opened with messageIndexEnable off has no IndexService, but the files left in index/ are
-        # loaded by the broker's next start all the same: their headers are read)
-        if ctx.index is not None:
-            ends = [f.header.end_timestamp for f in ctx.index.files]
-        else:
-            ends = end_timestamps(ctx.index_directory) if ctx.index_directory is not None else []
-        index_newest = max([newest, *ends])
-        for name in ctx.checkpoint.clamp_times(newest, index_newest):
-            ctx.checkpoint_changed = True
-            shown = index_newest if name == "indexMsgTimestamp" else newest
-            lines.append(f"checkpoint: {name} set to the newest message's store time, {shown}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which
@@ -1640,6 +1647,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
         if puts.put != cut:
             lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
         lines.extend(_fix_begin_offsets(ctx.index))
+    if newest:
+        _clamp_checkpoint(ctx, newest, lines)
     return lines
 
 
