@@ -507,12 +507,15 @@ class IndexFile:
         """``(phy_offset, approximate store time)`` of this hash's entries in ``[begin, end]``, newest first.
 
         Walks the slot's chain as the broker's ``selectPhyOffset`` does, and also
-        stops at a link that does not go back (a corrupt chain cannot loop).
+        stops at a link that does not go back (a corrupt chain cannot loop).  As there, a
+        slot may name the entry at ``indexCount`` (RocketMQ 4.9.7 refuses only ``slotValue >
+        indexCount``): a put writes its entry and slot before the count, and the broker's
+        queries find a key whose put a crash cut before the count.
         Runtime complexity: ``O(chain length)``.
         """
         count = self.header.index_count
         number = int(self.slots[key_hash % self.slot_num])
-        if number <= INVALID_INDEX or number >= count or count <= FIRST_ENTRY:
+        if number <= INVALID_INDEX or number > count or number >= self.index_num or count <= FIRST_ENTRY:
             return
         begin_ts = self.header.begin_timestamp
         while True:
