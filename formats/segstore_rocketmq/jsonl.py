@@ -29,8 +29,8 @@ extension unit) is derived at dispatch and not written.
 A run of dump lines is appended in columns (``append_arrow``, the C columnar writer) where
 :func:`dump_columns` takes every line of it as it is: no Python message object a line.  A run
 holding any line it does not take (a field missing or of another kind, a body that is not
-base64, a value out of its range, derived fields that disagree, ``properties_base64``: stored
-bytes no Arrow row carries) goes through
+base64, a value out of its range, derived fields that disagree, a ``properties_base64`` that does not
+read as its ``properties``) goes through
 :func:`stored_message` and ``append_stored``, the reference, which raises the typed errors; both
 write the same bytes (tested).
 """
@@ -279,9 +279,10 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
     n = len(objs)
     required = frozenset(_REQUIRED)
     for obj in objs:
-        if not (required <= obj.keys() <= DUMP_FIELDS) or PROPERTIES_BASE64 in obj:
-            return None     # properties_base64: stored bytes, which no Arrow row carries
+        if not required <= obj.keys() <= DUMP_FIELDS:
+            return None
     bodies: list[bytes] = []
+    stored: list[bytes | None] = []
     keys: list[str] = []
     values: list[str] = []
     offsets = [0]
@@ -300,6 +301,15 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
                     return None
             if "body_crc" in obj and obj["body_crc"] != body_crc(body):
                 return None
+            raw = None
+            # stored bytes, which must read as the properties (else the reference says so, naming the field)
+            if PROPERTIES_BASE64 in obj:
+                raw = base64.b64decode(obj[PROPERTIES_BASE64], validate=True)
+                try:
+                    java_properties_of(raw, properties, PROPERTIES_BASE64)
+                except InvalidMessageError:
+                    return None
+            stored.append(raw)
             bodies.append(body)
             keys.extend(properties)
             values.extend(properties.values())
@@ -342,4 +352,5 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
         "bornHost": pa.array([obj["born_host"] for obj in objs], pa.string()),
         "storeHost": pa.array([obj["store_host"] for obj in objs], pa.string()),
         "magic": pa.array([magic[t] for t in topics], pa.int32()),
+        "propertiesBytes": pa.array(stored, pa.binary()),
     })
