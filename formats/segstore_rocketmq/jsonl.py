@@ -42,7 +42,7 @@ import binascii
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import InvalidMessageError, InvalidTopicError
+from segstore.errors import InvalidMessageError, InvalidTopicError, cut
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import check_line_fields, decode_base64_fields, integer_field
 
@@ -70,12 +70,16 @@ if TYPE_CHECKING:
 #: A dump line's stored properties bytes where they are not UTF-8 (``properties`` then holds Java's
 #: text of them, a U+FFFD for each malformed sequence): written back as those bytes.
 PROPERTIES_BASE64 = "properties_base64"
+#: A dump line's stored topic bytes where they are not UTF-8 (``topic`` then holds Java's text of them):
+#: a topic no broker stores, so the line is refused, naming them.
+TOPIC_BASE64 = "topic_base64"
 #: The fields of a ``dump --json`` line (:data:`.store.JSON_KEYS`, ``ext`` for a message a
-#: consume-queue extension unit describes, :data:`PROPERTIES_BASE64` for properties that are not UTF-8).
-DUMP_FIELDS = frozenset({*JSON_KEYS, "ext", PROPERTIES_BASE64})
+#: consume-queue extension unit describes, :data:`PROPERTIES_BASE64` for properties that are not UTF-8,
+#: :data:`TOPIC_BASE64` for a topic that is not).
+DUMP_FIELDS = frozenset({*JSON_KEYS, "ext", PROPERTIES_BASE64, TOPIC_BASE64})
 #: Fields only a dump line has: one of them makes a line a dump line.
 DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "tags_code", "msg_id", "ext",
-                       PROPERTIES_BASE64})
+                       PROPERTIES_BASE64, TOPIC_BASE64})
 #: Fields a dump line must have to be written back as it was stored.
 _REQUIRED = ("topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
              "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset")
@@ -103,6 +107,8 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
         found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
         raise InvalidMessageError(f"expected the fields of a RocketMQ dump --json line "
                                   f"{sorted(DUMP_FIELDS)}, found {found}")
+    if TOPIC_BASE64 in obj:
+        _refuse_stored_topic(obj[TOPIC_BASE64], obj["topic"])
     try:
         body = base64.b64decode(obj["body"], validate=True)
     except (binascii.Error, TypeError, ValueError) as err:
@@ -153,6 +159,26 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     msg.trailing_separator = store.trailing_separator if type(properties) is not JavaProperties \
         else properties.raw.endswith(PROPERTY_SEPARATOR.encode())      # stored bytes: as they are
     return msg
+
+
+def _refuse_stored_topic(value: Any, topic: Any) -> None:
+    """A dump line's ``topic_base64``: the stored bytes of a topic that is not UTF-8, which RocketMQ 4.9.7
+    reads as Java's text (``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence)
+    and no broker stores (``TopicValidator.validateTopic`` takes ``[%|a-zA-Z0-9_-]`` only; a bit flipped
+    in a stored topic makes one): no copy can hold the message as stored, nor under another topic
+    without changing it, so the line is refused saying so, not written under Java's text of it.
+
+    :raises InvalidTopicError: always (the bytes, or what is wrong with the field).
+    """
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, TypeError, ValueError) as err:
+        raise InvalidMessageError(f"expected a dump line's {TOPIC_BASE64} as base64, found "
+                                  f"{str(value)[:40]!r} ({err})") from err
+    raise InvalidTopicError(f"expected a topic the broker stores (TopicValidator: the characters "
+                            f"[%|a-zA-Z0-9_-]), found the stored bytes {cut(raw)} ({TOPIC_BASE64}: not "
+                            f"UTF-8, read by RocketMQ as {cut(topic)}); no copy holds this message as "
+                            f"stored: leave it out of the input (its topic and offsets are on the line)")
 
 
 def _stored_properties(value: Any, properties: Mapping[str, str]) -> JavaProperties:
@@ -279,8 +305,8 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
     n = len(objs)
     required = frozenset(_REQUIRED)
     for obj in objs:
-        if not required <= obj.keys() <= DUMP_FIELDS:
-            return None
+        if not required <= obj.keys() <= DUMP_FIELDS or TOPIC_BASE64 in obj:
+            return None     # topic_base64: refused by the reference, which says why
     bodies: list[bytes] = []
     stored: list[bytes | None] = []
     keys: list[str] = []

@@ -115,6 +115,7 @@ from .message import (
     msg_id,
     set_offsets,
     stored_properties_of,
+    stored_topic_field,
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
@@ -2439,7 +2440,7 @@ class RocketMQStore(LifecycleMixin, Store):
             "prepared_transaction_offset": record.prepared_transaction_offset,
             "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
             "tags": record.tags, "keys": record.keys, "tags_code": self._dumped_tags_code(record),
-            "msg_id": record.msg_id, **_stored_properties_field(record),
+            "msg_id": record.msg_id, **_stored_properties_field(record), **stored_topic_field(record),
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
