@@ -2271,6 +2271,31 @@ class KafkaStore(Store):
             found[key] = [p.to_dict() for p in producers.describe_producers(part, now)]
         return found
 
+    def not_carried(self, topic: str | None = None, partition: int | None = None, *,
+                    keeps_sequences: bool = True) -> dict[tuple[str, int], str]:
+        """Per partition (of ``topic``/``partition`` when given) that has any, what a copy of its records
+        from the log start (``dump --json`` lines written back, a conversion) does not carry of its
+        producer state, in words (``1 batch the log cleaner emptied (the state of producer 7)``): batches
+        the log cleaner emptied, ``.snapshot`` files, the producers whose state the records alone do not
+        rebuild (:func:`.producers.not_carried`; ``keeps_sequences`` False: a copy that drops the batches'
+        sequences; a partition whose log is damaged: that its state could not be read).  ``O(batches)``
+        in numpy.
+
+        :raises NotFoundError: ``topic``/``partition`` names no partition here.
+        """
+        from . import producers
+
+        self._check_open()
+        found = {}
+        for key, part in self._selected_partitions(topic, partition).items():
+            try:
+                words = producers.not_carried(part, keeps_sequences=keeps_sequences).words()
+            except CorruptDataError as err:     # a damaged log (a run that skips corrupt data goes on)
+                words = f"its producer state, which its damaged log does not give ({err.message})"
+            if words:
+                found[key] = words
+        return found
+
     def hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
                              now_ms: int | None = None, max_timeout_ms: int | None = None
                              ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
