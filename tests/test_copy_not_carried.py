@@ -103,6 +103,24 @@ def test_convert_reports_the_producer_state_it_does_not_carry(cleaned, tmp_path)
     assert _producers(tmp_path / "back") == {8: -1}
 
 
+def test_convert_reports_the_leader_epochs_it_does_not_carry(tmp_path):
+    """A batch's leader epoch has no RocketMQ place either: the way back writes epoch 0, so ListOffsets
+    and OffsetsForLeaderEpoch answer otherwise; the report names the epochs (before: silent)."""
+    lines = [_line(0, -1, -1, b"a"), _line(1, -1, -1, b"b")]
+    lines[0]["batch"]["partition_leader_epoch"], lines[1]["batch"]["partition_leader_epoch"] = 3, 5
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, _, err = cli_run("write", tmp_path / "logs", "--format", "kafka", "--input", source)
+    assert code == 0, err
+    code, out, err = cli_run("convert", tmp_path / "logs", tmp_path / "rmq", "--to", "rocketmq")
+    assert code == 0, err
+    assert "not carried: t-0: leader epochs 3 to 5 (the way back writes epoch 0)" in out.splitlines(), out
+    code, _, err = cli_run("convert", tmp_path / "rmq", tmp_path / "back", "--to", "kafka")
+    assert code == 0, err
+    with segstore.open(tmp_path / "back", format="kafka") as kafka:
+        assert kafka.info()["partitions"][0]["leader_epochs"] == [[0, 0]]
+
+
 def test_a_partition_without_producers_has_no_note(tmp_path):
     lines = [_line(0, -1, -1, b"a"), _line(1, -1, -1, b"b")]
     source = tmp_path / "in.jsonl"

@@ -721,10 +721,10 @@ class KafkaConversion(FormatConversion):
         (``KafkaStore.not_carried``): the batches' sequences (a RocketMQ message has no place for them,
         so the way back writes none), batches the log cleaner emptied (no record to convert) and
         ``.snapshot`` files; a broker loading the way back takes those producers' next batches whatever
-        their sequence."""
+        their sequence.  And the leader epochs (the way back writes epoch 0)."""
         store: Any = source
         return [f"{topic}-{partition}: {words}"
-                for (topic, partition), words in store.not_carried(keeps_sequences=False).items()
+                for (topic, partition), words in store.not_carried(conversion=True).items()
                 if options.topics is None or topic in options.topics]
 
     def extents(self, source: Store, options: Options) -> list[Extent]:
