@@ -42,7 +42,7 @@ import binascii
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import InvalidMessageError, InvalidTopicError, cut
+from segstore.errors import InvalidMessageError, InvalidTopicError, SegstoreError, cut
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import check_line_fields, decode_base64_fields, integer_field
 
@@ -58,6 +58,9 @@ from .message import (
     RocketMQMessage,
     body_crc,
     empty_property,
+    encode_properties,
+    encode_topic,
+    encoded_size,
     has_queue_entry,
     java_properties_of,
     magic_for,
@@ -217,7 +220,13 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
     """Append every line to ``store`` in order, :data:`WRITE_CHUNK` at a time (runs of dump lines with
     ``append_arrow`` or ``append_stored``, runs of plain lines with ``append_batch``); returns the count."""
     count = 0
+    styled = False
     for stored, run in _runs(lines):
+        if stored and not styled:      # a new store takes its source's style (checked once: O(queues))
+            styled = True
+            style = dumped_style(run, store)
+            if style is not None:
+                store.take_style(style)
         if not stored:
             for obj in run:
                 check_line_fields(obj, APPEND_FIELDS_ORDER, "RocketMQ")
@@ -233,6 +242,28 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
                 store.append_stored(messages)
         count += len(run)
     return count
+
+
+def dumped_style(run: Sequence[Mapping[str, Any]], store: RocketMQStore) -> bool | None:
+    """Whether the first dump line of ``run`` with properties (given as text) was stored with them ending
+    in 0x02 (brokers up to 4.9.0 and from 5.2.0: :attr:`RocketMQStore.trailing_separator`), as its
+    ``size`` tells (the size of its message with them, or one byte less); None where no line says (no
+    such line, or a size that is neither: an edited line, which the append checks).  A dump does not
+    show the separator, so a copy takes its source's style from this.  ``O(1)`` lines decoded."""
+    for obj in run:
+        properties = obj.get("properties")
+        if PROPERTIES_BASE64 in obj or not isinstance(properties, dict) or not properties:
+            continue
+        try:
+            topic, size = obj["topic"], obj["size"]
+            body_len = len(base64.b64decode(obj["body"], validate=True))
+            topic_field = encode_topic(topic, magic_for(topic, writes_v2=store.config.writes_v2))
+            plain = encoded_size(body_len, len(topic_field), len(encode_properties(dict(properties))),
+                                 obj["sys_flag"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, binascii.Error, SegstoreError):
+            return None
+        return {plain: False, plain + 1: True}.get(size) if type(size) is int else None
+    return None
 
 
 def start_where_dumped(store: RocketMQStore, run: Sequence[Mapping[str, Any]]) -> None:

@@ -1074,6 +1074,21 @@ class RocketMQStore(LifecycleMixin, Store):
             self._trailing_separator = self.config.trailing_separator if found is None else found
         return self._trailing_separator
 
+    def take_style(self, trailing_separator: bool) -> bool:
+        """Have a store that holds no message with properties end the properties it appends with 0x02 or
+        not as ``trailing_separator`` says: a copy's source's style (``dump --json`` lines say it by their
+        ``size``), as :meth:`start_commitlog_at` starts the copy where its source started; else a copy of
+        a store written by another broker version than ``rocketmqVersion`` gave every message another
+        size, physical offset and msgId.  Whether it did: a store whose messages show a style keeps it.
+
+        Runtime complexity: as :meth:`trailing_separator` (``O(queues)`` reads).
+        """
+        self._check_writable()
+        if self._stored_style() is not None:
+            return False
+        self._trailing_separator = bool(trailing_separator)
+        return True
+
     def _stored_style(self) -> bool | None:
         """The style of the newest message with properties among the last message of every queue
         and the first of the last commitlog file; None when none of them has properties.
