@@ -2276,6 +2276,37 @@ class KafkaStore(Store):
             found[key] = [p.to_dict() for p in producers.describe_producers(part, now)]
         return found
 
+    def not_carried(self, topic: str | None = None, partition: int | None = None, *,
+                    conversion: bool = False) -> dict[tuple[str, int], str]:
+        """Per partition (of ``topic``/``partition`` when given) that has any, what a copy of its records
+        from the log start (``dump --json`` lines written back, a conversion) does not carry of its
+        producer state, in words (``1 batch the log cleaner emptied (the state of producer 7)``): batches
+        the log cleaner emptied, ``.snapshot`` files, the producers whose state the records alone do not
+        rebuild (:func:`.producers.not_carried`; a partition whose log is damaged: that its state could not
+        be read).  ``conversion``: a copy that keeps neither the batches' sequences nor their leader
+        epochs (a RocketMQ message has no place for them: the way back writes no sequence and epoch 0),
+        which names the epochs other than 0 too.  ``O(batches)`` in numpy.
+
+        :raises NotFoundError: ``topic``/``partition`` names no partition here.
+        """
+        from . import producers
+
+        self._check_open()
+        found = {}
+        for key, part in self._selected_partitions(topic, partition).items():
+            try:
+                words = producers.not_carried(part, keeps_sequences=not conversion).words()
+            except CorruptDataError as err:     # a damaged log (a run that skips corrupt data goes on)
+                words = f"its producer state, which its damaged log does not give ({err.message})"
+            epochs = sorted({epoch for epoch, _ in part.epochs.entries} - {0}) if conversion else []
+            if epochs:
+                shown = f"{epochs[0]}" if len(epochs) == 1 else f"{epochs[0]} to {epochs[-1]}"
+                words = "; ".join(filter(None, (words, f"leader epoch{'s' if len(epochs) > 1 else ''} "
+                                                       f"{shown} (the way back writes epoch 0)")))
+            if words:
+                found[key] = words
+        return found
+
     def hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
                              now_ms: int | None = None, max_timeout_ms: int | None = None
                              ) -> tuple[list[dict[str, Any]], list[str], list[str]]:

@@ -1196,26 +1196,74 @@ done:
 #define TRANSACTION_TYPE_MASK 0xC
 #define TRANSACTION_ROLLBACK_TYPE 0xC
 
-/* Java String.hashCode continued from h over the UTF-16 code units of UTF-8 s[0:n] (already validated). */
+/* Whether c is a UTF-8 continuation byte (10xxxxxx). */
+#define IS_CONTINUATION(c) (((c) & 0xC0) == 0x80)
+
+/*
+ * The length of the UTF-8 character at s[0:n] (n >= 1, s[0] >= 0x80) and, into *cp, its code point, or
+ * U+FFFD for a malformed sequence as Java's new String(bytes, UTF_8) reads it (segstore/javatext.py): the
+ * longest prefix of a well-formed sequence (Unicode's maximal subpart, JDK String.decodeUTF8_UTF16's
+ * malformed3/malformed4), but for an encoded surrogate, ED A0..BF, one malformed character of its lead,
+ * second byte and a third that is a continuation byte.
+ */
+static Py_ssize_t
+java_utf8_char(const uint8_t *s, Py_ssize_t n, uint32_t *cp)
+{
+    uint32_t c = s[0];
+    *cp = 0xFFFDu;
+    if (c < 0xC2 || c > 0xF4) {
+        return 1;
+    }
+    if (c < 0xE0) {
+        if (n < 2 || !IS_CONTINUATION(s[1])) {
+            return 1;
+        }
+        *cp = ((c & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c == 0xE0) {
+        lo = 0xA0;
+    } else if (c == 0xED) {
+        hi = 0x9F;
+    } else if (c == 0xF0) {
+        lo = 0x90;
+    } else if (c == 0xF4) {
+        hi = 0x8F;
+    }
+    if (n < 2 || s[1] < lo || s[1] > hi) {
+        if (c == 0xED && n >= 2 && s[1] >= 0xA0 && s[1] <= 0xBF) {
+            return n >= 3 && IS_CONTINUATION(s[2]) ? 3 : 2; /* a surrogate's three bytes, or two */
+        }
+        return 1;
+    }
+    if (n < 3 || !IS_CONTINUATION(s[2])) {
+        return 2;
+    }
+    if (c < 0xF0) {
+        *cp = ((c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return 3;
+    }
+    if (n < 4 || !IS_CONTINUATION(s[3])) {
+        return 3;
+    }
+    *cp = ((c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    return 4;
+}
+
+/* Java String.hashCode continued from h over the UTF-16 code units of new String(s[0:n], UTF_8): UTF-8 as it
+ * is, and stored bytes that are not (a property a 4.9.7 batch stored as its client sent it) as Java reads
+ * them, a U+FFFD for each malformed sequence (java_utf8_char). */
 static uint32_t
 java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
-        uint32_t c = s[i], cp;
-        if (c < 0x80) {
-            cp = c;
+        uint32_t cp = s[i];
+        if (cp < 0x80) {
             i += 1;
-        } else if (c < 0xE0) {
-            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
-            i += 2;
-        } else if (c < 0xF0) {
-            cp = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-            i += 3;
         } else {
-            cp = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
-                 (s[i + 3] & 0x3F);
-            i += 4;
+            i += java_utf8_char(s + i, n - i, &cp);
         }
         if (cp > 0xFFFF) {
             cp -= 0x10000;
@@ -1280,7 +1328,7 @@ known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
  *
  * Per message, the Java String.hashCode of its TAGS property (0 without TAGS or
  * for an empty one): a plain message's consume-queue tags code.  The properties
- * must have passed decode_region (valid UTF-8).
+ * need not be UTF-8: a TAGS value that is not hashes as Java's text of it (java_hash_utf8).
  */
 static PyObject *
 tags_hashes(PyObject *module, PyObject *args)
@@ -1328,8 +1376,8 @@ tags_hashes(PyObject *module, PyObject *args)
  * there) then topic#token for each non-empty space-separated KEYS token, each as
  * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
  * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
- * small (sum(props_len) // 2 + n always does).  The fields must have passed
- * decode_region (valid UTF-8).
+ * small (sum(props_len) // 2 + n always does).  The properties need not be UTF-8
+ * (java_hash_utf8 hashes Java's text of them).
  */
 static PyObject *
 index_entries(PyObject *module, PyObject *args)
