@@ -87,12 +87,13 @@ def test_a_link_to_another_entry(rocketmq, capsys):
 
 @pytest.mark.skipif(getattr(keyhash._speedups, "index_chains", None) is None,
                     reason="the C accelerator is not built (pure-Python pass)")
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(slot_num=st.integers(1, 9), data=st.data())
 def test_the_c_chain_facts_equal_the_reference(slot_num, data):
     """``_speedups.index_chains`` finds what the numpy reference finds, on chains built as
-    ``IndexFile.putKey`` builds them and then damaged anywhere (hashes of either sign, links, slots
-    past ``indexCount``)."""
+    ``IndexFile.putKey`` builds them and then damaged anywhere (hashes of either sign, links, links to
+    another earlier entry, slots past ``indexCount``).  Sound files take its check without scratch
+    per slot; any difference sends it to the full pass."""
     hashes = data.draw(st.lists(st.integers(-2**31, 2**31 - 1), max_size=40))
     entries = np.zeros(len(hashes), ENTRY_DTYPE)
     slots = np.zeros(slot_num, SLOT_DTYPE)
@@ -100,13 +101,32 @@ def test_the_c_chain_facts_equal_the_reference(slot_num, data):
         entries[i] = (h, 100 + i, 0, slots[h % slot_num])
         slots[h % slot_num] = 1 + i
     for _ in range(data.draw(st.integers(0, 3))):
-        if len(entries) and data.draw(st.booleans()):
+        kind = data.draw(st.sampled_from(["link", "earlier", "slot"]))
+        if len(entries) and kind == "link":
             entries["prev"][data.draw(st.integers(0, len(entries) - 1))] = data.draw(st.integers(-3, 50))
+        elif len(entries) and kind == "earlier":       # an entry number a link may hold, maybe not its own
+            i = data.draw(st.integers(0, len(entries) - 1))
+            entries["prev"][i] = data.draw(st.integers(0, i))
         else:
             slots[data.draw(st.integers(0, slot_num - 1))] = data.draw(st.integers(-3, 50))
     index_count = data.draw(st.integers(1, 50))
     assert keyhash.chain_facts(entries, slots, index_count) == \
         keyhash._chain_facts_reference(entries, slots, index_count)
+
+
+@pytest.mark.skipif(getattr(keyhash._speedups, "index_chains", None) is None,
+                    reason="the C accelerator is not built (pure-Python pass)")
+def test_a_link_into_another_slot_whose_slot_was_emptied_is_found_by_the_c_chain_facts():
+    """A damage every other check of a sound chain misses: entry 2 (slot 1) links to entry 1 (slot 0)
+    and slot 0 holds nothing, so no entry is linked twice and the one unlinked entry is what its slot
+    holds.  The C check of sound files refuses a link into another slot; both facts are reported."""
+    entries = np.zeros(2, ENTRY_DTYPE)
+    entries[0] = (0, 100, 0, 0)
+    entries[1] = (1, 101, 0, 1)        # slot 1's first entry, linked as if it followed entry 1
+    slots = np.array([0, 2], SLOT_DTYPE)
+    facts = keyhash.chain_facts(entries, slots, 3)
+    assert facts == keyhash._chain_facts_reference(entries, slots, 3)
+    assert facts == (-1, 1, 1, 0, 1, 0, 1)     # link of entry 2 (expected none), slot 0 (expected entry 1)
 
 
 @settings(max_examples=80, deadline=None)

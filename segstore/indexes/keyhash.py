@@ -699,8 +699,9 @@ def chain_facts(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tup
     over ``slots``: (the first entry with a negative hash, the count of wrong links, the first of them
     and the link it should hold, the count of wrong slots among those below ``index_count``, the
     first of them and the entry it should point at), -1 where none.  ``O(e + s)`` in C (the
-    accelerator's ``index_chains``, :func:`use_accelerator`, without the GIL, one int32 per slot of
-    scratch); :func:`_chain_facts_reference` otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
+    accelerator's ``index_chains``, :func:`use_accelerator`, without the GIL: a sound file with one
+    bit per entry of scratch, any other with one int32 per slot); :func:`_chain_facts_reference`
+    otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
     index_chains = getattr(_speedups, "index_chains", None)
     if index_chains is not None and len(slots):
         return tuple(index_chains(entries, slots, index_count))
