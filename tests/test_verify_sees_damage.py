@@ -135,8 +135,8 @@ def test_a_link_into_another_slot_whose_slot_was_emptied_is_found_by_the_c_chain
 def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
     """``_put_twice`` compares each entry with the few before it where the entries are in put order
     (runs of one message, some longer than ``SHIFTED_RUN``) and sorts otherwise: the same offsets as
-    the sort finds, either way."""
-    phys, hashes, phy = [], [], 0
+    the sort finds, either way (offsets from a damaged file included: negative ones)."""
+    phys, hashes, phy = [], [], data.draw(st.integers(-3, 2))
     for gap, run in runs:
         phy += gap                                  # gap 0: the run goes on the message before
         phys += [phy] * len(run)

@@ -381,11 +381,15 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
 
     Candidates are found by searching for the magic bytes (C speed, a window at
     a time, in the file's data ranges only: its holes are zeros); each is
-    confirmed by a full decode with CRC and its stored offset.
+    confirmed by a full decode with CRC and its stored offset.  A range's leading zeros are
+    skipped first (:meth:`MappedFile.first_nonzero`, windows it reuses): after a store's last
+    message they are most of what is left of its blocks reserved ahead (8 MB of a 1 GiB file),
+    which the search copied out whole.
     """
     for data_start, data_end in seg.file.data_ranges(pos + 1):
-        start = data_start
-        while start < data_end:
+        # a valid message's TOTALSIZE is not zero, so its magic lies past the first non-zero byte
+        start = seg.file.first_nonzero(data_start, data_end)
+        while start is not None and start < data_end:
             # read through the descriptor, inside the data range: a hole read through the map
             # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
             stop = min(data_end, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
