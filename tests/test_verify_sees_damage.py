@@ -149,6 +149,36 @@ def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
         verify._put_twice_sorted(phys_a, hashes_a).tolist()
 
 
+class _Entries:
+    """What ``verify._check_order`` reads of an index file: its entries, path and entry positions."""
+
+    def __init__(self, phys: list[int]) -> None:
+        self.entries = np.zeros(len(phys), ENTRY_DTYPE)
+        self.entries["phy_offset"] = phys
+        self.path = "idx"
+
+    def entry_pos(self, n: int) -> int:
+        return n * ENTRY_DTYPE.itemsize
+
+
+@given(phys=st.lists(st.integers(-3, 20), max_size=30), prev=st.integers(-3, 20), chunk=st.integers(1, 4))
+def test_index_order_checked_a_chunk_at_a_time_as_over_the_whole_file(phys, prev, chunk):
+    """``_check_order`` compares the entries where they lie, ``ENTRY_CHUNK`` at a time: the first entry
+    below the one before it (the last file's last entry before the first) is found across chunk ends."""
+    befores = [prev, *phys][:len(phys)]
+    down = next((i for i, (p, b) in enumerate(zip(phys, befores, strict=True)) if p < b), None)
+    saved, verify.ENTRY_CHUNK = verify.ENTRY_CHUNK, chunk
+    try:
+        problems: list = []
+        last = verify._check_order(_Entries(phys), prev, problems)
+    finally:
+        verify.ENTRY_CHUNK = saved
+    assert last == (phys[-1] if phys else prev)
+    assert [p.message for p in problems] == ([] if down is None else [
+        f"expected index entry {down + 1} to point at or after the entry before it (commitlog offset "
+        f"{befores[down]}), found {phys[down]}"])
+
+
 def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):
     """An entry below the commitlog's first offset is expired (retention deleted its file); a negative
     one, or one below the entry before it, is damage."""
