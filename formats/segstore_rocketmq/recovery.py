@@ -222,16 +222,18 @@ class Walked:
 
 
 def _walked(view: memoryview, rows: columnar.Rows, tags_code: Callable[[RocketMQMessage], int],
-            topics: dict[str, int], numbers: np.ndarray | None = None) -> Walked:
+            topics: dict[str, int], numbers: np.ndarray | None = None,
+            keys: columnar.KeyEntries | None = None) -> Walked:
     """What recovery keeps of decoded rows: the queue and index columns, computed in C.
 
     The tags code is the TAGS hash; delay messages (``SCHEDULE_TOPIC_XXXX``) take the
     store's rule (``tags_code``), message by message, as they are few.  ``numbers``: the
-    rows' topic numbers in ``topics`` when the caller has them already.
+    rows' topic numbers in ``topics`` when the caller has them already; ``keys``: their index
+    entries, when the decode found them (:func:`.columnar.decode_region_indexed`).
     """
     if numbers is None:
         numbers = columnar.topic_codes(view, rows, topics)
-    counts, hashes, codes = columnar.index_entries(view, rows)
+    counts, hashes, codes = keys.first(len(rows)) if keys is not None else columnar.index_entries(view, rows)
     scheduled = topics.get(SCHEDULE_TOPIC)
     if scheduled is not None and (numbers == scheduled).any():
         at = np.flatnonzero(numbers == scheduled)
@@ -382,11 +384,15 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
 
     Candidates are found by searching for the magic bytes (C speed, a window at
     a time, in the file's data ranges only: its holes are zeros); each is
-    confirmed by a full decode with CRC and its stored offset.
+    confirmed by a full decode with CRC and its stored offset.  A range's leading zeros are
+    skipped first (:meth:`MappedFile.first_nonzero`, windows it reuses): after a store's last
+    message they are most of what is left of its blocks reserved ahead (8 MB of a 1 GiB file),
+    which the search copied out whole.
     """
     for data_start, data_end in seg.file.data_ranges(pos + 1):
-        start = data_start
-        while start < data_end:
+        # a valid message's TOTALSIZE is not zero, so its magic lies past the first non-zero byte
+        start = seg.file.first_nonzero(data_start, data_end)
+        while start is not None and start < data_end:
             # read through the descriptor, inside the data range: a hole read through the map
             # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
             stop = min(data_end, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
@@ -488,14 +494,14 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
     if not kept or kept[0].cap < cap:
         kept[:] = [columnar.Rows(cap)]
     rows = kept[0]
-    n, end, status, blank = columnar.decode_region(view, pos, stop, size, seg.base, rows)
+    (n, end, status, blank), keys = columnar.decode_region_indexed(view, pos, stop, size, seg.base, rows)
     misplaced, numbers = _torn_row(view, rows, topics)
     if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
         n = misplaced
         end = int(rows["position"][n]) - seg.base
         status = columnar.BAD
         rows = rows.select(slice(0, n))
-    batch = _walked(view, rows, tags_code, topics, numbers) if n else None
+    batch = _walked(view, rows, tags_code, topics, numbers, keys) if n else None
     odd = None
     if status == columnar.BAD and misplaced is None:
         odd = columnar.java_row(view, end, size, seg.base)
