@@ -6,6 +6,19 @@
   (``columnar.topic_is`` encoded the name to compare it with the stored bytes).  The broker reads a
   stored topic as ``new String(bytes, UTF_8)``, which never holds a lone surrogate: no message is of
   that topic, and ``dump`` says what the store holds, as for any other name.
+- ``segstore dump LOGDIR/__cluster_metadata-0/*``, the shell's glob over a real KRaft metadata
+  partition, met ``quorum-state`` and refused the whole command (exit 2, "expected a file of a known
+  format"), dumping nothing; so for the other files a Kafka 3.8 broker writes in a log directory
+  (``.lock``, ``.kafka_cleanshutdown``, a checkpoint's ``NAME.tmp``) and for the partial snapshot a
+  crash leaves (``Snapshots.createTempFile``: ``OFFSET-EPOCH-<random digits>.checkpoint.part``).
+  Each is now passed over with ``Ignoring unknown file X`` (exit 0), as kafka-dump-log does for
+  every name whose suffix is none of its five.
+- A KRaft snapshot named past a Java long or int (``99999999999999999999-0000000189.checkpoint``:
+  Kafka 3.8 ``Snapshots.parse`` throws ``NumberFormatException`` on it, in ``kafka-dump-log`` and in
+  ``KafkaMetadataLog.recoverSnapshots``, so the broker does not start): every command that opened the
+  log directory (``info``, ``verify``, ``consumers``...) died with an ``OverflowError`` traceback from
+  pyarrow, and ``dump FILE`` printed ``Snapshot end offset: 99999999999999999999`` (exit 0).  Now the
+  name is a problem naming the file: ``verify`` and ``dump FILE`` exit 1, ``info`` reads the rest.
 """
 
 from __future__ import annotations
@@ -14,11 +27,13 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import cli_run
+from conftest import FIXTURES, cli_run, copy_writable
 
 import segstore
 
 NOT_UTF8 = os.fsdecode(b"a\xffb")   # what argv holds for the bytes 61 FF 62
+REAL_KRAFT = FIXTURES / "real" / "kraft-confluent-7.5.1"
+SNAPSHOT = "00000000000000028869-0000000189.checkpoint"
 
 
 @pytest.fixture()
@@ -43,3 +58,48 @@ def test_a_topic_that_is_not_utf8_selects_no_rocketmq_record(rocketmq_store):
         assert list(rmq.dump_json(topic=NOT_UTF8)) == []
         assert list(rmq.dump_text(topic=NOT_UTF8)) == []
         assert len(list(rmq.dump_json(topic="Plain"))) > 0
+
+
+@pytest.fixture()
+def kraft_logs(tmp_path: Path) -> Path:
+    return copy_writable(REAL_KRAFT, tmp_path / "logs")
+
+
+def test_every_file_of_a_kraft_metadata_partition_dumps_or_is_passed_over(kraft_logs):
+    metadata = kraft_logs / "__cluster_metadata-0"
+    partial = metadata / "00000000000000028869-0000000189-8437561923847561234.checkpoint.part"
+    partial.write_bytes((metadata / SNAPSHOT).read_bytes())
+    (metadata / "quorum-state.tmp").write_bytes((metadata / "quorum-state").read_bytes())
+    (kraft_logs / "recovery-point-offset-checkpoint.tmp").write_text("0\n0\n")
+    passed_over = [metadata / "quorum-state", metadata / "quorum-state.tmp", partial,
+                   kraft_logs / ".lock", kraft_logs / ".kafka_cleanshutdown",
+                   kraft_logs / "recovery-point-offset-checkpoint.tmp"]
+    code, out, err = cli_run("dump", *sorted(metadata.iterdir()), *passed_over[3:])
+    assert code == 0
+    assert "Snapshot end offset: 28869, epoch: 189" in out
+    for path in passed_over:
+        assert f"Dumping {path}\n" in out
+        assert f"Ignoring unknown file {path}\n" in err
+    (kraft_logs / "notes.txt").write_text("hi")            # not a name Kafka writes: still refused
+    code, _, err = cli_run("dump", kraft_logs / "notes.txt")
+    assert code == 2 and "expected a file of a known format" in err
+
+
+@pytest.mark.parametrize("name", ["99999999999999999999-0000000189.checkpoint",    # past a Java long
+                                  "00000000000000028869-9999999999.checkpoint"])   # past a Java int
+def test_a_kraft_snapshot_name_past_a_java_number_is_named_not_a_traceback(kraft_logs, name):
+    metadata = kraft_logs / "__cluster_metadata-0"
+    bad = metadata / name
+    bad.write_bytes((metadata / SNAPSHOT).read_bytes())
+    code, out, err = cli_run("dump", bad)
+    assert code == 1 and out == f"Dumping {bad}\n"
+    assert err.startswith(f"{bad}: expected a KRaft snapshot name of an end offset below 2**63 and an epoch "
+                          "below 2**31 (Snapshots.parse), found end offset ")
+    code, out, err = cli_run("verify", kraft_logs)
+    assert code == 1 and "Traceback" not in err
+    assert f"{bad}: the metadata log not read: expected a KRaft snapshot name" in out
+    for argv, said in ((["info"], "topic=__consumer_offsets, partition=14"),
+                       (["info", "--json"], '"__consumer_offsets"'), (["consumers"], "order-group")):
+        code, out, err = cli_run(*argv, kraft_logs)
+        assert code == 0, err
+        assert said in out
