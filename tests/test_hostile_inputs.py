@@ -19,6 +19,10 @@
   log directory (``info``, ``verify``, ``consumers``...) died with an ``OverflowError`` traceback from
   pyarrow, and ``dump FILE`` printed ``Snapshot end offset: 99999999999999999999`` (exit 0).  Now the
   name is a problem naming the file: ``verify`` and ``dump FILE`` exit 1, ``info`` reads the rest.
+- ``segstore dump 99999999999999999999.timeindex`` (a segment file named past a Java long: the tool's
+  ``toLong`` of the name throws, and ``verify`` of the partition names it): an ``OverflowError``
+  traceback; the ``.log`` printed ``Log starting offset: 99999999999999999999`` and the ``.index``
+  offsets no Kafka log holds (exit 0).  Each now exits 1 naming the file.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from conftest import FIXTURES, cli_run, copy_writable
 import segstore
 
 NOT_UTF8 = os.fsdecode(b"a\xffb")   # what argv holds for the bytes 61 FF 62
+KAFKA_SEGMENT = FIXTURES / "kafka" / "txn" / "topic-0" / "00000000000000000054"
 REAL_KRAFT = FIXTURES / "real" / "kraft-confluent-7.5.1"
 SNAPSHOT = "00000000000000028869-0000000189.checkpoint"
 
@@ -103,3 +108,16 @@ def test_a_kraft_snapshot_name_past_a_java_number_is_named_not_a_traceback(kraft
         code, out, err = cli_run(*argv, kraft_logs)
         assert code == 0, err
         assert said in out
+
+
+@pytest.mark.parametrize("suffix", [".log", ".index", ".timeindex"])
+def test_a_segment_file_named_past_a_java_long_is_named_not_dumped(tmp_path, suffix):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    for each in (".log", ".index", ".timeindex"):
+        (part / f"99999999999999999999{each}").write_bytes(KAFKA_SEGMENT.with_suffix(each).read_bytes())
+    named = part / f"99999999999999999999{suffix}"
+    code, out, err = cli_run("dump", named)
+    assert (code, out) == (1, f"Dumping {named}\n")
+    assert err == (f"{named}: expected a segment file named by an offset below 2**63 (a Java long), "
+                   "found 99999999999999999999\n")

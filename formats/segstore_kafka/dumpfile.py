@@ -36,7 +36,7 @@ from .checkpoints import (
     read_leader_epochs,
     read_offsets,
 )
-from .dirnames import KRAFT_SNAPSHOT, kraft_snapshot_id
+from .dirnames import KRAFT_SNAPSHOT, OFFSET_LIMIT, kraft_snapshot_id
 from .offsetindex import OFFSET_ENTRY
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .timeindex import TIME_ENTRY
@@ -120,8 +120,16 @@ def java_absolute_path(path: str) -> str:
 
 
 def base_offset(path: str) -> int:
-    """The offset a segment file's name stands for (its 20 digits)."""
-    return int(os.path.basename(path).split(".")[0].split("-")[0])
+    """The offset a segment file's name stands for (its 20 digits).
+
+    :raises CorruptDataError: 20 digits past a Java long: the tool's ``getName.split("\\.")(0).toLong``
+        throws there, and ``LogLoader`` cannot load the segment (verify names it in a partition).
+    """
+    offset = int(os.path.basename(path).split(".")[0].split("-")[0])
+    if offset >= OFFSET_LIMIT:
+        raise CorruptDataError(f"expected a segment file named by an offset below 2**63 (a Java long), found "
+                               f"{offset}", path)
+    return offset
 
 
 def sibling(path: str, suffix: str) -> str:
