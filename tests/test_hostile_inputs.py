@@ -76,9 +76,11 @@ def test_every_file_of_a_kraft_metadata_partition_dumps_or_is_passed_over(kraft_
     partial.write_bytes((metadata / SNAPSHOT).read_bytes())
     (metadata / "quorum-state.tmp").write_bytes((metadata / "quorum-state").read_bytes())
     (kraft_logs / "recovery-point-offset-checkpoint.tmp").write_text("0\n0\n")
+    (kraft_logs / "bootstrap.checkpoint.tmp").write_bytes((kraft_logs / "bootstrap.checkpoint").read_bytes())
     passed_over = [metadata / "quorum-state", metadata / "quorum-state.tmp", partial,
                    kraft_logs / ".lock", kraft_logs / ".kafka_cleanshutdown",
-                   kraft_logs / "recovery-point-offset-checkpoint.tmp"]
+                   kraft_logs / "recovery-point-offset-checkpoint.tmp",
+                   kraft_logs / "bootstrap.checkpoint.tmp"]
     code, out, err = cli_run("dump", *sorted(metadata.iterdir()), *passed_over[3:])
     assert code == 0
     assert "Snapshot end offset: 28869, epoch: 189" in out

@@ -58,8 +58,9 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
 #: (``CleanShutdownFileHandler``), the metadata partition's ``quorum-state``
 #: (``FileQuorumStateStore.DEFAULT_FILE_NAME``: a name without a dot, on which the tool's
 #: ``filename.substring(filename.lastIndexOf("."))`` throws, so ``dump __cluster_metadata-0/*`` died
-#: there), each of these and the text checkpoints as ``NAME.tmp`` (``CheckpointFile``,
-#: ``FileQuorumStateStore`` and ``PropertiesUtils`` write there first, and a crash leaves it), and
+#: there), each of these, the text checkpoints and ``bootstrap.checkpoint`` as ``NAME.tmp``
+#: (``CheckpointFile``, ``FileQuorumStateStore``, ``PropertiesUtils``, ``PartitionMetadataFile`` and
+#: ``BootstrapDirectory`` write there first, and a crash leaves it), and
 #: segment or snapshot files a deletion, cleaning, swap or write left with a second suffix
 #: (``.log.deleted``, ``.index.swap``, ``.checkpoint.part``, ...).
 IGNORED_NAMES = ("partition.metadata", "meta.properties", ".lock", ".kafka_cleanshutdown", "quorum-state")
@@ -92,7 +93,8 @@ def file_kind(path: str) -> str | None:
         return "kraft-snapshot"
     if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name) or _PARTIAL_SNAPSHOT.match(name):
         return "ignored"
-    if name.endswith(".tmp") and name[:-4] in (*IGNORED_NAMES, *OFFSET_CHECKPOINTS, LEADER_EPOCH_CHECKPOINT):
+    if name.endswith(".tmp") and name[:-4] in (*IGNORED_NAMES, *OFFSET_CHECKPOINTS, LEADER_EPOCH_CHECKPOINT,
+                                               BOOTSTRAP_SNAPSHOT):
         return "ignored"
     match = _SEGMENT_NAME.match(name)
     if match is None:
