@@ -916,6 +916,11 @@ class _Follower:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()
+            refused = (registry.get(fmt).refuses_topic(args.topic)
+                       if args.topic is not None and args.topic not in held else None)
+            if refused is not None:     # waited for, it would never come
+                raise NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', held)} "
+                                    f"(no message is ever stored under that name: {refused})", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
                 sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
                                  f"({_listing('topic', held)} now)\n")

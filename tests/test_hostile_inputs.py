@@ -23,11 +23,18 @@
   ``toLong`` of the name throws, and ``verify`` of the partition names it): an ``OverflowError``
   traceback; the ``.log`` printed ``Log starting offset: 99999999999999999999`` and the ``.index``
   offsets no Kafka log holds (exit 0).  Each now exits 1 naming the file.
+- ``segstore dump STORE --follow --topic '../x'`` (or ``'orders '``, a name pasted with a blank) waited
+  for the topic forever, though its broker refuses every producer that names it (Kafka 3.8
+  ``Topic.validate``, RocketMQ 4.9.7 ``TopicValidator.validateTopic``): no message ever comes.  Such a
+  name is now refused at once (exit 1, as ``dump`` without ``--follow``), through the format's
+  ``refuses_topic``; a valid name the store does not hold yet is still waited for.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +130,32 @@ def test_a_segment_file_named_past_a_java_long_is_named_not_dumped(tmp_path, suf
     assert (code, out) == (1, f"Dumping {named}\n")
     assert err == (f"{named}: expected a segment file named by an offset below 2**63 (a Java long), "
                    "found 99999999999999999999\n")
+
+
+@pytest.mark.parametrize("name", ["../x", "orders ", NOT_UTF8])
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_follow_refuses_a_topic_no_producer_can_ever_send_to(rocketmq_store, kraft_logs, fmt, name):
+    store = rocketmq_store if fmt == "rocketmq" else kraft_logs
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "segstore.cli", "dump", str(store), "--follow", "--interval",
+                           "0.05", "--topic", os.fsencode(name)], capture_output=True, env=env, timeout=60,
+                          check=False)
+    assert (done.returncode, done.stdout) == (1, b"")
+    said = done.stderr.decode("utf-8", "backslashreplace")
+    assert said.startswith(f"{store}: expected a topic named {name!r}, found topics ")
+    assert "(no message is ever stored under that name: expected a topic of the characters" in said
+
+
+def test_follow_still_waits_for_a_valid_topic_the_store_does_not_hold_yet(rocketmq_store):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(rocketmq_store), "--follow",
+                             "--interval", "0.05", "--topic", "Later"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline().decode()
+        assert said == f"segstore dump: {rocketmq_store}: waiting for topic 'Later' (topics Plain now)\n"
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
