@@ -518,7 +518,7 @@ def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
         kind = plugin.file_kind(path)
         if kind is not None:
             return plugin, kind
-    what = f"a {fmt} file" if fmt is not None else "a file of a known format (" + ", ".join(names) + ")"
+    what = f"a {fmt} file" if fmt is not None else f"a file of a known format ({registry.names_words()})"
     found = files.not_regular(path) if not files.is_url(path) else None
     if found is not None:   # a FIFO or a device named as a store file: not the name is wrong
         raise UsageError(f"expected a regular file to dump, found {found}", path)

@@ -28,6 +28,10 @@
   ``Topic.validate``, RocketMQ 4.9.7 ``TopicValidator.validateTopic``): no message ever comes.  Such a
   name is now refused at once (exit 1, as ``dump`` without ``--follow``), through the format's
   ``refuses_topic``; a valid name the store does not hold yet is still waited for.
+- A checkout run on ``PYTHONPATH`` without ``pip install`` registers no format (the built-ins register
+  through entry points): ``segstore info STORE`` said ``not a store of any known format (); pass
+  --format``, and ``dump FILE`` ``expected a file of a known format ()``; both now say none is
+  installed and how to install them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import pytest
 from conftest import FIXTURES, cli_run, copy_writable
 
 import segstore
+from segstore import registry
 
 NOT_UTF8 = os.fsdecode(b"a\xffb")   # what argv holds for the bytes 61 FF 62
 KAFKA_SEGMENT = FIXTURES / "kafka" / "txn" / "topic-0" / "00000000000000000054"
@@ -159,3 +164,17 @@ def test_follow_still_waits_for_a_valid_topic_the_store_does_not_hold_yet(rocket
     finally:
         proc.kill()
         proc.wait(timeout=60)
+
+
+def test_no_format_installed_says_so_not_an_empty_list(rocketmq_store, monkeypatch):
+    monkeypatch.setattr(registry, "_entry_points", {})
+    monkeypatch.setattr(registry, "_loaded", {})
+    code, _, err = cli_run("info", rocketmq_store)
+    assert code == 2
+    assert err.endswith(f"{rocketmq_store}: not a store of any known format (none installed: is segstore "
+                        "installed with `pip install -e .`?)\n")
+    checkpoint = rocketmq_store / "checkpoint"
+    code, _, err = cli_run("dump", checkpoint)
+    assert code == 2
+    assert err.endswith(f"{checkpoint}: expected a file of a known format (none installed: is segstore "
+                        "installed with `pip install -e .`?), found 'checkpoint'\n")
