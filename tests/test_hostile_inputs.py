@@ -32,6 +32,8 @@
   through entry points): ``segstore info STORE`` said ``not a store of any known format (); pass
   --format``, and ``dump FILE`` ``expected a file of a known format ()``; both now say none is
   installed and how to install them.
+- A checkpoint line whose number is no Java int or long (``leader-epoch-checkpoint`` ``99999999999 5``)
+  was named without its position, where every other finding in the file has one; now ``path:pos``.
 """
 
 from __future__ import annotations
@@ -178,3 +180,15 @@ def test_no_format_installed_says_so_not_an_empty_list(rocketmq_store, monkeypat
     assert code == 2
     assert err.endswith(f"{checkpoint}: expected a file of a known format (none installed: is segstore "
                         "installed with `pip install -e .`?), found 'checkpoint'\n")
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("leader-epoch-checkpoint", "0\n2\n0 0\n99999999999 5\n", "8: expected an integer epoch (a Java int)"),
+    ("recovery-point-offset-checkpoint", "0\n1\nt 0 99999999999999999999\n",
+     "4: expected an integer offset (a Java long)"),
+])
+def test_a_checkpoint_number_past_java_is_named_with_its_line(tmp_path, name, text, said):
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = cli_run("dump", path)
+    assert code == 1 and err.startswith(f"{path}:{said}, found '99999999999")
