@@ -34,6 +34,10 @@
   installed and how to install them.
 - A checkpoint line whose number is no Java int or long (``leader-epoch-checkpoint`` ``99999999999 5``)
   was named without its position, where every other finding in the file has one; now ``path:pos``.
+- ``segstore index build --index key --option key.index.entries=99999999999999999999`` (an option past
+  what a file can be sized to) died with an ``OverflowError`` traceback from ``ftruncate``, and
+  ``=9999999999`` made a 200 GB sparse IndexFile (exit 0).  Every integer layout option is a Java int
+  in the broker config it mirrors: past one it is a usage error (exit 2) naming the option.
 """
 
 from __future__ import annotations
@@ -192,3 +196,15 @@ def test_a_checkpoint_number_past_java_is_named_with_its_line(tmp_path, name, te
     path.write_text(text)
     code, _, err = cli_run("dump", path)
     assert code == 1 and err.startswith(f"{path}:{said}, found '99999999999")
+
+
+@pytest.mark.parametrize("option", ["key.index.entries=99999999999999999999", "key.index.slots=2147483648",
+                                    "layout.interval.bytes=9999999999"])
+def test_an_index_layout_option_past_a_java_int_is_a_usage_error(tmp_path, option):
+    part = copy_writable(KAFKA_SEGMENT.parent, tmp_path / "t-0")
+    code, _, err = cli_run("index", "build", "--index", "key", "--index", "offset", "--option", option, part)
+    name, value = option.split("=")
+    assert code == 2
+    assert f"expected {name} of at most 2147483647 (a Java int, as the broker config it mirrors), found " \
+           f"'{value}'" in err
+    assert not (part / ".segstore").exists()
