@@ -518,7 +518,7 @@ def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
         kind = plugin.file_kind(path)
         if kind is not None:
             return plugin, kind
-    what = f"a {fmt} file" if fmt is not None else "a file of a known format (" + ", ".join(names) + ")"
+    what = f"a {fmt} file" if fmt is not None else f"a file of a known format ({registry.names_words()})"
     found = files.not_regular(path) if not files.is_url(path) else None
     if found is not None:   # a FIFO or a device named as a store file: not the name is wrong
         raise UsageError(f"expected a regular file to dump, found {found}", path)
@@ -932,6 +932,11 @@ class _Follower:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()
+            refused = (registry.get(fmt).refuses_topic(args.topic)
+                       if args.topic is not None and args.topic not in held else None)
+            if refused is not None:     # waited for, it would never come
+                raise NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', held)} "
+                                    f"(no message is ever stored under that name: {refused})", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
                 sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
                                  f"({_listing('topic', held)} now)\n")

@@ -342,6 +342,7 @@ def test_a_log_start_offset_that_is_no_java_long_is_reported_and_read_as_kafka_d
     checkpoint = kafka / "log-start-offset-checkpoint"
     checkpoint.write_text(f"0\n1\ntopic 0 {'9' * digits}\n")
     rc, out = _verify(capsys, kafka)
-    assert rc == 1 and f"{checkpoint}: expected an integer offset (a Java long), found '999" in out
+    # the line named by its position, as every other finding in the file (line 3 starts at byte 4)
+    assert rc == 1 and f"{checkpoint}:4: expected an integer offset (a Java long), found '999" in out
     rc = cli.main(["query", "--offset", "0", "--count", "1", "--json", str(kafka / TOPIC)])
     assert rc == 0 and '"offset": 0' in capsys.readouterr().out

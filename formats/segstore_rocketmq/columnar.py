@@ -901,8 +901,14 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
 
 
 def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
-    """Per row, whether its topic is ``topic`` (bool array), without building the topic column."""
-    wanted = topic.encode("utf-8")
+    """Per row, whether its topic is ``topic`` (bool array), without building the topic column.  A
+    ``topic`` holding a lone surrogate (``--topic`` given bytes that are not UTF-8, as ``os.fsdecode``
+    reads them) is no row's: the broker reads a stored topic as ``new String(bytes, UTF_8)``, which
+    never holds one."""
+    try:
+        wanted = topic.encode("utf-8")
+    except UnicodeEncodeError:
+        return np.zeros(len(rows), bool)
     same = rows["topic_len"] == len(wanted)
     if not wanted or not same.any():
         return same
