@@ -578,6 +578,73 @@ def test_in_rounds_runs_nothing_while_suspended():
         assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
 
 
+@settings(max_examples=50, deadline=None)
+@given(hints=st.lists(st.integers(0, 5000), max_size=40), lo=st.integers(0, 3000),
+       step=st.integers(1, 2000), size=st.integers(1, 6000))
+def test_kafka_split_points_are_those_of_the_index_once_each(hints, lo, step, size):
+    """split_points: each index position at or after every step once, in order, inside (lo, size) (as
+    np.unique gave them, which a first split paid 14 ms for: it imports numpy.ma); an index out of
+    order (damaged) too."""
+    import numpy as np
+
+    class Index:
+        def columns(self):
+            return {"position": np.array(hints, np.int32)}
+
+    class Log:
+        pass
+
+    class Seg:
+        offset_index, log = Index(), Log()
+
+    Seg.log.size = size
+    positions = np.array(hints, np.int64)
+    wanted = np.arange(lo + step, size, step, dtype=np.int64)
+    expected: list[int] = []
+    if len(positions) and len(wanted):
+        found = np.unique(positions[np.minimum(np.searchsorted(positions, wanted), len(positions) - 1)])
+        expected = [int(c) for c in found if lo < c < size]
+    assert kafka_store.split_points(Seg(), lo, step) == expected
+
+
+_SPLIT_READS = """
+import json, sys
+import segstore
+from segstore_kafka import store as kafka_store
+from segstore_rocketmq import columnar as rocketmq_columnar
+rocketmq_columnar.SPLIT_BYTES, kafka_store.SPLIT_BYTES = 5000, 3000
+rows = 0
+for path in sys.argv[1:]:
+    with segstore.open(path) as store:
+        rows += sum(batch.num_rows for batch in store.scan_arrow(threads=2))
+        rows += sum(bytes(block).count(b"\\n") for block in store.dump_json(threads=2))
+        assert store.verify(threads=2) == []
+loaded = [m for m in sys.modules
+          if m.split(".")[0] in ("concurrent", "logging") or m == "numpy.ma" or m.startswith("numpy.ma.")]
+print(json.dumps({"rows": rows, "loaded": sorted(loaded)}))
+"""
+
+
+def test_a_first_read_on_two_threads_imports_no_masked_arrays_or_futures(rocketmq_path, kafka_path):
+    """A fresh process's first split read, dump and verify: no numpy.ma (np.unique imports it, 14 ms)
+    and no concurrent.futures with its logging (8 ms), which a 500k-record read on two threads paid
+    inside its work (benchmarks/NOTES.md, "Threads")."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "formats"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _SPLIT_READS, rocketmq_path, kafka_path],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["rows"] == 2 * (2500 + 3000)
+    assert result["loaded"] == []
+
+
 @pytest.mark.parametrize("threads", (2, 7))
 def test_ahead_runs_within_its_window_and_nothing_once_closed(threads):
     import threading
