@@ -366,8 +366,11 @@ def in_rounds(tasks: Iterator[T], run: Callable[[T], U], threads: int, per_round
         except BaseException as err:     # raised after the results of the tasks before it
             failure = err
         outcomes = _taken_in_turn(run, taken, threads) if threads > 1 else [_outcome(run, t) for t in taken]
-        for task, (result, error) in zip(taken, outcomes, strict=True):
-            yield task, result, error
+        # each result let go of as it is handed out: held here, a round's results would stay alive
+        # while the next round runs (twice the memory, each new page a fault)
+        outcomes.reverse()
+        for task in taken:
+            yield (task, *outcomes.pop())
         if failure is not None:
             raise failure
         if len(taken) < per_round:
