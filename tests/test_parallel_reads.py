@@ -410,6 +410,38 @@ def test_next_boundary_finds_the_next_message(rocketmq_path, where):
             assert found == (following[0] if following else seg.wrote)
 
 
+def _boundary_by_every_byte(view: memoryview, pos: int, limit: int, base: int) -> int:
+    """next_boundary as it was: every byte compared with all four bytes of each magic (the reference)."""
+    size = len(view)
+    for at in range(pos, min(limit, size - 35)):
+        magic = bytes(view[at + 4:at + 8])
+        if any(magic == m.tobytes() for m in rocketmq_columnar._MAGICS) \
+                and int.from_bytes(view[at + 28:at + 36], "big", signed=True) == base + at:
+            return at
+    return limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), fill=st.sampled_from([b"\x00", b"\xda", b"\xda\xa3", b"\xda\xa3\x20", None]),
+       size=st.integers(36, 3000), base=st.sampled_from([0, 1 << 30]))
+def test_next_boundary_is_the_first_plausible_header(data, fill, size, base):
+    """next_boundary looks past the magics' first byte only where it matched: the same first position
+    as a check of every byte, on zeros, on runs of magic prefixes and on random bytes, with headers
+    planted (some with a wrong PHYSICALOFFSET, some with the v2 magic)."""
+    buf = bytearray((fill * size)[:size] if fill else data.draw(st.binary(min_size=size, max_size=size)))
+    for _ in range(data.draw(st.integers(0, 4))):
+        at = data.draw(st.integers(0, size - 36))
+        magic = data.draw(st.sampled_from(rocketmq_columnar._MAGICS)).tobytes()
+        phys = base + at + data.draw(st.sampled_from([0, 0, 1, -4]))
+        buf[at + 4:at + 8] = magic
+        buf[at + 28:at + 36] = phys.to_bytes(8, "big", signed=True)
+    view = memoryview(bytes(buf))
+    pos = data.draw(st.integers(0, size))
+    limit = data.draw(st.integers(pos, size + 10))
+    expected = _boundary_by_every_byte(view, pos, limit, base)
+    assert rocketmq_columnar.next_boundary(view, pos, limit, base) == expected
+
+
 # -- recover ----------------------------------------------------------------------------------
 
 
