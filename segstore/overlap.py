@@ -498,8 +498,9 @@ def default_threads(available: int) -> int:
     one on 1 or 2.  On 2 cores the one-thread paths already run on both (the walk of the next
     region beside the build of this one, :func:`overlapped`), and splitting by ranges measured
     0.66-1.98x of them (benchmarks/bench_parallel.py, 500k and 4M messages: RocketMQ ``verify``
-    gains 1.5-2x, most other paths 0.8-1.3x, several lose): a range split costs up to 1.8x the CPU
-    (GIL hand-offs), which only more cores pay back."""
+    gains 1.5-2x, most other paths 0.8-1.3x, several lose): a range split cost up to 1.8x the CPU
+    (imports inside a first split, since gone; page faults of a second thread's buffers; smaller
+    batches: benchmarks/NOTES.md, "Threads"), which only more cores pay back."""
     return available if available > 2 else 1
 
 
