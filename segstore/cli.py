@@ -651,6 +651,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         _write_blocks(blocks, out)
         printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
+        if args.json and not narrowed and isolation != READ_COMMITTED and missing is None:
+            _say_not_carried(store, args)
     if missing is not None:
         raise missing
     if (timed or args.tag is not None) and not printed:
@@ -660,6 +662,20 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
                          f"{_window_words(args)}\n")
         return EXIT_NO_HITS
     return EXIT_OK
+
+
+def _say_not_carried(store: Any, args: argparse.Namespace) -> None:
+    """``dump --json`` of whole partitions: on stderr, what of each one's producer state its lines do not
+    carry, so that a copy written from them (``write --input``) lacks it (a store that says so:
+    Kafka's ``not_carried``: batches the log cleaner emptied, ``.snapshot`` files)."""
+    not_carried = getattr(store, "not_carried", None)
+    if not_carried is None:
+        return
+    for (topic, partition), words in not_carried(args.topic, _partition(args)).items():
+        sys.stderr.write(f"segstore dump: note: {topic}-{partition}: not in the dump: {words}; a broker "
+                         "loading a copy written from it (write --input) rebuilds producer state from its "
+                         "records alone (Kafka 3.8 ProducerStateManager), and takes such a producer's next "
+                         "batch whatever its sequence (a retried batch is not found as a duplicate)\n")
 
 
 def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:

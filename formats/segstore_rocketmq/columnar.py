@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
 from segstore import speedups
-from segstore.columns import pooled
+from segstore.columns import pooled, pooled_together
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.javatext import JAVA_REPLACE
 
@@ -282,6 +283,38 @@ def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, 
         return result
     rows.filled = FILL_ALL
     return decode_region_py(view, pos, stop, limit, base, rows, strict)
+
+
+@dataclass(slots=True)
+class KeyEntries:
+    """Each decoded row's IndexFile entries and TAGS hash, as :func:`index_entries` gives them:
+    ``counts`` (int32) and ``tags`` (int64) per row, ``hashes`` (int64) the entries in order."""
+
+    counts: np.ndarray
+    hashes: np.ndarray
+    tags: np.ndarray
+
+    def first(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`index_entries` of the first ``n`` rows."""
+        counts = self.counts[:n]
+        return counts, self.hashes[:int(counts.sum(dtype=np.int64))], self.tags[:n]
+
+
+def decode_region_indexed(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows
+                          ) -> tuple[tuple[int, int, int, int], KeyEntries | None]:
+    """:func:`decode_region` (strict, every field), and in C each row's :func:`index_entries`, found
+    a thousand rows after they are decoded, while their bytes are still in the cache (a walk's
+    second pass over a whole batch read them from memory again); None where the C walk did not
+    find them (the pure-Python decode; more entries than ``3 * cap + 16``): :func:`index_entries`
+    then.  ``O(bytes walked)``."""
+    if _speedups is None:
+        return decode_region(view, pos, stop, limit, base, rows), None
+    counts, tags, hashes = pooled_together([(rows.cap, np.int32), (rows.cap, np.int64),
+                                            (3 * rows.cap + 16, np.int64)])
+    n, end, status, blank, total = _speedups.decode_region_indexed(
+        view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, True, counts, hashes, tags)
+    rows.n, rows.filled = n, FILL_ALL
+    return (n, end, status, blank), (KeyEntries(counts, hashes[:total], tags) if total >= 0 else None)
 
 
 def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
