@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.arrays import binary_scalar, from_numpy, to_numpy
+from segstore.arrays import binary_scalar, from_numpy, to_numpy, unique
 from segstore.columns import project
 from segstore.errors import (
     ConfigError,
@@ -652,7 +652,7 @@ def split_points(seg: Any, lo: int, step: int | None = None) -> list[int]:
     wanted = np.arange(lo + step, size, step, dtype=np.int64)
     if not len(hints) or not len(wanted):
         return []
-    cuts = np.unique(hints[np.minimum(np.searchsorted(hints, wanted), len(hints) - 1)])
+    cuts = unique(hints[np.minimum(np.searchsorted(hints, wanted), len(hints) - 1)])
     return [int(c) for c in cuts[(cuts > lo) & (cuts < size)]]
 
 

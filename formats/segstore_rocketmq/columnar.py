@@ -868,6 +868,8 @@ _HEADER_PREFIX = 36
 _PHYSICAL_OFFSET_AT = 28
 _MAGICS = tuple(np.frombuffer(PREFIX.pack(0, magic)[4:], np.uint8)
                 for magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2))
+#: The magics' distinct first bytes: where :func:`next_boundary` looks further.
+_MAGIC_FIRST = sorted({int(magic[0]) for magic in _MAGICS})
 
 
 def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
@@ -875,7 +877,10 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
     and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
     walk splits a file; ``limit`` when there is none.  A guess: a body may hold those bytes, so a
     split walk takes a boundary only where the walk before it ended (:class:`Reach`).
-    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB.
+    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB: one compare per byte
+    with the magics' first byte, the rest only where it matched (a range of zeros past a crashed
+    file's data is searched whole: eight compares a byte and their masks cost 60M instructions
+    per 2 MiB).
     """
     window = 4 << 10
     size = len(view)
@@ -885,13 +890,17 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
         if span <= 0:
             return limit
         data = np.frombuffer(view[pos:pos + span + _HEADER_PREFIX - 1], np.uint8)
-        hits = np.zeros(span, bool)
+        first = data[4:4 + span] == _MAGIC_FIRST[0]
+        for byte in _MAGIC_FIRST[1:]:
+            first |= data[4:4 + span] == byte
+        candidates = np.flatnonzero(first)
+        hits = np.zeros(len(candidates), bool)
         for magic in _MAGICS:
-            hit = data[4:4 + span] == magic[0]
+            hit = data[4 + candidates] == magic[0]
             for k in range(1, 4):
-                hit &= data[4 + k:4 + k + span] == magic[k]
+                hit &= data[4 + k + candidates] == magic[k]
             hits |= hit
-        for at in np.flatnonzero(hits).tolist():
+        for at in candidates[hits].tolist():
             field = data[at + _PHYSICAL_OFFSET_AT:at + _PHYSICAL_OFFSET_AT + 8].tobytes()
             if int.from_bytes(field, "big", signed=True) == base + pos + at:
                 return pos + at

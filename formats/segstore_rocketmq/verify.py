@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files, overlap, progress
+from segstore.arrays import unique
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
 from segstore.javatext import parse_int
 from segstore.search import Bound, search
@@ -316,7 +317,7 @@ class _Coverage:
         if covered.all():
             return
         gaps, at = gaps[~covered], keyed[~covered]
-        for gap in np.unique(gaps).tolist():
+        for gap in unique(gaps).tolist():
             mine = at[gaps == gap]
             found = self.unindexed.setdefault(gap, [0, int(mine.min()), int(mine.max())])
             found[0] += len(mine)
@@ -379,7 +380,7 @@ class _Coverage:
             phys = np.full(len(mine), -1, np.int64)
             stored = np.zeros(len(mine), np.int64)
             sizes = np.zeros(len(mine), np.int64)
-            for j in np.unique(k[inside]).tolist():
+            for j in unique(k[inside]).tolist():
                 sel = inside & (k == j)
                 rows = segs[j].entries[offsets[sel] - firsts[j]]
                 phys[sel], stored[sel], sizes[sel] = rows["offset"], rows["tags_code"], rows["size"]
@@ -387,7 +388,7 @@ class _Coverage:
             # the entry is exactly this message's (an extension address is checked with its unit later)
             exact = (seen & (sizes == batch.size[mine]) & (stored == batch.tags_code[mine])
                      & (stored > EXT_MAX_ADDR))
-            for j in np.unique(k[exact]).tolist():
+            for j in unique(k[exact]).tolist():
                 sel = exact & (k == j)
                 slot = (*key, j)
                 bits = self.queue_bits.get(slot)
@@ -754,19 +755,14 @@ def _put_twice(phys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
     twice = np.zeros(len(phys), bool)
     for d in range(1, longest):
         twice[d:] |= (phys[d:] == phys[:-d]) & (hashes[d:] == hashes[:-d])
-    # phys is sorted here; and numpy 2's first np.unique imports numpy.ma (9 ms), for nothing in a
-    # sound index
-    found = phys[twice]
-    first = np.ones(len(found), bool)
-    first[1:] = found[1:] != found[:-1]
-    return found[first]
+    return unique(phys[twice])     # (np.unique's first call imports numpy.ma: 9-14 ms)
 
 
 def _put_twice_sorted(phys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
     """:func:`_put_twice` by a sort of the entries by (offset, hash)."""
     order = np.lexsort((hashes, phys))
     twice = (np.diff(phys[order]) == 0) & (np.diff(hashes[order]) == 0)
-    return np.unique(phys[order][1:][twice])
+    return unique(phys[order][1:][twice])
 
 
 def _check_key_run(store, f, lo: int, phy: int, run: np.ndarray, before: int, first: int,
