@@ -15,10 +15,12 @@ by a first run; the process warmed by the same path with the same thread count o
 the memory pool's first megabytes or the thread pool's start, which ``bench_fixed_costs`` measures
 and which at 500,000 messages took 0.1-0.15 s of a 0.3 s ``verify``; opening the store timed); the
 row is the median rate with N threads, its baseline the median with one thread, the ratio their
-quotient. N is 2 (goals: >= 1.8x, recovery and conversion >= 1.5x on 2 cores) and, on a machine with
-more cores, every core too. ``threads=1`` is the one-thread path as it was, which already overlaps a
-RocketMQ scan's walk with its build on a second core (``segstore.overlap.overlapped``) and a
-conversion's reading with its writing: on 2 cores that baseline leaves less than a core to gain.
+quotient; the note gives the CPU time with N threads against one's, with the user and system
+seconds and the page faults of each (medians), and the load average. N is 2 (goals: >= 1.8x,
+recovery and conversion >= 1.5x on 2 cores) and, on a machine with more cores, every core too.
+``threads=1`` is the one-thread path as it was, which already overlaps a RocketMQ scan's walk
+with its build on a second core (``segstore.overlap.overlapped``) and a conversion's reading with
+its writing: on 2 cores that baseline leaves less than a core to gain.
 
 Run: ``bash scripts/bench.sh parallel``.
 """
@@ -29,6 +31,7 @@ import inspect
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -123,9 +126,12 @@ def child(fmt: str, op: str, store: str, threads: int, warm: str) -> dict:
 
     segstore.registry.get(fmt)
     run_op(fmt, op, warm, threads)      # imports, the memory pool, the thread pool: not the work
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     count = run_op(fmt, op, store, threads)
-    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - cpu0, "count": count}
+    seconds, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return {"seconds": seconds, "cpu": user + system, "user": user, "sys": system,
+            "faults": after.ru_minflt - before.ru_minflt, "count": count}
 
 
 def run_op(fmt: str, op: str, store: str, threads: int) -> int:
@@ -206,12 +212,18 @@ def main() -> None:
                     many = statistics.median(r["seconds"] for r in manys)
                     cpu = (statistics.median(r["cpu"] for r in manys)
                            / statistics.median(r["cpu"] for r in ones))
+                    # user and system CPU apart: page faults and hand-offs show as system time
+                    split = "; ".join(
+                        f"{label} user {statistics.median(r['user'] for r in runs):.3f} s, sys "
+                        f"{statistics.median(r['sys'] for r in runs):.3f} s, "
+                        f"{statistics.median(r['faults'] for r in runs):,.0f} faults"
+                        for label, runs in (("threads=1", ones), (f"threads={n}", manys)))
                     goal = f"goal >= {GOALS[op]}x on 2 cores" if n == 2 else f"{n} cores"
                     report.add(f"{fmt} {op}, threads={n}, {messages:,} msgs", messages / many, "msg/s",
                                baseline="threads=1 (msg/s)", baseline_value=messages / one,
-                               note=f"{goal}; CPU time {cpu:.2f}x threads=1's; medians of {REPEAT} runs; "
-                                    f"{cores} cores", threads=n, messages=messages, cores=cores,
-                               goal=GOALS[op] if n == 2 else None)
+                               note=f"{goal}; CPU time {cpu:.2f}x threads=1's ({split}); medians of "
+                                    f"{REPEAT} runs; {cores} cores; load {os.getloadavg()[0]:.1f}",
+                               threads=n, messages=messages, cores=cores, goal=GOALS[op] if n == 2 else None)
             for built in (store, small):
                 shutil.rmtree(built.parent / "crashed", ignore_errors=True)
     report.save()

@@ -5,6 +5,7 @@ pyarrow's own bridges (``pa.array`` of a numpy array or a list, ``pa.scalar``,
 (to check for categoricals and set up its NaT), 0.2 s on a read that never needs
 pandas.  These wrap the same memory through ``Array.from_buffers`` and
 ``Array.buffers`` instead: no copy for numeric types, a bit-pack for booleans.
+:func:`unique` is ``np.unique`` without the module a first call of it imports.
 Pure and thread-safe.
 """
 
@@ -146,3 +147,13 @@ def to_numpy(array: pa.Array | pa.ChunkedArray, dtype: np.dtype | type) -> np.nd
     if data is None or n == 0:
         return np.zeros(n, dtype)
     return np.frombuffer(data, dtype, count=n, offset=array.offset * np.dtype(dtype).itemsize)
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-d integer array ``values``, sorted: ``np.unique(values)``, without
+    the masked-array check numpy 2's makes, which imports ``numpy.ma`` (14 ms of CPU, more than a
+    500k-record Kafka ``verify`` on two threads took for its split).  ``O(n log n)``."""
+    ordered = np.sort(values)
+    keep = np.ones(len(ordered), np.bool_)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]

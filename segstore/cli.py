@@ -518,7 +518,7 @@ def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
         kind = plugin.file_kind(path)
         if kind is not None:
             return plugin, kind
-    what = f"a {fmt} file" if fmt is not None else "a file of a known format (" + ", ".join(names) + ")"
+    what = f"a {fmt} file" if fmt is not None else f"a file of a known format ({registry.names_words()})"
     found = files.not_regular(path) if not files.is_url(path) else None
     if found is not None:   # a FIFO or a device named as a store file: not the name is wrong
         raise UsageError(f"expected a regular file to dump, found {found}", path)
@@ -651,6 +651,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         _write_blocks(blocks, out)
         printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
+        if args.json and not narrowed and isolation != READ_COMMITTED and missing is None:
+            _say_not_carried(store, args)
     if missing is not None:
         raise missing
     if (timed or args.tag is not None) and not printed:
@@ -660,6 +662,20 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
                          f"{_window_words(args)}\n")
         return EXIT_NO_HITS
     return EXIT_OK
+
+
+def _say_not_carried(store: Any, args: argparse.Namespace) -> None:
+    """``dump --json`` of whole partitions: on stderr, what of each one's producer state its lines do not
+    carry, so that a copy written from them (``write --input``) lacks it (a store that says so:
+    Kafka's ``not_carried``: batches the log cleaner emptied, ``.snapshot`` files)."""
+    not_carried = getattr(store, "not_carried", None)
+    if not_carried is None:
+        return
+    for (topic, partition), words in not_carried(args.topic, _partition(args)).items():
+        sys.stderr.write(f"segstore dump: note: {topic}-{partition}: not in the dump: {words}; a broker "
+                         "loading a copy written from it (write --input) rebuilds producer state from its "
+                         "records alone (Kafka 3.8 ProducerStateManager), and takes such a producer's next "
+                         "batch whatever its sequence (a retried batch is not found as a duplicate)\n")
 
 
 def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
@@ -916,6 +932,11 @@ class _Follower:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()
+            refused = (registry.get(fmt).refuses_topic(args.topic)
+                       if args.topic is not None and args.topic not in held else None)
+            if refused is not None:     # waited for, it would never come
+                raise NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', held)} "
+                                    f"(no message is ever stored under that name: {refused})", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
                 sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
                                  f"({_listing('topic', held)} now)\n")

@@ -38,12 +38,9 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from .errors import ConfigError, OutOfMemoryError
-
-if TYPE_CHECKING:   # concurrent.futures (and the logging it imports, 8 ms) loads with the first pool
-    from concurrent.futures import Future
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -117,6 +114,63 @@ def start_thread(target: Callable[[], object], name: str) -> threading.Thread:
     return thread
 
 
+class _Step(Generic[U]):
+    """One step submitted to the pool: what ``concurrent.futures.Future`` gives the callers here
+    (:meth:`result`, :meth:`exception`, :meth:`cancel`), without importing that package and the
+    ``logging`` it imports (8 ms of CPU, which a fresh process's first read on two threads paid
+    inside its work).  Either a pool thread takes the step to run it or :meth:`cancel` does, never
+    both: each pops the one claim (``list.pop`` is atomic).  Waiting is on a lock held until the
+    step is finished or cancelled.  Thread-safe."""
+
+    __slots__ = ("_cancelled", "_claim", "_done", "_error", "_result")
+
+    def __init__(self) -> None:
+        self._claim = [True]
+        self._cancelled = False
+        self._done = threading.Lock()
+        self._done.acquire()            # released once: when the step is finished or cancelled
+        self._result: U | None = None
+        self._error: BaseException | None = None
+
+    def _take(self) -> bool:
+        try:
+            return self._claim.pop()
+        except IndexError:
+            return False
+
+    def cancel(self) -> bool:
+        """Cancel the step if no thread took it yet (then it never runs); whether it is cancelled."""
+        if self._take():
+            self._cancelled = True
+            self._done.release()
+        return self._cancelled
+
+    def _run(self, fn: Callable[..., U], args: tuple[Any, ...]) -> None:
+        """Run the step on this pool thread, unless it was cancelled."""
+        if not self._take():
+            return
+        try:
+            self._result = fn(*args)
+        except BaseException as err:
+            self._error = err
+        self._done.release()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the step (at most ``timeout`` seconds: then ``TimeoutError``); the exception it
+        raised, or None (a cancelled step raised none)."""
+        if not self._done.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError(f"expected the step done within {timeout} s, found it running")
+        self._done.release()            # every waiter passes
+        return self._error
+
+    def result(self, timeout: float | None = None) -> U:
+        """Wait for the step (as :meth:`exception`); its result, or raise its exception."""
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        return cast(U, self._result)
+
+
 class _Pool:
     """The steps' pool: up to ``size`` daemon threads (:func:`start_thread`), one more started when a
     step is submitted and none is idle.  A thread is started before its step is queued, so a failed
@@ -132,9 +186,7 @@ class _Pool:
         self._threads = 0
         self._idle = 0
 
-    def submit(self, fn: Callable[..., U], *args: Any) -> Future:
-        from concurrent.futures import Future
-
+    def submit(self, fn: Callable[..., U], *args: Any) -> _Step[U]:
         with self._lock:    # as ThreadPoolExecutor: a thread counts as idle once it finished a step
             grow = self._idle == 0 and self._threads < self._max_workers
             if self._idle:
@@ -149,23 +201,19 @@ class _Pool:
                     self._threads -= 1
                     if self._threads == 0:
                         raise
-        future: Future = Future()
-        self._queue.put((future, fn, args))
-        return future
+        step: _Step[U] = _Step()
+        self._queue.put((step, fn, args))
+        return step
 
     def _work(self) -> None:
         while True:
-            future, fn, args = self._queue.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as err:
-                    future.set_exception(err)
-            # An idle thread holds nothing of its last step while it waits: its future's result
+            step, fn, args = self._queue.get()
+            step._run(fn, args)
+            # An idle thread holds nothing of its last step while it waits: its step's result
             # (a walk's region, views of a file's map) and arguments (the walk) would stay alive
             # until this thread's next step, out of the collector's sight, and a map with a view
             # alive cannot be closed (a kept map of a deleted file keeps its disk space).
-            del future, fn, args
+            del step, fn, args
             with self._lock:
                 self._idle += 1
 
@@ -198,7 +246,7 @@ def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
     buffer for every region cannot be overlapped).  Thread-safety: as ``source`` and ``build``;
     the worker has finished whenever this generator yields, raises or is closed.
     """
-    ahead: Future | None = None
+    ahead: _Step[Any] | None = None
     try:
         if not ENABLED:
             for item in source:
@@ -318,8 +366,11 @@ def in_rounds(tasks: Iterator[T], run: Callable[[T], U], threads: int, per_round
         except BaseException as err:     # raised after the results of the tasks before it
             failure = err
         outcomes = _taken_in_turn(run, taken, threads) if threads > 1 else [_outcome(run, t) for t in taken]
-        for task, (result, error) in zip(taken, outcomes, strict=True):
-            yield task, result, error
+        # each result let go of as it is handed out: held here, a round's results would stay alive
+        # while the next round runs (twice the memory, each new page a fault)
+        outcomes.reverse()
+        for task in taken:
+            yield (task, *outcomes.pop())
         if failure is not None:
             raise failure
         if len(taken) < per_round:
@@ -447,8 +498,9 @@ def default_threads(available: int) -> int:
     one on 1 or 2.  On 2 cores the one-thread paths already run on both (the walk of the next
     region beside the build of this one, :func:`overlapped`), and splitting by ranges measured
     0.66-1.98x of them (benchmarks/bench_parallel.py, 500k and 4M messages: RocketMQ ``verify``
-    gains 1.5-2x, most other paths 0.8-1.3x, several lose): a range split costs up to 1.8x the CPU
-    (GIL hand-offs), which only more cores pay back."""
+    gains 1.5-2x, most other paths 0.8-1.3x, several lose): a range split cost up to 1.8x the CPU
+    (imports inside a first split, since gone; page faults of a second thread's buffers; smaller
+    batches: benchmarks/NOTES.md, "Threads"), which only more cores pay back."""
     return available if available > 2 else 1
 
 

@@ -158,6 +158,13 @@ class FormatPlugin(abc.ABC):
         directory is, None for a directory on the way to one.  Cheap: looks at names."""
         return None
 
+    def refuses_topic(self, topic: str) -> str | None:
+        """Why no broker of this format ever stores a message under ``topic`` (a name its producers are
+        refused), else None (the default: any name may appear).  For a follower waiting for a topic the
+        store does not hold yet (``dump --follow --topic T``): a name that can never appear is said at
+        once rather than waited for.  Cheap: looks at the name."""
+        return None
+
     def change_marker(self, path: str) -> Hashable | None:
         """A cheap value that differs whenever what a reader of the store at ``path`` reads may have
         changed since it was taken, for a follower (``dump --follow``) to skip a look that would find

@@ -47,6 +47,16 @@ def names() -> list[str]:
     return sorted(set(_listed()) | set(_loaded))
 
 
+#: What a message says where no format is registered at all (a checkout on ``PYTHONPATH``, not installed:
+#: the built-in formats register through the package's entry points).
+NONE_INSTALLED = "none installed: is segstore installed with `pip install -e .`?"
+
+
+def names_words() -> str:
+    """The registered formats for a message, ``"kafka, rocketmq"``, or :data:`NONE_INSTALLED`."""
+    return ", ".join(names()) or NONE_INSTALLED
+
+
 @dataclass(frozen=True)
 class Listed:
     """A registered format as its entry point names it (nothing imported)."""
@@ -168,7 +178,9 @@ def detect(path: str) -> str:
     matches = [name for name in names() if get(name).detect(path)]
     if len(matches) == 1:
         return matches[0]
+    if not names():
+        raise WrongFormatError(f"not a store of any known format ({NONE_INSTALLED})", path)
     if not matches:
-        raise WrongFormatError(f"not a store of any known format ({', '.join(names())}); "
+        raise WrongFormatError(f"not a store of any known format ({names_words()}); "
                                "pass --format to say which it should be", path)
     raise WrongFormatError(f"looks like several formats ({', '.join(matches)}); pass --format", path)

@@ -201,15 +201,15 @@ def test_every_option_the_command_line_pages_name_is_one_segstore_takes(page):
 
 
 def test_spark_md_lists_every_option_the_source_takes_and_no_other():
-    """docs/spark.md's option tables name each reader option the source takes, refuses as a live
-    cluster's or does not implement (names case-insensitive, as Spark's), its "Writing" section each
+    """docs/spark.md's option tables name each reader option the source takes or refuses as a live
+    cluster's (names case-insensitive, as Spark's), its "Writing" section each
     writer option, and its consumers section ``segstore_consumers``'s; ``path`` is ``load(PATH)``'s and
     ``topics`` is documented as ``subscribe``'s alias."""
     from segstore.spark import options
 
     text = (ROOT / "docs" / "spark.md").read_text()
     tables = {name.lower() for name in _first_column(_section("spark.md", "## Options"))} - {"kafka.*"}
-    taken = options._READ_NAMES | options._CLUSTER_NAMES | set(options._NOT_IMPLEMENTED)
+    taken = options._READ_NAMES | options._CLUSTER_NAMES
     assert tables | {"path", "topics"} == taken | {"kafka.bootstrap.servers"}
     assert "(`topics` is the same)" in text
     writing = _section("spark.md", "## Writing").lower()

@@ -287,3 +287,31 @@ def test_a_log_start_checkpoint_past_the_log_end_is_named_by_verify_and_recover(
     assert main(["verify", str(logs)]) == 1
     write_offsets(str(checkpoint), {("t", 0): 60})      # at the log end: the partition is empty, not gone
     assert main(["verify", str(logs)]) == 0
+
+
+@pytest.mark.parametrize("how", ["open", "recover"])
+def test_the_epochs_are_truncated_from_the_log_end_before_the_log_start_as_the_log_loader_does(
+        tmp_path: Path, how: str) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` (core/src/main/scala/kafka/log/LogLoader.scala) truncates the leader
+    epoch cache from the log end first (``truncateFromEndAsyncFlush(nextOffset)``) and from the start
+    after (``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``): a log whose start checkpoint is its
+    end (offsets 0..59, log start 60) with epochs ``0 0``, ``3 40`` loads as ``3 60`` (the other order
+    drops every entry: ``3 60`` starts at the log end).  ``segstore recover`` truncated from the end again
+    after the open had truncated from the start, and wrote ``0 60``: the epoch of its append then went
+    back from 3 to 0 (no entry left, ``latest_epoch or 0``)."""
+    logs = tmp_path / "logs"
+    part = _build(logs)
+    epochs = part / "leader-epoch-checkpoint"
+    epochs.write_text("0\n2\n0 0\n3 40\n")
+    write_offsets(str(logs / "log-start-offset-checkpoint"), {("t", 0): 60})
+    with segstore.open(logs) as reader:
+        assert reader.info()["partitions"][0]["leader_epochs"] == [[3, 60]]
+    with segstore.open(logs, mode="a") as store:
+        if how == "recover":
+            store.recover()
+        assert store.partition_of("t", 0).epochs.entries == [(3, 60)]
+        store.append({"topic": "t", "partition": 0, "value": b"after"})
+    assert epochs.read_text().splitlines()[2:] == ["3 60"]
+    with segstore.open(logs) as store:
+        (batch,) = store.partition_of("t", 0).batches(60)
+    assert batch.partition_leader_epoch == 3

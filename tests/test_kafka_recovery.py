@@ -1211,13 +1211,18 @@ def test_a_writer_cuts_a_last_batch_whose_end_a_power_loss_zeroed_before_it_appe
         assert [r.value for r in store.scan()][-1] == b"after" and len(_values(store)) == 11
 
 
-def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path
-                                                                                       ) -> None:
+@pytest.mark.parametrize("opened", ["logdir", "partition"])
+def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_it_appends(tmp_path: Path,
+                                                                                       opened: str) -> None:
     """The same tear inside what a killed writer appended but before the active segment's last index
     entry (page write-back has no order): Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch
     from the recovery point (``recovery-point-offset-checkpoint``, moved to the log end by a clean
     close only) and truncates at the torn one.  The writable open of the log dir now checks the batches
-    past the recovery point too, and cuts there before it appends."""
+    past the recovery point too, and cuts there before it appends.  So does the open of the partition
+    directory, with its parent log dir's recovery point (``LogManager.loadLogs`` hands it to
+    ``LogLoader``): it took none (0: the tail after the last index entry only), appended at 60 after the
+    torn batch, and the broker's load then truncated 5,015 bytes at it, the append with them (storage
+    oracle).  Its close moves the parent's entry to the log end, as a log dir's does."""
     from segstore_kafka.checkpoints import write_offsets
 
     logs = tmp_path / "logs"
@@ -1237,11 +1242,13 @@ def test_a_writer_cuts_a_batch_a_power_loss_tore_past_the_recovery_point_before_
     torn = positions[5]                                             # offsets 25-29, past the recovery point
     data[positions[6] - 30:positions[6]] = bytes(30)
     log.write_bytes(bytes(data))
-    with segstore.open(str(logs), format="kafka", mode="a", **config) as store:
+    target = logs if opened == "logdir" else part
+    with segstore.open(str(target), format="kafka", mode="a", **config) as store:
         assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 25
     batches = list(iter_batches(log.read_bytes(), path=str(log)))   # every CRC holds: Kafka keeps them all
     assert (batches[-1].position, batches[-1].base_offset) == (torn, 25)
     assert list(part.glob("*.cut-*"))                               # the cut batches kept aside
+    assert (logs / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 26\n"
 
 
 def _log_dir_of_batches(root: Path) -> Path:
@@ -1292,3 +1299,103 @@ def test_a_crc_failing_batch_below_the_recovery_point_is_damage_not_cut(tmp_path
         with pytest.raises(CorruptDataError) as err:
             list(store.scan())
     assert err.value.pos == first + 17                     # the CRC field of the damaged batch
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_writable_open_drops_leader_epochs_past_the_log_end_where_nothing_is_recovered(
+        tmp_path: Path, append: bool) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` (core/src/main/scala/kafka/log/LogLoader.scala) calls
+    ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)`` on every load, whether ``recoverLog``
+    recovered a segment or not.  A writable open of a partition that needs no recovery kept ``5 900``
+    past its log end 201, and its append at 201 in epoch 5 added no entry (5 is no newer than the
+    latest): the checkpoint said epoch 5 starts at 900, and the broker's load then dropped that entry,
+    leaving the batch's epoch in no entry (``leader_epoch_rebuilt`` of the storage oracle: ``5 201``).
+    The open now drops it and says so; the append is written in epoch 5 still (the broker appends next
+    in the epoch it was elected in, or a later one: ``Partition.makeLeader``) and starts its entry."""
+    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
+    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
+        store.flush()
+    epochs = part / "leader-epoch-checkpoint"
+    epochs.write_text("0\n4\n0 0\n1 123\n2 200\n5 900\n")
+    with segstore.open(part, format="kafka", mode="a") as store:
+        assert store.recover() == [f"{epochs}: dropped the leader epochs starting at or past the log end "
+                                   "201: 5 900"]
+        if append:
+            assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 201
+    assert epochs.read_text().splitlines()[2:] == ["0 0", "1 123", "2 200"] + (["5 201"] if append else [])
+    with segstore.open(part) as store:
+        assert [b.partition_leader_epoch for b in store.partition.batches(201)] == ([5] if append else [])
+
+
+def _legacy_entry(offset: int, value: bytes, *, codec_id: int = 0) -> bytes:
+    """One v1 log entry (``LegacyRecord.write``: offset, size, CRC-32 of magic..end, magic 1, attributes,
+    timestamp, null key, value) with a correct CRC."""
+    import zlib
+
+    body = (struct.pack(">bbqi", 1, codec_id, 1_600_000_000_000 + offset, -1) + struct.pack(">i", len(value))
+            + value)
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def _legacy_wrapper(last_offset: int, count: int, *, inflates: bool = True) -> bytes:
+    """A gzip v1 wrapper of ``count`` inner messages (relative offsets 0..count-1) ending at
+    ``last_offset``; ``inflates`` False: its value is no gzip stream (its own CRC holds all the same)."""
+    from segstore_kafka import compression
+
+    inner = b"".join(_legacy_entry(i, b"inner-%d" % i) for i in range(count))
+    return _legacy_entry(last_offset, compression.compress("gzip", inner) if inflates else b"not gzip",
+                         codec_id=1)
+
+
+@pytest.mark.parametrize(("damage", "recovery_point", "cut"), [
+    ("torn wrapper", 5, True),          # its last bytes zeros, past the recovery point: a crash's
+    ("torn wrapper", None, True),       # no recovery point known: the tail from the last index entry
+    ("torn wrapper", 9, False),         # below the recovery point: flushed, damage
+    ("uninflatable wrapper", 5, False),  # ensureValid checks the outer message only
+    ("torn plain entry", 5, True),
+])
+def test_a_writable_open_checks_legacy_entries_past_the_recovery_point_as_kafkas_recovery_does(
+        tmp_path: Path, damage: str, recovery_point: int | None, cut: bool) -> None:
+    """One scan finds what a crash tore before a writable open appends (``LogSegment.first_torn_batch``),
+    from the recovery point and, where none is known, from the last index entry alike: Kafka 3.8.0
+    ``LogSegment.recover`` frames v0/v1 entries as ``FileLogInputStream.nextBatch`` does and checks them
+    with ``batch.ensureValid()``
+    (``AbstractLegacyRecordBatch.ensureValid``: the outer message's size and CRC-32, never the
+    compressed inner set), and ``LogLoader.recoverLog`` truncates the log at the first that fails.
+    A legacy entry torn past the recovery point is cut (kept aside) before the append; one below it is
+    damage and stays; a wrapper whose CRC-32 holds stays whatever its inner set."""
+    from segstore_kafka.checkpoints import write_offsets
+
+    logs = tmp_path / "logs"
+    part = logs / "t-0"
+    part.mkdir(parents=True)
+    wrapper = _legacy_wrapper(7, 3, inflates=damage != "uninflatable wrapper")
+    entries = [_legacy_entry(0, b"zero"), _legacy_wrapper(3, 3), _legacy_entry(4, b"four"), wrapper,
+               _legacy_entry(8, b"eight")]
+    log = part / f"{SEG0}.log"
+    log.write_bytes(b"".join(entries))
+    with segstore.open(str(logs), format="kafka", mode="a") as store:   # its indexes, as a broker's
+        store.flush()
+    assert (part / f"{SEG0}.index").exists()
+    data = bytearray(log.read_bytes())
+    torn_at = sum(map(len, entries[:3]))
+    if damage == "torn wrapper":
+        end = torn_at + len(wrapper)
+        data[end - 10:end] = bytes(10)
+    elif damage == "torn plain entry":
+        torn_at = sum(map(len, entries[:4]))
+        data[-3:] = bytes(3)
+    log.write_bytes(bytes(data))
+    if recovery_point is not None:
+        write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("t", 0): recovery_point})
+    else:
+        (logs / "recovery-point-offset-checkpoint").unlink()        # none known: the parent names none
+    target = logs if recovery_point is not None else part
+    with segstore.open(str(target), format="kafka", mode="a") as store:
+        appended = store.append({"topic": "t", "partition": 0, "value": b"after"})
+    assert bool(list(part.glob("*.cut-*"))) is cut
+    if cut:
+        assert appended.offset == (8 if damage == "torn plain entry" else 5)
+        assert log.read_bytes() == bytes(data[:torn_at])            # (the append rolled: segment.ms)
+    else:
+        assert appended.offset == 9 and log.read_bytes()[:len(data)] == bytes(data)

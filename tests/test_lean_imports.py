@@ -207,6 +207,16 @@ def test_arrays_match_pyarrows_own_bridges(ints, dtype, cut) -> None:
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=70), st.sampled_from(
+    [np.int8, np.int32, np.int64, np.uint32]))
+def test_unique_is_np_unique(ints, dtype) -> None:
+    """arrays.unique (no numpy.ma import) gives what np.unique gives, repeats and empty arrays too."""
+    values = np.array(ints + ints[::3], np.int64).astype(dtype)
+    got = arrays.unique(values)
+    assert got.dtype == values.dtype and np.array_equal(got, np.unique(values))
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=40), st.sampled_from(
     [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint32(), pa.bool_(), TIMESTAMP]),
     st.integers(0, 9))

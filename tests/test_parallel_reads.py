@@ -410,6 +410,38 @@ def test_next_boundary_finds_the_next_message(rocketmq_path, where):
             assert found == (following[0] if following else seg.wrote)
 
 
+def _boundary_by_every_byte(view: memoryview, pos: int, limit: int, base: int) -> int:
+    """next_boundary as it was: every byte compared with all four bytes of each magic (the reference)."""
+    size = len(view)
+    for at in range(pos, min(limit, size - 35)):
+        magic = bytes(view[at + 4:at + 8])
+        if any(magic == m.tobytes() for m in rocketmq_columnar._MAGICS) \
+                and int.from_bytes(view[at + 28:at + 36], "big", signed=True) == base + at:
+            return at
+    return limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), fill=st.sampled_from([b"\x00", b"\xda", b"\xda\xa3", b"\xda\xa3\x20", None]),
+       size=st.integers(36, 3000), base=st.sampled_from([0, 1 << 30]))
+def test_next_boundary_is_the_first_plausible_header(data, fill, size, base):
+    """next_boundary looks past the magics' first byte only where it matched: the same first position
+    as a check of every byte, on zeros, on runs of magic prefixes and on random bytes, with headers
+    planted (some with a wrong PHYSICALOFFSET, some with the v2 magic)."""
+    buf = bytearray((fill * size)[:size] if fill else data.draw(st.binary(min_size=size, max_size=size)))
+    for _ in range(data.draw(st.integers(0, 4))):
+        at = data.draw(st.integers(0, size - 36))
+        magic = data.draw(st.sampled_from(rocketmq_columnar._MAGICS)).tobytes()
+        phys = base + at + data.draw(st.sampled_from([0, 0, 1, -4]))
+        buf[at + 4:at + 8] = magic
+        buf[at + 28:at + 36] = phys.to_bytes(8, "big", signed=True)
+    view = memoryview(bytes(buf))
+    pos = data.draw(st.integers(0, size))
+    limit = data.draw(st.integers(pos, size + 10))
+    expected = _boundary_by_every_byte(view, pos, limit, base)
+    assert rocketmq_columnar.next_boundary(view, pos, limit, base) == expected
+
+
 # -- recover ----------------------------------------------------------------------------------
 
 
@@ -576,6 +608,99 @@ def test_in_rounds_runs_nothing_while_suspended():
     rounds = overlap.in_rounds(iter(range(8)), run, 2, 2)
     for task, _, _ in rounds:
         assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_in_rounds_lets_go_of_a_round_before_the_next_runs(threads):
+    """A result handed out is not kept by in_rounds: once the caller drops a round's results, they
+    are gone while the next round runs (held, each round's buffers would be fresh memory, every
+    page a fault: a 500k-record Kafka dump --json on two threads faulted 25k pages, 15k since)."""
+    import weakref
+
+    class Result:
+        pass
+
+    handed: list[weakref.ref] = []
+
+    def run(i: int) -> Result:
+        # every result of the rounds before this one: dropped by the caller, so gone
+        assert [ref() for ref in handed[:i - i % threads]] == [None] * (i - i % threads)
+        return Result()
+
+    count = 0
+    for _, result, error in overlap.in_rounds(iter(range(4 * threads)), run, threads, threads):
+        assert error is None
+        handed.append(weakref.ref(result))
+        count += 1
+        del result
+    assert count == 4 * threads
+
+
+@settings(max_examples=50, deadline=None)
+@given(hints=st.lists(st.integers(0, 5000), max_size=40), lo=st.integers(0, 3000),
+       step=st.integers(1, 2000), size=st.integers(1, 6000))
+def test_kafka_split_points_are_those_of_the_index_once_each(hints, lo, step, size):
+    """split_points: each index position at or after every step once, in order, inside (lo, size) (as
+    np.unique gave them, which a first split paid 14 ms for: it imports numpy.ma); an index out of
+    order (damaged) too."""
+    import numpy as np
+
+    class Index:
+        def columns(self):
+            return {"position": np.array(hints, np.int32)}
+
+    class Log:
+        pass
+
+    class Seg:
+        offset_index, log = Index(), Log()
+
+    Seg.log.size = size
+    positions = np.array(hints, np.int64)
+    wanted = np.arange(lo + step, size, step, dtype=np.int64)
+    expected: list[int] = []
+    if len(positions) and len(wanted):
+        found = np.unique(positions[np.minimum(np.searchsorted(positions, wanted), len(positions) - 1)])
+        expected = [int(c) for c in found if lo < c < size]
+    assert kafka_store.split_points(Seg(), lo, step) == expected
+
+
+_SPLIT_READS = """
+import json, sys
+import segstore
+from segstore_kafka import store as kafka_store
+from segstore_rocketmq import columnar as rocketmq_columnar
+rocketmq_columnar.SPLIT_BYTES, kafka_store.SPLIT_BYTES = 5000, 3000
+rows = 0
+for path in sys.argv[1:]:
+    with segstore.open(path) as store:
+        rows += sum(batch.num_rows for batch in store.scan_arrow(threads=2))
+        rows += sum(bytes(block).count(b"\\n") for block in store.dump_json(threads=2))
+        assert store.verify(threads=2) == []
+loaded = [m for m in sys.modules
+          if m.split(".")[0] in ("concurrent", "logging") or m == "numpy.ma" or m.startswith("numpy.ma.")]
+print(json.dumps({"rows": rows, "loaded": sorted(loaded)}))
+"""
+
+
+def test_a_first_read_on_two_threads_imports_no_masked_arrays_or_futures(rocketmq_path, kafka_path):
+    """A fresh process's first split read, dump and verify: no numpy.ma (np.unique imports it, 14 ms)
+    and no concurrent.futures with its logging (8 ms), which a 500k-record read on two threads paid
+    inside its work (benchmarks/NOTES.md, "Threads")."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "formats"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _SPLIT_READS, rocketmq_path, kafka_path],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["rows"] == 2 * (2500 + 3000)
+    assert result["loaded"] == []
 
 
 @pytest.mark.parametrize("threads", (2, 7))

@@ -52,6 +52,7 @@ from segstore.errors import (
     OffsetOutOfRangeError,
     UnrepairedDataError,
 )
+from segstore.indexes.keyhash import index_key_hash
 from segstore.records import Message
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
@@ -171,6 +172,84 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
             columnar._speedups = saved
         assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
+
+
+#: Values long enough for the C hash's 8- and 4-byte ASCII blocks, ASCII mixed with 2- to 4-byte UTF-8.
+long_value = st.text(alphabet=st.one_of(st.characters(min_codepoint=0x21, max_codepoint=0x7E),
+                                        st.sampled_from(["é", "€", "😀", "κ"])), max_size=40)
+
+
+@needs_c
+@given(st.lists(st.tuples(st.sampled_from(["T", "TopicA", "ünï"]), long_value, long_value,
+                          st.lists(long_value, max_size=3)), min_size=1, max_size=4))
+def test_c_key_and_tags_hashes_of_long_values_equal_java_string_hashcode(messages):
+    """The C hash takes ASCII runs 8 and then 4 bytes at a time (``java_hash_utf8``): a message's TAGS
+    hash and its index entries (topic#UNIQ_KEY, topic#token per KEYS token) equal Java's
+    ``String.hashCode`` of them (``javacompat.string_hash``, ``keyhash.index_key_hash``) whatever the
+    values' lengths and where the multi-byte characters fall."""
+    data, tpos, tlen, ppos, plen, expected_tags, expected = b"", [], [], [], [], [], []
+    for topic, tags, uniq, keys in messages:
+        topic_bytes = topic.encode()
+        props = f"TAGS\x01{tags}\x02UNIQ_KEY\x01{uniq}\x02KEYS\x01{' '.join(keys)}".encode()
+        tpos.append(len(data))
+        tlen.append(len(topic_bytes))
+        ppos.append(len(data) + len(topic_bytes))
+        plen.append(len(props))
+        data += topic_bytes + props
+        expected_tags.append(string_hash(tags) if tags else 0)
+        own = ([uniq] if uniq else []) + [k for k in " ".join(keys).split(" ") if k]
+        expected.append([index_key_hash(f"{topic}#{k}") for k in own])
+    n = len(messages)
+    tags_out, counts, hashes = np.zeros(n, np.int64), np.zeros(n, np.int32), np.zeros(64, np.int64)
+    columnar._speedups.tags_hashes(memoryview(data), np.array(ppos, np.int64), np.array(plen, np.int32),
+                                   tags_out)
+    total = columnar._speedups.index_entries(
+        memoryview(data), np.array(tpos, np.int64), np.array(tlen, np.int32), np.array(ppos, np.int64),
+        np.array(plen, np.int32), np.zeros(n, np.int32), counts, hashes, np.zeros(n, np.int64))
+    assert tags_out.tolist() == expected_tags
+    assert counts.tolist() == [len(e) for e in expected]
+    assert hashes[:total].tolist() == [h for e in expected for h in e]
+
+
+def _indexed_as_in_two_passes(data: bytes, cap: int) -> int:
+    """``decode_region_indexed`` of ``data`` stops where ``decode_region`` stops, with the same rows, and
+    finds for them what ``index_entries`` finds over those rows."""
+    view = memoryview(data)
+    rows_a, rows_b = columnar.rows_of(cap), columnar.rows_of(cap)
+    walked, keys = columnar.decode_region_indexed(view, 0, len(data), len(data), 1000, rows_a)
+    assert walked == columnar.decode_region(view, 0, len(data), len(data), 1000, rows_b)
+    assert rows_a.equals(rows_b)
+    assert keys is not None
+    found = keys.first(len(rows_a))
+    expected = columnar.index_entries(view, rows_b)
+    assert [a.tolist() for a in found] == [b.tolist() for b in expected]
+    return len(rows_a)
+
+
+@needs_c
+@given(region(), st.integers(1, 8))
+def test_c_decode_with_index_entries_equals_the_decode_then_index_entries(data, cap):
+    _indexed_as_in_two_passes(data, cap)
+
+
+@needs_c
+@pytest.mark.parametrize("bad_crc_at", [None, 700, 1500, 2047, 2048])
+def test_c_decode_with_index_entries_over_thousands_of_rows_and_a_bad_crc(bad_crc_at):
+    """The index entries are found 1,024 rows after their decode (``INDEX_ROWS``): over 2,600 rows of
+    varied keys, and where a bad body CRC (strict) ends the rows before or after such a step, the same as
+    two passes."""
+    data = bytearray()
+    for i in range(2600):
+        keys = " ".join(f"k{i * j}" for j in range(i % 4)) + (" ü" if i % 7 == 0 else "")
+        props = {"TAGS": f"tag-{i % 5}", "KEYS": keys} if i % 3 else {"UNIQ_KEY": f"{i:032X}"}
+        msg = RocketMQMessage(topic=("TopicA", "TopicB")[i % 11 == 0], queue_id=i % 4, body=bytes(i % 50),
+                              queue_offset=i, physical_offset=len(data), properties=props,
+                              sys_flag=0xC if i % 13 == 0 else 0)
+        stored = encode(msg)
+        if i == bad_crc_at:
+            stored[11] ^= 1        # BODYCRC's last byte (after TOTALSIZE and MAGICCODE)
+        data += stored
+    assert _indexed_as_in_two_passes(bytes(data), 4096) == (2600 if bad_crc_at is None else bad_crc_at)
 
 
 def _walk(data: bytes, strict: bool) -> tuple[list, tuple | None]:

@@ -850,3 +850,23 @@ def test_an_index_file_without_entries_keeps_index_count_0_on_disk(tmp_path, aft
         assert last[:32] == full[8:16] + full[8:16] + full[24:32] + full[24:32]
     else:
         assert last[:40] == bytes(40)
+
+
+def test_a_key_whose_put_was_cut_before_the_count_is_found_as_the_broker_finds_it(tmp_path):
+    """``IndexFile.putKey`` (RocketMQ 4.9.7) writes the entry and the slot, then the header's count; a
+    crash between them leaves a slot naming the entry at ``indexCount``.  ``selectPhyOffset`` refuses a
+    slot only past it (``slotValue > indexCount``), so the broker's ``queryMessage`` finds that key and
+    the older keys of its chain (checked with the oracle on a store so cut); segstore's query refused
+    ``slot >= indexCount`` and found none of them."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", maxHashSlotNum=16, maxIndexNum=64) as writer:
+        for i in range(5):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}", "same"]})
+        path = writer.index.files[-1].path
+    data = bytearray(files.read_bytes(path))
+    count = int.from_bytes(data[36:40], "big")
+    data[36:40] = (count - 1).to_bytes(4, "big")       # the last put ("same" of message 4) not counted
+    files.write_bytes(path, bytes(data))
+    with segstore.open(store, format="rocketmq") as reader:
+        assert sorted(m.offset for m in reader.find("T", "same")) == [0, 1, 2, 3, 4]
+        assert [m.offset for m in reader.find("T", "k4")] == [4]

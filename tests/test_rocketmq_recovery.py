@@ -820,3 +820,100 @@ def test_recover_of_an_index_entry_whose_link_a_torn_page_zeroed(tmp_path, abort
         key = (message.keys or [message.properties["UNIQ_KEY"]])[0]
         assert message.physical_offset in [m.physical_offset for m in writer.find(message.topic, key)]
     assert last_index.read_bytes() == written
+
+
+def test_recovery_after_the_last_commitlog_file_was_lost_leaves_a_checkpoint_verify_accepts(tmp_path):
+    """A crash, then the last commitlog file lost (the checkpoint newer than the data left): recovery
+    drops the consume-queue entries past the end (as 4.9.7 ``truncateDirtyLogicFiles``), cuts the index
+    where its entries point past the end, and sets the checkpoint times past the newest message kept to
+    it.  ``indexMsgTimestamp`` was bounded by the IndexFiles' ends read before the index was cut, the end
+    of a file recovery then removed: ``verify`` of the store recovery had just written reported
+    ``expected indexMsgTimestamp at most the newest message's store time``.  The bound is now taken
+    once the index is recovered (``recovery._clamp_checkpoint``)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        i = 0
+        after = 0
+        while after < 12:       # four commitlog files, the last holding 12 messages (a full IndexFile)
+            after += len(writer.commitlog.log.segments) >= 4
+            writer.append({"topic": "T", "queue_id": i % 2, "body": b"x" * 200, "keys": [f"k{i}"],
+                           "store_timestamp": NOW_MS + i})
+            i += 1
+        writer.flush()
+        last = writer.commitlog.log.segments.active.path
+        writer.abandon()
+    files.remove(last)
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        assert any("dropped" in line and "past the commitlog end" in line for line in writer.recovery_lines)
+        newest = max(m.store_timestamp for m in writer.scan())
+    point = Checkpoint.unpack(files.read_bytes(store / "checkpoint"))
+    assert point.index_msg_timestamp <= newest and point.physic_msg_timestamp == newest
+    with segstore.open(store, format="rocketmq") as reader:
+        assert reader.verify() == []
+        assert [m.store_timestamp for m in reader.find("T", "k0")] == [NOW_MS]
+
+
+@pytest.mark.parametrize("abort", [False, True])
+def test_recovery_drops_a_stale_entry_past_a_queues_last_message(tmp_path, abort):
+    """RocketMQ 4.9.7 ``ConsumeQueue.truncateDirtyLogicFiles`` (its recovery of a torn or lost commitlog
+    tail) moves a queue's write position back and leaves the entries after it on disk; the broker then
+    stores other queues' messages over the cut tail, and its next start (``ConsumeQueue.recover``: the
+    entries up to the first zero one) serves the stale entry.  Checked with the 4.9.7 store (the
+    oracle's ``getMessage(TopicC, 2, 50)`` after a clean and a crash start returned TopicA/0's message
+    at that offset).  segstore's read refused it and verify reported it, but recovery kept it: every
+    later verify reported it again.  Recovery now drops it (``recovery._drop_stale_entries``)."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        for i in range(20):
+            writer.append({"topic": "T", "queue_id": int(i >= 10), "body": b"x" * 50, "keys": [f"k{i}"]})
+    with segstore.open(store, format="rocketmq") as reader:
+        last_of_1 = next(iter(reader.read("T", 1, 9)))
+        assert reader.offset_range("T", 0) == (0, 10)
+    cq = store / "consumequeue" / "T" / "0" / "00000000000000000000"
+    data = bytearray(files.read_bytes(cq))
+    # entry 10 of T/0: T/1's last message
+    data[200:220] = np.array([(last_of_1.physical_offset, last_of_1.size, 0)], dtype=">i8,>i4,>i8").tobytes()
+    files.write_bytes(str(cq), bytes(data))
+    with segstore.open(store, format="rocketmq") as reader:
+        assert reader.offset_range("T", 0) == (0, 11)
+        assert any("expected the entry of the message" in p.message for p in reader.verify())
+    if abort:
+        (store / "abort").touch()
+    with segstore.open(store, format="rocketmq", mode="a", **SMALL_INDEX) as writer:
+        assert ("consumequeue T/0: dropped 1 stale entries from queue offset 10: they point into the "
+                "commitlog walked at no message of this queue") in writer.recovery_lines
+        assert writer.offset_range("T", 0) == (0, 10) and writer.offset_range("T", 1) == (0, 10)
+    with segstore.open(store, format="rocketmq") as reader:
+        assert reader.verify() == []
+        assert [m.offset for m in reader.read("T", 0)] == list(range(10))
+
+
+@pytest.mark.parametrize("abort", [False, True])
+def test_recovery_cuts_the_index_at_an_entry_with_a_negative_time_diff(tmp_path, abort):
+    """A torn IndexFile entry whose time diff reads negative: 4.9.7 ``IndexFile.putKey`` never writes one
+    (it clamps to [0, Integer.MAX_VALUE]) and ``selectPhyOffset`` stops its chain walk there, hiding the
+    older keys of that slot.  After a crash the broker rebuilds the file (``IndexService.load(false)``
+    drops it; the oracle's ``queryMessage`` found every key); segstore's recovery kept the entry, its
+    verify then reported it, and a key behind it stayed unfound.  Recovery now cuts the index there
+    (``recovery._first_bad_entry``) and puts the rest again."""
+    store = tmp_path / "store"
+    config = {**SMALL_INDEX, "maxIndexNum": 64}
+    with segstore.open(store, format="rocketmq", mode="a", **config) as writer:
+        for i in range(4):
+            writer.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": [f"k{i}", "same"]})
+        path = writer.index.files[-1].path
+        third = writer.find("T", "k2")[0].physical_offset
+    data = bytearray(files.read_bytes(path))
+    torn = 40 + 16 * 4 + 6 * 20          # header, 16 slots, entry 6 (the third message's "same")
+    assert int.from_bytes(data[torn + 4:torn + 12], "big") == third
+    data[torn + 12:torn + 16] = (-1).to_bytes(4, "big", signed=True)
+    files.write_bytes(path, bytes(data))
+    with segstore.open(store, format="rocketmq") as reader:
+        assert [m.offset for m in reader.find("T", "same")] == [3]     # the chain stops at entry 6
+    if abort:
+        (store / "abort").touch()
+    with segstore.open(store, format="rocketmq", mode="a", **config) as writer:
+        assert any("index entry 6 does not match the commitlog" in line for line in writer.recovery_lines)
+    with segstore.open(store, format="rocketmq") as reader:
+        assert reader.verify() == []
+        assert sorted(m.offset for m in reader.find("T", "same")) == [0, 1, 2, 3]

@@ -569,3 +569,30 @@ def test_batch_append_in_c_without_block_reservation(tmp_path, no_block_reservat
     taken: list = []
     assert_c_writes_the_reference(tmp_path, append_batches, runs, MEDIUM, taken)
     assert len(taken) > len(runs) // 4     # the rest roll a file (MEDIUM's are small)
+
+
+#: Bytes around every branch of a UTF-8 reader: ASCII, each lead's second-byte bounds (E0 A0, ED 9F/A0,
+#: F0 90, F4 8F/90), continuation bytes, leads no UTF-8 has (C0, C1, F5, FF).
+_UTF8_EDGES = [0x41, 0x20, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED,
+               0xEF, 0xF0, 0xF3, 0xF4, 0xF5, 0xFF]
+
+
+@given(st.lists(st.sampled_from(_UTF8_EDGES), min_size=1, max_size=10).map(bytes))
+@settings(max_examples=400, deadline=None)
+def test_c_tags_hash_of_bytes_that_are_not_utf8_is_javas(value):
+    """The C tags code and index hashes (``tags_hashes``, ``index_entries``: the columnar writer's, over
+    stored properties that need not be UTF-8) are ``String.hashCode`` of ``new String(bytes, UTF_8)``
+    (RocketMQ 4.9.7 ``MessageExtBrokerInner.tagsString2tagsCode``): a U+FFFD for each malformed sequence
+    as Java reads it (segstore.javatext).  Before, the C read any byte from C0 up as a lead and hashed
+    the bits it found (and read past the value's end)."""
+    from segstore_rocketmq import _speedups
+
+    from segstore.indexes.javahash import string_hash
+    from segstore.javatext import java_utf8
+
+    if _speedups is None:
+        pytest.skip("segstore_rocketmq._speedups not built")
+    props = b"TAGS\x01" + value
+    tags = np.empty(1, np.int64)
+    _speedups.tags_hashes(props, np.zeros(1, np.int64), np.array([len(props)], np.int32), tags)
+    assert int(tags[0]) == string_hash(java_utf8(value))

@@ -13,6 +13,8 @@ last one away as a torn tail, a message the broker keeps.
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,56 @@ def test_recover_keeps_the_last_message(store, walk):
     assert log.read_bytes() == before
     with segstore.open(store, format="rocketmq", **CONFIG) as rmq:
         assert [m.body for m in rmq.scan()] == [b"body%d" % i for i in range(MESSAGES)]
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_dump_json_carries_the_stored_topic_bytes_and_write_input_refuses_the_line(store, tmp_path, walk,
+                                                                                     threads):
+    """``dump --json`` gives such a message's stored topic bytes as ``topic_base64`` (its ``topic`` is
+    Java's text, which other bytes read as too: ``T\\xfe\\xffx`` dumped the same line), the other lines
+    none; ``write --input`` of the dump refuses the line, exit 1, naming it, those bytes and why
+    (4.9.7 ``TopicValidator`` refuses any such topic, so no copy holds the message as stored), and
+    creates nothing.  Before, the copy's refusal named only Java's text (``found 'T\\ufffd\\ufffdx'``),
+    and the dump did not say which bytes the store held."""
+    code, out, err = cli_run("dump", store, "--json", "--threads", threads, *ARGS)
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line.get("topic_base64") for line in lines] == [None, "VP/+eA=="] * 2     # b"T\xff\xfex"
+    assert base64.b64decode(lines[1]["topic_base64"]) == STORED and lines[1]["topic"] == JAVA_TOPIC
+    assert all("properties_base64" not in line for line in lines)     # its properties are UTF-8
+    source = tmp_path / "dump.jsonl"
+    source.write_text(out, encoding="utf-8")
+    copy = tmp_path / "copy"
+    code, _, err = cli_run("write", copy, "--input", source, *ARGS)
+    assert code == 1
+    assert ": line 2: expected a topic the broker stores" in err, err
+    assert "found the stored bytes b'T\\xff\\xfex' (topic_base64: not UTF-8" in err, err
+    assert not copy.exists()
+
+
+def test_dump_of_the_file_carries_the_topic_bytes_and_no_properties_bytes_that_are_utf8(store):
+    """``dump FILE --json`` gives ``topic_base64`` too; before, a message whose topic alone was not UTF-8
+    got a ``properties_base64`` of properties that are (``KEYS\\x01k1``), which the field's contract
+    (bytes that are not UTF-8, what ``write --input`` takes) refuses."""
+    code, out, err = cli_run("dump", store / "commitlog" / "00000000000000000000", "--json")
+    assert code == 0, err
+    messages = [m for m in map(json.loads, out.splitlines()) if m["kind"] == "message"]
+    assert [m.get("topic_base64") for m in messages] == [None, "VP/+eA=="] * 2
+    assert all("properties_base64" not in m for m in messages)
+
+
+@pytest.mark.parametrize(("value", "found"), [
+    ("not base64!", "expected a dump line's topic_base64 as base64"),
+    ("VFFReA==", "found the stored bytes b'TQQx'")])
+def test_a_line_with_topic_base64_is_refused_whatever_it_holds(tmp_path, value, found):
+    """A hand-made line with ``topic_base64`` is refused too: the field says the stored topic was not
+    UTF-8, which no copy can hold; its own mistakes (not base64) are named first."""
+    with segstore.open(tmp_path / "src", format="rocketmq", mode="a", **CONFIG) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"b"}])
+    code, out, err = cli_run("dump", tmp_path / "src", "--json", *ARGS)
+    line = {**json.loads(out), "topic_base64": value}
+    source = tmp_path / "line.jsonl"
+    source.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    code, _, err = cli_run("write", tmp_path / "copy", "--input", source, *ARGS)
+    assert code == 1 and found in err and ": line 1: " in err, err
+    assert not (tmp_path / "copy").exists()

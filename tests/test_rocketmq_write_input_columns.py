@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import appendarrow, jsonl
+from segstore_rocketmq.message import decode_properties
 from segstore_rocketmq.store import RocketMQStore
 from test_rocketmq_append_arrow import SMALL, store_files
 
@@ -181,3 +182,71 @@ def test_a_scheduled_message_whose_delay_the_broker_cannot_parse_is_refused(tmp_
     with RocketMQStore(str(tmp_path / "s"), "r", SMALL) as store:
         assert list(store.scan()) == []
     assert written(tmp_path / "ok", [line(1), good], columnar)[1] is None
+
+
+#: Pieces of stored property bytes: ASCII, UTF-8, and sequences that are not UTF-8 (RocketMQ 4.9.7
+#: ``CommitLog.MessageExtBatchEncoder`` stores a batch's properties as its client sent them): a lone
+#: continuation byte, a lead cut short, an encoded surrogate (one U+FFFD in Java, three in Python's
+#: ``replace``), an overlong lead, bytes no UTF-8 holds, a four-byte lead before ASCII.
+ODD_PIECES = [b"a", b"Z9", b" ", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"\x80", b"\xe2\x82", b"\xed\xa0\x80",
+              b"\xed\xbf", b"\xc0", b"\xff\xfe", b"\xf4\x90", b"\xf0\x9f\x98", b"\xe0\x80"]
+
+
+@st.composite
+def odd_properties(draw: st.DrawFn) -> bytes:
+    """Stored properties bytes that are not UTF-8: TAGS and KEYS (what the consume queue's tags code and
+    the IndexFile hash as Java's text) and user properties, names and values of :data:`ODD_PIECES`."""
+    piece = st.lists(st.sampled_from(ODD_PIECES), min_size=1, max_size=4).map(b"".join)
+    pairs = draw(st.lists(st.tuples(piece, piece), max_size=3))
+    if draw(st.booleans()):
+        pairs.append((b"TAGS", draw(piece)))
+    if draw(st.booleans()):
+        pairs.append((b"KEYS", draw(piece) + b" " + draw(piece)))
+    if draw(st.booleans()):
+        pairs.append((b"UNIQ_KEY", draw(piece)))
+    raw = b"\x02".join(name + b"\x01" + value for name, value in pairs)
+    raw += draw(st.sampled_from([b"", b"\x02"]))
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+    return raw + b"\x02odd\x01\xff"
+
+
+@st.composite
+def odd_dump_lines(draw: st.DrawFn) -> list[dict]:
+    """Dump lines as ``dump --json`` writes them for stored properties that are not UTF-8: ``properties``
+    Java's text of them, ``properties_base64`` the bytes, ``tags``/``keys`` read from that text."""
+    lines = draw(st.lists(dump_line(), min_size=1, max_size=8))
+    for line in lines:
+        if draw(st.booleans()):
+            raw = draw(odd_properties())
+            properties = decode_properties(raw, java_text=True)
+            raw_keys = properties.get("KEYS")
+            line.update(properties=dict(properties), properties_base64=base64.b64encode(raw).decode(),
+                        tags=properties.get("TAGS"),
+                        keys=[k for k in raw_keys.split(" ") if k] if raw_keys else [])
+    return lines
+
+
+@given(odd_dump_lines())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_dump_lines_with_properties_base64_take_the_columns_and_write_what_the_reference_writes(
+        tmp_path_factory, lines):
+    """Lines with ``properties_base64`` (stored properties bytes that are not UTF-8) are appended in
+    columns (``append_arrow``'s C writer, the bytes as the row's ``propertiesBytes``) and give the
+    reference's bytes: the commitlog, the consume queues' tags codes and the IndexFile entries, whose
+    hashes are ``String.hashCode`` of Java's text of the bytes (RocketMQ 4.9.7
+    ``MessageExtBrokerInner.tagsString2tagsCode``, ``IndexService.buildKey``).  Before, such a line sent
+    its whole run to the reference, one message object a line."""
+    root = tmp_path_factory.mktemp("odd")
+    stored_calls: list[int] = []
+    real = RocketMQStore.append_stored
+    RocketMQStore.append_stored = lambda self, msgs: stored_calls.append(1) or real(self, msgs)  # type: ignore
+    try:
+        columns = written(root / "columns", lines, True)
+    finally:
+        RocketMQStore.append_stored = real  # type: ignore[method-assign]
+    assert columns == written(root / "reference", lines, False)
+    if appendarrow.available() and columns[1] is None:
+        assert stored_calls == []

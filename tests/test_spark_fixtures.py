@@ -297,7 +297,7 @@ def test_fail_on_data_loss(spark, reader, tmp_path):  # noqa: F811
     ("kafka.security.protocol", "SSL", "load(PATH)"),
     ("groupIdPrefix", "g", "load(PATH)"),
     ("subscribeTopics", "x", "unknown option"),
-    ("maxRecordsPerPartition", "5", "maxBytesPerPartition"),
+    ("maxRecordsPerPartition", "0", "maxRecordsPerPartition must be at least 1"),
     # a batch query ignores the streaming admission options (Spark 4 KafkaSourceProvider.validateBatchOptions)
     # but for a minimum above the maximum (validateGeneralOptions)
     ("minOffsetsPerTrigger", "5", "minOffsetPerTrigger(5) is higher than the maxOffsetsPerTrigger(4)"),

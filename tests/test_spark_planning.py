@@ -142,7 +142,8 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "kafka.group.id": "g"}, "running Kafka cluster"),
     ({"path": "/s", "groupIdPrefix": "g"}, "running Kafka cluster"),
     ({"path": "/s", "fetchOffset.numRetries": "3"}, "running Kafka cluster"),
-    ({"path": "/s", "maxRecordsPerPartition": "3"}, "maxBytesPerPartition"),
+    ({"path": "/s", "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition must be at least 1"),
+    ({"path": "/s", "maxRecordsPerPartition": "1_000"}, "maxRecordsPerPartition must be an integer"),
     ({"path": "/s", "config": "[1]"}, "JSON object"),
     # untrimmed and JSON booleans refused as the connector refuses them: Scala's toBoolean, Jackson reading
     # Map[String, Map[Int, Long]] (Spark 4 JsonUtils.partitionOffsets), withName / valueOf of the choices,
@@ -186,7 +187,9 @@ def test_options_an_end_does_not_take_are_not_read(options):
 
 @pytest.mark.parametrize(("options", "fragment"), [
     ({"maxOffsetsPerTrigger": "0"}, "at least 1"),
-    ({"minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
+    ({"minOffsetsPerTrigger": "3 "}, "minOffsetsPerTrigger must be an integer"),
+    ({"minOffsetsPerTrigger": "4", "maxOffsetsPerTrigger": "3"}, r"minOffsetPerTrigger\(4\) is higher"),
+    ({"maxTriggerDelay": "1.5s"}, r"maxTriggerDelay: time must be specified as seconds \(s\)"),
     ({"maxOffsetsPerTrigger": "1_000"}, r"must be an integer, found '1_000'"),
     ({"maxOffsetsPerTrigger": " 5"}, r"maxOffsetsPerTrigger must be an integer, found ' 5'"),
     # a digit past the BMP is two surrogates to Long.parseLong, no digit
@@ -216,6 +219,44 @@ def test_a_batch_read_ignores_trigger_options(options):
 def test_a_batch_read_checks_trigger_bounds_given_together(options, fragment):
     with pytest.raises(ConfigError, match=fragment):
         _opts(**options)
+
+
+#: Spark 4.3's JavaUtils.timeStringAsMs (what the connector's Utils.timeStringAsMs calls) on these texts,
+#: run with javac/java against PySpark's own jars: the ms, or None where it throws NumberFormatException.
+TIME_STRINGS = [
+    ("15m", 900000), ("0", 0), ("5", 5), ("100ms", 100), ("2s", 2000), ("1min", 60000), ("1h", 3600000),
+    ("1d", 86400000), ("999us", 0), ("-1500us", -1), ("-5s", -5000), (" 3S ", 3000), ("3 s", None),
+    ("1.5s", None), ("10x", None), ("", None), ("m", None), ("9223372036854775807", 9223372036854775807),
+    ("9223372036854775808", None), ("9223372036854775807s", 9223372036854775807),
+    ("-9223372036854775807d", -9223372036854775808), ("+5", None), ("\u212a", None), ("5\u0130", None),
+    ("\u0665", None), ("1_0", None),
+]
+
+
+@pytest.mark.parametrize(("text", "ms"), TIME_STRINGS)
+def test_max_trigger_delay_is_read_as_spark_reads_time_strings(text, ms):
+    if ms is None:
+        with pytest.raises(ConfigError, match="maxTriggerDelay: time must be specified"):
+            parse_read_options({"path": "/s", "maxTriggerDelay": text}, streaming=True)
+    else:
+        assert parse_read_options({"path": "/s", "maxTriggerDelay": text}, streaming=True) \
+            .max_trigger_delay_ms == ms
+
+
+def test_a_trigger_is_delayed_as_the_connector_delays_it():
+    """Spark 4 KafkaMicroBatchStream.delayBatch: once maxTriggerDelay has passed since the last batch (0
+    before the first, so the first trigger always makes one) a batch is made whatever is waiting; before,
+    only with minOffsetsPerTrigger offsets waiting over every partition (a partition the start lacks counts
+    from 0), each batch made restarting the delay."""
+    start = {"t": {"0": 10, "1": 4}}
+    two = {"t": {"0": 11, "1": 5}}
+    assert planning.delays_batch(start, start, 5, 1000, 0, 5000) == (False, 5000)    # nothing waiting
+    assert planning.delays_batch(start, start, 5, 1000, 4500, 5000) == (True, 4500)
+    assert planning.delays_batch(start, two, 3, 1000, 5000, 5999) == (True, 5000)
+    assert planning.delays_batch(start, two, 2, 1000, 5000, 5999) == (False, 5999)
+    assert planning.delays_batch(start, two, 3, 1000, 5000, 6000) == (False, 6000)
+    assert planning.delays_batch({"t": {"0": 10}}, two, 6, 1000, 5000, 5500) == (False, 5500)  # 1 + 5
+    assert planning.delays_batch(start, two, 3, -1, 5000, 5000) == (False, 5000)
 
 
 def test_read_option_values_take_any_case():
@@ -553,14 +594,14 @@ def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_
 
 
 @pytest.mark.parametrize(("pattern", "found"), [
-    ("a{", "a '{' that starts no repetition"), ("t{,2}", "a '{' that starts no repetition"),
-    ("[a[b]]", "nested character class"), ("[a-z&&[^b]]", "intersection"), (r"\p{L}", "character property"),
-    ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"the escape \\y"), ("(?u)a", "inline flag 'u'"),
+    ("a{", "Illegal repetition"), ("t{,2}", "Illegal repetition"),
+    ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"Illegal/unsupported escape sequence"),
+    ("(?u)a", "inline flag 'u'"), (r"\p{IsLatin}", "segstore does not translate"),
 ])
 def test_subscribe_pattern_java_refuses_or_python_cannot_run_alike_is_refused(pattern, found):
     """Java's Pattern.compile refuses a stray '{', ``(?P<``, an undefined escape (Python took them as
-    literals or its own syntax); constructs Python reads otherwise (nested classes, intersections, Unicode
-    properties, flags u/U/x) are refused rather than matched differently."""
+    literals or its own syntax); constructs Python cannot run alike (Unicode scripts, flags u/U/x) are
+    refused rather than matched differently (tests/test_spark_javaregex.py has Java's own table)."""
     with pytest.raises(ConfigError, match=rf"subscribePattern: .*expected a Java regular expression.*"
                                           rf"{found}"):
         _opts(subscribePattern=pattern)
@@ -732,6 +773,82 @@ def test_plan_covers_every_offset_once_and_balances(sizes, max_bytes, min_parts,
     # a multiple of the parallelism whenever there are enough messages to cut
     if sum(r.end - r.start for r in ranges) >= 4 * len(result.partitions):
         assert len(result.partitions) % min_parts == 0
+
+
+# -- maxRecordsPerPartition ---------------------------------------------------------------
+
+def _range(topic: str, partition: int, start: int, end: int) -> planning.PartitionRange:
+    return planning.PartitionRange(topic, partition, start, end, ())
+
+
+def _cut(ranges, **kwargs) -> list[tuple[str, int, int, int]]:
+    return [(r.topic, r.partition, r.start, r.end) for r in planning.record_ranges(ranges, **kwargs)]
+
+
+def test_record_ranges_cut_as_the_connector_cuts():
+    """Spark 4 KafkaOffsetRangeCalculator.getRanges (SPARK-49259): ``ceil(size / maxRecordsPerPartition)``
+    pieces per range, ``remaining / (parts - part)`` offsets each (getDividedPartition), so the remainder
+    goes to the last pieces; then ``minPartitions`` above the number of pieces divides them again, pieces
+    that would get one part (getPartCount: ``Math.round(size / total * minPartitions)``) kept whole, and
+    the other pieces of their topic partition with them."""
+    ten, two = _range("A", 0, 0, 10), _range("B", 0, 0, 2)
+    assert _cut([ten], max_records=4, min_partitions=None) == [("A", 0, 0, 3), ("A", 0, 3, 6),
+                                                               ("A", 0, 6, 10)]
+    assert _cut([ten], max_records=5, min_partitions=None) == [("A", 0, 0, 5), ("A", 0, 5, 10)]
+    assert _cut([ten], max_records=10, min_partitions=None) == [("A", 0, 0, 10)]
+    assert _cut([_range("A", 0, 7, 7), two], max_records=1, min_partitions=None) == [
+        ("B", 0, 0, 1), ("B", 0, 1, 2)]
+    # 4 pieces for 6 partitions: B's (2 of 12 offsets: one part) stays whole and out of the proportion,
+    # each of A's gets round(size / 10 * 5) = 2 parts
+    assert _cut([ten, two], max_records=4, min_partitions=6) == [
+        ("A", 0, 0, 1), ("A", 0, 1, 3), ("A", 0, 3, 4), ("A", 0, 4, 6), ("A", 0, 6, 8), ("A", 0, 8, 10),
+        ("B", 0, 0, 2)]
+    # minPartitions alone, as before SPARK-49259 (SPARK-36576's rule)
+    assert _cut([ten, two], max_records=None, min_partitions=3) == [("A", 0, 0, 5), ("A", 0, 5, 10),
+                                                                    ("B", 0, 0, 2)]
+    assert _cut([ten, two], max_records=None, min_partitions=2) == [("A", 0, 0, 10), ("B", 0, 0, 2)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 400)), min_size=1, max_size=6),
+       st.integers(1, 120), st.none() | st.integers(1, 30))
+def test_record_ranges_hold_at_most_the_maximum_and_cover_every_offset_once(spans, most, min_parts):
+    ranges = [_range("t", i, start, start + size) for i, (start, size) in enumerate(spans)]
+    pieces = planning.record_ranges(ranges, max_records=most, min_partitions=min_parts)
+    assert all(0 < p.end - p.start <= most for p in pieces)
+    for r in ranges:
+        mine = [(p.start, p.end) for p in pieces if p.partition == r.partition]
+        assert [o for a, b in mine for o in range(a, b)] == list(range(r.start, r.end))
+
+
+def test_a_batch_read_splits_by_records_where_the_connector_does():
+    """Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets divides only where
+    shouldDivvyUpLargePartitions says so, judged on the offsets before earliest (-2) and latest (-1) are
+    resolved: from earliest to latest a range is 1 in size whatever it holds, so maxRecordsPerPartition
+    alone leaves it whole; an offset named at either end, or minPartitions above the partitions read, and
+    every range read is cut."""
+    store = FakeStore({"A": {0: [(0, 100), (100, 250)]}, "B": {0: [(0, 10)]}})
+
+    def pieces(**options):
+        result = planning.plan_batch(store, _opts(maxRecordsPerPartition="40", **options))
+        return [[(s.topic, s.partition, s.start, s.end) for s in p] for p in result.partitions]
+
+    assert len(pieces()) == 1      # the byte plan: both partitions in one task
+    # A: ceil(250 / 40) = 7 pieces, 250 // 7 = 35, 215 // 6 = 35, then 180 // 5 = 36 each
+    seven = [[("A", 0, 0, 35)], [("A", 0, 35, 70)], [("A", 0, 70, 106)], [("A", 0, 106, 142)],
+             [("A", 0, 142, 178)], [("A", 0, 178, 214)], [("A", 0, 214, 250)], [("B", 0, 0, 10)]]
+    assert pieces(endingOffsets='{"A": {"0": 250}, "B": {"0": 10}}') == seven
+    # B's range is -1 - (-2) = 1 and A's -1 - 200 < 0: no division, A from 200 to its end in one task
+    assert pieces(startingOffsets='{"A": {"0": 200}, "B": {"0": -2}}') == [[("A", 0, 200, 250),
+                                                                          ("B", 0, 0, 10)]]
+    assert pieces(minPartitions="3") == seven
+    # times are resolved first (ListOffsets), a time no record matches to latest (-1): an end time after
+    # every record leaves the range at -1 - (-2) = 1, one inside A's records cuts A (its end 200 from -2)
+    assert len(pieces(endingTimestamp="99999999")) == 1
+    assert pieces(endingTimestamp="200000")[:2] == [[("A", 0, 0, 40)], [("A", 0, 40, 80)]]   # 200 / 5
+    # a task's bytes above maxBytesPerPartition are cut further (100 bytes a message here)
+    cut = pieces(minPartitions="3", maxBytesPerPartition="2000")
+    assert cut[:2] == [[("A", 0, 0, 18)], [("A", 0, 18, 35)]] and len(cut) == 15
 
 
 # -- streaming limits ---------------------------------------------------------------------

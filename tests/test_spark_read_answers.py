@@ -9,7 +9,7 @@ import pytest
 from spark_support import reader, source, spark  # noqa: F401
 
 import segstore
-from segstore import cli
+from segstore import Message, cli
 from segstore.spark import planning
 
 pytestmark = pytest.mark.spark
@@ -131,6 +131,60 @@ def test_a_read_ends_at_the_high_watermark(spark, reader, tmp_path):  # noqa: F8
     with pytest.raises(Exception, match=r"OffsetOutOfRangeError.*Could not read records in offset \[3, 5\)"):
         past.load(str(logs)).count()
     assert past.option("failOnDataLoss", "false").load(str(logs)).count() == 3
+
+
+def test_a_read_committed_batch_ends_at_the_last_stable_offset(spark, reader, tmp_path):  # noqa: F811
+    """With a transaction open at the end of a partition, a read_committed batch read ends at its first
+    offset, the last stable offset, as the connector: its ``latest`` ending offsets are ListOffsets' with the
+    consumer's isolation level (Spark 4 KafkaOffsetReaderAdmin.listOffsets: ``ListOffsetsOptions(
+    isolationLevel)``), which Kafka 3.8.0 Partition.fetchOffsetForTimestamp answers with
+    ``localLog.lastStableOffset`` under READ_COMMITTED, and its consumer fetches no further
+    (FetchIsolation.TXN_COMMITTED).  A record another producer appended after the open transaction is
+    past it too; read_uncommitted reads to the high watermark."""
+    path = str(tmp_path / "kafka-logs")
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"plain0", timestamp=1700000000000),
+                            Message("t", b"plain1", timestamp=1700000000001)])
+        txn = store.transaction(3000)
+        txn.append_batch([Message("t", b"txn2", timestamp=1700000000002)])
+        store.append_batch([Message("t", b"plain3", timestamp=1700000000003)])
+        store.flush()
+        def committed(**options):
+            frame = source(spark, reader).option("kafka.isolation.level", "read_committed")
+            return frame.options(**options).load(path)
+
+        assert sorted(r.value for r in committed().collect()) == [b"plain0", b"plain1"]
+        assert committed().where("offset >= 1").count() == 1
+        # an end past the last stable offset is data loss there, as past the high watermark
+        lost = r"OffsetOutOfRangeError.*Could not read records in offset \[2, 4\)"
+        with pytest.raises(Exception, match=lost):
+            committed(endingOffsets='{"t": {"0": 4}}').count()
+        assert committed(endingOffsets='{"t": {"0": 4}}', failOnDataLoss="false").count() == 2
+        # a start time of a record past it finds no offset below the latest one (ListOffsets filters
+        # offset < lastFetchableOffset): the strategy decides
+        late, none = "1700000000003", r"OffsetOutOfRangeError.*no record of t-0 below its latest offset 2"
+        with pytest.raises(Exception, match=none):
+            committed(startingTimestamp=late).count()
+        assert committed(startingTimestamp=late, startingOffsetsByTimestampStrategy="latest").count() == 0
+        uncommitted = source(spark, reader).load(path)
+        assert sorted(r.value for r in uncommitted.collect()) == [b"plain0", b"plain1", b"plain3", b"txn2"]
+        txn.commit(timestamp=1700000000004)
+        store.flush()
+    assert committed().count() == 4       # the marker at offset 4 is no row
+
+
+def test_max_records_per_partition_cuts_tasks_as_the_connector(spark, reader, kafka_logs):  # noqa: F811
+    """Spark 4 KafkaOffsetRangeCalculator.getRanges: 5 offsets at most 2 a task are ceil(5 / 2) = 3 tasks of
+    5 // 3 = 1, then 4 // 2 = 2 and 2 offsets; a batch read divides only where the connector's unresolved
+    range (here endingOffsets 5 from earliest, -2) is above the maximum."""
+    from pyspark.sql.functions import spark_partition_id
+
+    frame = source(spark, reader).options(maxRecordsPerPartition="2", endingOffsets='{"t": {"0": 5}}')
+    rows = frame.load(kafka_logs).select(spark_partition_id().alias("task"), "offset").collect()
+    tasks: dict[int, list[int]] = {}
+    for row in rows:
+        tasks.setdefault(row.task, []).append(row.offset)
+    assert sorted(sorted(offsets) for offsets in tasks.values()) == [[0], [1, 2], [3, 4]]
 
 
 def test_offsets_past_the_end_fail_the_read_as_in_the_connector(spark, reader, kafka_logs):  # noqa: F811

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -16,6 +17,8 @@ from segstore.spark.options import parse_read_options
 from segstore.spark.schema import spark_schema
 
 pytest.importorskip("pyspark")
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 T0 = 1700000000000
 COMMITTED = {"kafka.isolation.level": "read_committed"}
@@ -73,6 +76,48 @@ def test_a_read_committed_stream_started_past_an_open_transaction_waits_there(tm
         txn.commit(timestamp=T0)
         store.flush()
     assert micro_batch(reader, start) == ({"t": {"0": 4}}, [b"plain2"])
+
+
+def test_every_micro_batch_is_cut_by_max_records_per_partition(tmp_path):
+    """Spark 4 KafkaMicroBatchStream.planInputPartitions: getOffsetRangesFromResolvedOffsets hands every
+    micro-batch's ranges to KafkaOffsetRangeCalculator.getRanges, so maxRecordsPerPartition cuts them
+    whatever the options' offsets (the JVM reader plans its micro-batches through this reader too)."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0) for i in range(7)])
+    reader = stream(tmp_path, startingOffsets="earliest", maxRecordsPerPartition="3")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    tasks = [[(s.start, s.end) for s in part.slices] for part in reader.partitions(start, end)]
+    assert tasks == [[(0, 2)], [(2, 4)], [(4, 7)]]     # ceil(7 / 3) = 3 pieces: 7 // 3, 5 // 2, 3
+
+
+def test_min_offsets_per_trigger_delays_micro_batches_until_enough_wait(tmp_path):
+    """Spark 4 KafkaMicroBatchStream.latestOffset: with minOffsetsPerTrigger a trigger ends its micro-batch
+    at its start (no batch) while fewer offsets wait and maxTriggerDelay has not passed since the last batch;
+    the first trigger always makes one; maxOffsetsPerTrigger still bounds a batch made.  An hour's delay
+    keeps the clock out of it."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0) for i in range(2)])
+        reader = stream(tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="3", maxTriggerDelay="1h",
+                        maxOffsetsPerTrigger="4")
+        start = reader.initialOffset()
+        end, values = micro_batch(reader, start)
+        assert (end, values) == ({"t": {"0": 2}}, [b"v0", b"v1"])          # the first, though 2 < 3
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0) for i in range(2, 4)])
+        store.flush()
+        assert reader.latestOffset(end, None) == end                        # 2 waiting: delayed
+        store.append_batch([Message("t", b"v%d" % i, timestamp=T0) for i in range(4, 9)])
+        store.flush()
+        end, values = micro_batch(reader, end)
+        assert (end, values) == ({"t": {"0": 6}}, [b"v2", b"v3", b"v4", b"v5"])   # 7 waiting, 4 at most
+    # a delay that has passed makes a batch of what waits (a negative one has always passed)
+    eager = stream(tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="100", maxTriggerDelay="-1ms")
+    eager.last_trigger_ms = time.time_ns() // 1_000_000
+    assert eager.latestOffset({"t": {"0": 6}}, None) == {"t": {"0": 9}}
+    patient = stream(tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="100")      # 15m default
+    patient.last_trigger_ms = time.time_ns() // 1_000_000
+    assert patient.latestOffset({"t": {"0": 6}}, None) == {"t": {"0": 6}}
+    assert patient.latestOffset({"t": {"0": 6}}, ReadAllAvailable()) == {"t": {"0": 9}}
 
 
 def _tear_last_batch(path, topic: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 
 import pytest
@@ -196,6 +197,56 @@ def test_stream_running_query_sees_appends_once(spark, reader, tmp_path, format_
         assert sorted(got) == sorted(f"m{i}".encode() for i in range(10, 30))
         assert len(got) == len(set(got))
     finally:
+        query.stop()
+
+
+def test_min_offsets_per_trigger_holds_micro_batches_until_enough_wait(spark, reader, tmp_path):  # noqa: F811
+    """Spark 4 KafkaMicroBatchStream: minOffsetsPerTrigger with maxTriggerDelay makes no micro-batch while
+    fewer offsets wait and the delay (an hour here) has not passed since the last one, the query's first
+    trigger excepted; both readers (the JVM one keeps the last batch's time across triggers, as the
+    connector's lastTriggerMillis)."""
+    path = tmp_path / "live"
+    _append(path, "kafka", 0, 2, partitions=1)
+    batches: list[list[bytes]] = []
+
+    def collect(df, batch_id):
+        batches.append(sorted(r.value for r in df.select("value").collect()))
+
+    query = (spark.readStream.format("segstore").option("reader", reader)
+             .option("startingOffsets", "earliest")
+             .option("minOffsetsPerTrigger", "3").option("maxTriggerDelay", "1h").load(str(path))
+             .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        query.processAllAvailable()
+        assert batches == [[b"m0", b"m1"]]
+        _append(path, "kafka", 2, 2, partitions=1)
+        query.processAllAvailable()
+        assert batches == [[b"m0", b"m1"]]              # 2 waiting: no micro-batch
+        _append(path, "kafka", 4, 1, partitions=1)
+        query.processAllAvailable()
+        assert batches == [[b"m0", b"m1"], [b"m2", b"m3", b"m4"]]
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"minOffsetsPerTrigger": "3", "maxTriggerDelay": "1.5s"}, "maxTriggerDelay: time must be specified as"),
+    ({"minOffsetsPerTrigger": "three"}, "option minOffsetsPerTrigger must be an integer, found 'three'"),
+    ({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "4"}, "minOffsetPerTrigger(5) is higher than"),
+])
+def test_a_stream_refuses_bad_admission_options_alike(spark, reader, tmp_path, options, message):  # noqa: F811
+    """The JVM reader reads its read limits before the worker sees the options (SegstoreStream
+    .getDefaultReadLimit): both readers refuse alike."""
+    path = tmp_path / "live"
+    _append(path, "kafka", 0, 1, partitions=1)
+    queries = []
+    with pytest.raises(Exception, match=re.escape(message)):       # at load or at the first trigger
+        frame = spark.readStream.format("segstore").option("reader", reader).options(**options)
+        frame = frame.load(str(path))
+        queries.append(frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt"))
+                       .start())
+        queries[0].processAllAvailable()
+    for query in queries:
         query.stop()
 
 

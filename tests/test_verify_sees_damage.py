@@ -87,12 +87,13 @@ def test_a_link_to_another_entry(rocketmq, capsys):
 
 @pytest.mark.skipif(getattr(keyhash._speedups, "index_chains", None) is None,
                     reason="the C accelerator is not built (pure-Python pass)")
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(slot_num=st.integers(1, 9), data=st.data())
 def test_the_c_chain_facts_equal_the_reference(slot_num, data):
     """``_speedups.index_chains`` finds what the numpy reference finds, on chains built as
-    ``IndexFile.putKey`` builds them and then damaged anywhere (hashes of either sign, links, slots
-    past ``indexCount``)."""
+    ``IndexFile.putKey`` builds them and then damaged anywhere (hashes of either sign, links, links to
+    another earlier entry, slots past ``indexCount``).  Sound files take its check without scratch
+    per slot; any difference sends it to the full pass."""
     hashes = data.draw(st.lists(st.integers(-2**31, 2**31 - 1), max_size=40))
     entries = np.zeros(len(hashes), ENTRY_DTYPE)
     slots = np.zeros(slot_num, SLOT_DTYPE)
@@ -100,13 +101,32 @@ def test_the_c_chain_facts_equal_the_reference(slot_num, data):
         entries[i] = (h, 100 + i, 0, slots[h % slot_num])
         slots[h % slot_num] = 1 + i
     for _ in range(data.draw(st.integers(0, 3))):
-        if len(entries) and data.draw(st.booleans()):
+        kind = data.draw(st.sampled_from(["link", "earlier", "slot"]))
+        if len(entries) and kind == "link":
             entries["prev"][data.draw(st.integers(0, len(entries) - 1))] = data.draw(st.integers(-3, 50))
+        elif len(entries) and kind == "earlier":       # an entry number a link may hold, maybe not its own
+            i = data.draw(st.integers(0, len(entries) - 1))
+            entries["prev"][i] = data.draw(st.integers(0, i))
         else:
             slots[data.draw(st.integers(0, slot_num - 1))] = data.draw(st.integers(-3, 50))
     index_count = data.draw(st.integers(1, 50))
     assert keyhash.chain_facts(entries, slots, index_count) == \
         keyhash._chain_facts_reference(entries, slots, index_count)
+
+
+@pytest.mark.skipif(getattr(keyhash._speedups, "index_chains", None) is None,
+                    reason="the C accelerator is not built (pure-Python pass)")
+def test_a_link_into_another_slot_whose_slot_was_emptied_is_found_by_the_c_chain_facts():
+    """A damage every other check of a sound chain misses: entry 2 (slot 1) links to entry 1 (slot 0)
+    and slot 0 holds nothing, so no entry is linked twice and the one unlinked entry is what its slot
+    holds.  The C check of sound files refuses a link into another slot; both facts are reported."""
+    entries = np.zeros(2, ENTRY_DTYPE)
+    entries[0] = (0, 100, 0, 0)
+    entries[1] = (1, 101, 0, 1)        # slot 1's first entry, linked as if it followed entry 1
+    slots = np.array([0, 2], SLOT_DTYPE)
+    facts = keyhash.chain_facts(entries, slots, 3)
+    assert facts == keyhash._chain_facts_reference(entries, slots, 3)
+    assert facts == (-1, 1, 1, 0, 1, 0, 1)     # link of entry 2 (expected none), slot 0 (expected entry 1)
 
 
 @settings(max_examples=80, deadline=None)
@@ -115,8 +135,8 @@ def test_the_c_chain_facts_equal_the_reference(slot_num, data):
 def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
     """``_put_twice`` compares each entry with the few before it where the entries are in put order
     (runs of one message, some longer than ``SHIFTED_RUN``) and sorts otherwise: the same offsets as
-    the sort finds, either way."""
-    phys, hashes, phy = [], [], 0
+    the sort finds, either way (offsets from a damaged file included: negative ones)."""
+    phys, hashes, phy = [], [], data.draw(st.integers(-3, 2))
     for gap, run in runs:
         phy += gap                                  # gap 0: the run goes on the message before
         phys += [phy] * len(run)
@@ -127,6 +147,36 @@ def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
         phys_a, hashes_a = phys_a[order], hashes_a[order]
     assert verify._put_twice(phys_a, hashes_a).tolist() == \
         verify._put_twice_sorted(phys_a, hashes_a).tolist()
+
+
+class _Entries:
+    """What ``verify._check_order`` reads of an index file: its entries, path and entry positions."""
+
+    def __init__(self, phys: list[int]) -> None:
+        self.entries = np.zeros(len(phys), ENTRY_DTYPE)
+        self.entries["phy_offset"] = phys
+        self.path = "idx"
+
+    def entry_pos(self, n: int) -> int:
+        return n * ENTRY_DTYPE.itemsize
+
+
+@given(phys=st.lists(st.integers(-3, 20), max_size=30), prev=st.integers(-3, 20), chunk=st.integers(1, 4))
+def test_index_order_checked_a_chunk_at_a_time_as_over_the_whole_file(phys, prev, chunk):
+    """``_check_order`` compares the entries where they lie, ``ENTRY_CHUNK`` at a time: the first entry
+    below the one before it (the last file's last entry before the first) is found across chunk ends."""
+    befores = [prev, *phys][:len(phys)]
+    down = next((i for i, (p, b) in enumerate(zip(phys, befores, strict=True)) if p < b), None)
+    saved, verify.ENTRY_CHUNK = verify.ENTRY_CHUNK, chunk
+    try:
+        problems: list = []
+        last = verify._check_order(_Entries(phys), prev, problems)
+    finally:
+        verify.ENTRY_CHUNK = saved
+    assert last == (phys[-1] if phys else prev)
+    assert [p.message for p in problems] == ([] if down is None else [
+        f"expected index entry {down + 1} to point at or after the entry before it (commitlog offset "
+        f"{befores[down]}), found {phys[down]}"])
 
 
 def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):
@@ -292,6 +342,7 @@ def test_a_log_start_offset_that_is_no_java_long_is_reported_and_read_as_kafka_d
     checkpoint = kafka / "log-start-offset-checkpoint"
     checkpoint.write_text(f"0\n1\ntopic 0 {'9' * digits}\n")
     rc, out = _verify(capsys, kafka)
-    assert rc == 1 and f"{checkpoint}: expected an integer offset (a Java long), found '999" in out
+    # the line named by its position, as every other finding in the file (line 3 starts at byte 4)
+    assert rc == 1 and f"{checkpoint}:4: expected an integer offset (a Java long), found '999" in out
     rc = cli.main(["query", "--offset", "0", "--count", "1", "--json", str(kafka / TOPIC)])
     assert rc == 0 and '"offset": 0' in capsys.readouterr().out

@@ -60,8 +60,9 @@ def split_fields(line: str) -> list[str]:
     return tokens
 
 
-def _parse(path: str, text: str, fields: int) -> list[list[str]]:
-    """The entry lines of a checkpoint, split into ``fields`` tokens each.
+def _parse(path: str, text: str, fields: int) -> list[tuple[int, list[str]]]:
+    """The entry lines of a checkpoint, split into ``fields`` tokens each, with the position each line
+    starts at (for the error a token of it raises).
 
     No line, or a version line alone, is no entries (``CheckpointReadBuffer.read``).  The version and the
     count are what ``CheckpointReadBuffer.toInt`` reads (``Integer.parseInt`` of the whole line: Unicode
@@ -89,18 +90,18 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
         if len(tokens) != fields:
             raise CorruptDataError(f"expected {fields} space-separated fields, found {cut(line)}", path,
                                    starts[2 + i])
-        out.append(tokens)
+        out.append((starts[2 + i], tokens))
     return out
 
 
-def _int(path: str, token: str, what: str, *, long: bool = True) -> int:
+def _int(path: str, pos: int, token: str, what: str, *, long: bool = True) -> int:
     """``token`` as Kafka's checkpoint formatters parse it: offsets ``Long.parseLong``, partitions and
     epochs ``Integer.parseInt`` (``OffsetCheckpointFile.Formatter.fromString``'s ``toLong``/``toInt``,
     ``LeaderEpochCheckpointFile.Formatter.fromString``); what they throw on is a malformed line."""
     value = parse_long(token) if long else parse_int(token)
     if value is None:
         kind = "long" if long else "int"
-        raise CorruptDataError(f"expected an integer {what} (a Java {kind}), found {cut(token)}", path)
+        raise CorruptDataError(f"expected an integer {what} (a Java {kind}), found {cut(token)}", path, pos)
     return value
 
 
@@ -113,8 +114,8 @@ def read_leader_epochs(path: str) -> list[EpochEntry]:
     """The entries of a ``leader-epoch-checkpoint`` (``[]`` if the file is missing)."""
     if not files.exists(path):
         return []
-    return [EpochEntry(_int(path, e, "epoch", long=False), _int(path, o, "start offset"))
-            for e, o in _parse(path, files.read_text(path), 2)]
+    return [EpochEntry(_int(path, pos, e, "epoch", long=False), _int(path, pos, o, "start offset"))
+            for pos, (e, o) in _parse(path, files.read_text(path), 2)]
 
 
 def write_leader_epochs(path: str, entries: Iterable[EpochEntry]) -> None:
@@ -136,8 +137,8 @@ def _parsed_offsets(path: str) -> dict[tuple[str, int], int]:
     kept = _PARSED.get(path)
     if kept is not None and kept[0] == identity:
         return kept[1]
-    offsets = {(t, _int(path, p, "partition", long=False)): _int(path, o, "offset")
-               for t, p, o in _parse(path, files.read_text(path), 3)}
+    offsets = {(t, _int(path, pos, p, "partition", long=False)): _int(path, pos, o, "offset")
+               for pos, (t, p, o) in _parse(path, files.read_text(path), 3)}
     _PARSED[path] = (identity, offsets)
     return offsets
 

@@ -716,6 +716,17 @@ class KafkaConversion(FormatConversion):
         """A record read from a Kafka store as its entry (the same whatever the peer)."""
         return entry_of(record)
 
+    def not_carried(self, source: Store, options: Options) -> list[str]:
+        """Each selected partition's producer state that the records converted do not carry
+        (``KafkaStore.not_carried``): the batches' sequences (a RocketMQ message has no place for them,
+        so the way back writes none), batches the log cleaner emptied (no record to convert) and
+        ``.snapshot`` files; a broker loading the way back takes those producers' next batches whatever
+        their sequence.  And the leader epochs (the way back writes epoch 0)."""
+        store: Any = source
+        return [f"{topic}-{partition}: {words}"
+                for (topic, partition), words in store.not_carried(conversion=True).items()
+                if options.topics is None or topic in options.topics]
+
     def extents(self, source: Store, options: Options) -> list[Extent]:
         """Each selected partition from its log start to its log end (empty ones too)."""
         store: Any = source

@@ -12,6 +12,7 @@ import os
 import re
 
 from segstore import files
+from segstore.errors import CorruptDataError
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 #: partitions are Java ints (``TopicPartition``, the checkpoint files' ``Integer.parseInt``); a
@@ -36,6 +37,31 @@ def named_path(path: str) -> str:
 
 #: one past the largest offset (a Java long): 20 digits reach past it
 OFFSET_LIMIT = 1 << 63
+
+
+#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
+KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+#: one past the largest epoch (a Java int)
+EPOCH_LIMIT = 1 << 31
+
+
+def kraft_snapshot_id(path: str) -> tuple[int, int] | None:
+    """``(end offset, epoch)`` of a KRaft snapshot file named ``%020d-%010d.checkpoint``; None for another
+    name.  ``O(len(name))``.
+
+    :raises CorruptDataError: the digits are past a Java long (the offset) or int (the epoch): Kafka
+        3.8 ``Snapshots.parse`` (``Long.parseLong``, ``Integer.parseInt``) throws a
+        ``NumberFormatException`` on the name, and the broker does not start on the log directory
+        (``KafkaMetadataLog.recoverSnapshots`` parses every name in it).
+    """
+    match = KRAFT_SNAPSHOT.match(os.path.basename(path))
+    if match is None:
+        return None
+    end, epoch = int(match.group(1)), int(match.group(2))
+    if end >= OFFSET_LIMIT or epoch >= EPOCH_LIMIT:
+        raise CorruptDataError(f"expected a KRaft snapshot name of an end offset below 2**63 and an epoch "
+                               f"below 2**31 (Snapshots.parse), found end offset {end}, epoch {epoch}", path)
+    return end, epoch
 
 
 def segment_bases(path: str) -> list[int]:

@@ -36,6 +36,7 @@ from .checkpoints import (
     read_leader_epochs,
     read_offsets,
 )
+from .dirnames import KRAFT_SNAPSHOT, OFFSET_LIMIT, kraft_snapshot_id
 from .offsetindex import OFFSET_ENTRY
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .timeindex import TIME_ENTRY
@@ -43,7 +44,6 @@ from .txnindex import ABORTED_TXN
 from .txnindex import CURRENT_VERSION as CURRENT_TXN_VERSION
 
 SNAPSHOT_SUFFIX = snapshot.SUFFIX
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # Snapshots.parse: offset-epoch
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
 OFFSET_CHECKPOINTS = (
     RECOVERY_POINT_CHECKPOINT,
@@ -54,10 +54,21 @@ OFFSET_CHECKPOINTS = (
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
 #: Files Kafka writes beside those that kafka-dump-log's main skips with ``Ignoring unknown file X``
 #: (their suffix, from the last dot, is none of its five): a partition's ``partition.metadata``, a log
-#: dir's ``meta.properties``, and segment or snapshot files a deletion, cleaning, swap or write left
-#: with a second suffix (``.log.deleted``, ``.index.swap``, ``.checkpoint.part``, ...).
-IGNORED_NAMES = ("partition.metadata", "meta.properties")
+#: dir's ``meta.properties``, ``.lock`` (``LogManager.LockFileName``) and ``.kafka_cleanshutdown``
+#: (``CleanShutdownFileHandler``), the metadata partition's ``quorum-state``
+#: (``FileQuorumStateStore.DEFAULT_FILE_NAME``: a name without a dot, on which the tool's
+#: ``filename.substring(filename.lastIndexOf("."))`` throws, so ``dump __cluster_metadata-0/*`` died
+#: there), each of these, the text checkpoints and ``bootstrap.checkpoint`` as ``NAME.tmp``
+#: (``CheckpointFile``, ``FileQuorumStateStore``, ``PropertiesUtils``, ``PartitionMetadataFile`` and
+#: ``BootstrapDirectory`` write there first, and a crash leaves it), and
+#: segment or snapshot files a deletion, cleaning, swap or write left with a second suffix
+#: (``.log.deleted``, ``.index.swap``, ``.checkpoint.part``, ...).
+IGNORED_NAMES = ("partition.metadata", "meta.properties", ".lock", ".kafka_cleanshutdown", "quorum-state")
 _SUFFIXED_SEGMENT = re.compile(r"^\d{20}(-\d{10})?\.[a-z]+\.(deleted|cleaned|swap|part|tmp)$")
+#: A KRaft snapshot being written: ``Snapshots.createTempFile`` (Kafka 3.8) names it
+#: ``Files.createTempFile(dir, "OFFSET-EPOCH-", ".checkpoint.part")``, the JDK's random digits between;
+#: a crash while a snapshot is written leaves it (``KafkaMetadataLog.recoverSnapshots`` deletes it).
+_PARTIAL_SNAPSHOT = re.compile(r"^\d{20}-\d{10}-\d+\.checkpoint\.part$")
 NO_TIMESTAMP = codec.NO_TIMESTAMP
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
 
@@ -80,7 +91,10 @@ def file_kind(path: str) -> str | None:
         return "offset-checkpoint"
     if name == BOOTSTRAP_SNAPSHOT or KRAFT_SNAPSHOT.match(name):
         return "kraft-snapshot"
-    if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name):
+    if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name) or _PARTIAL_SNAPSHOT.match(name):
+        return "ignored"
+    if name.endswith(".tmp") and name[:-4] in (*IGNORED_NAMES, *OFFSET_CHECKPOINTS, LEADER_EPOCH_CHECKPOINT,
+                                               BOOTSTRAP_SNAPSHOT):
         return "ignored"
     match = _SEGMENT_NAME.match(name)
     if match is None:
@@ -108,8 +122,16 @@ def java_absolute_path(path: str) -> str:
 
 
 def base_offset(path: str) -> int:
-    """The offset a segment file's name stands for (its 20 digits)."""
-    return int(os.path.basename(path).split(".")[0].split("-")[0])
+    """The offset a segment file's name stands for (its 20 digits).
+
+    :raises CorruptDataError: 20 digits past a Java long: the tool's ``getName.split("\\.")(0).toLong``
+        throws there, and ``LogLoader`` cannot load the segment (verify names it in a partition).
+    """
+    offset = int(os.path.basename(path).split(".")[0].split("-")[0])
+    if offset >= OFFSET_LIMIT:
+        raise CorruptDataError(f"expected a segment file named by an offset below 2**63 (a Java long), found "
+                               f"{offset}", path)
+    return offset
 
 
 def sibling(path: str, suffix: str) -> str:
@@ -354,11 +376,11 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
     elif name == BOOTSTRAP_SNAPSHOT:
         yield DumpLine("KRaft bootstrap snapshot", {"kind": "bootstrap-snapshot"})
     else:
-        match = KRAFT_SNAPSHOT.match(name)
-        if match is None:
+        snapshot_id = kraft_snapshot_id(path)
+        if snapshot_id is None:
             raise CorruptDataError(f"expected a KRaft snapshot named OFFSET-EPOCH.checkpoint, found {name!r}",
                                    path)
-        end, epoch = int(match.group(1)), int(match.group(2))
+        end, epoch = snapshot_id
         yield DumpLine(
             f"Snapshot end offset: {end}, epoch: {epoch}",
             {"kind": "snapshot", "end_offset": end, "epoch": epoch},

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from segstore.errors import CorruptDataError, SegstoreError
 from segstore.javatext import parse_int
 
 from . import columnar
+from .dirnames import kraft_snapshot_id
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
 
@@ -64,8 +64,6 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 #: ``Uuid.METADATA_TOPIC_ID``: the id of ``__cluster_metadata`` in its ``partition.metadata``.
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
-#: A KRaft snapshot: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch).
-SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 #: ``ConfigResource.Type`` ids in ``ConfigRecord.ResourceType``.
 TOPIC_RESOURCE = 2
@@ -382,9 +380,10 @@ def snapshots(partition_dir: str) -> list[tuple[int, int, str]]:
     """The KRaft snapshots of a metadata partition directory: ``(end offset, epoch, path)``, oldest first."""
     found = []
     for name in files.list_dir(partition_dir):
-        match = SNAPSHOT_NAME.match(name)
-        if match is not None:
-            found.append((int(match.group(1)), int(match.group(2)), os.path.join(partition_dir, name)))
+        path = os.path.join(partition_dir, name)
+        snapshot_id = kraft_snapshot_id(path)
+        if snapshot_id is not None:
+            found.append((*snapshot_id, path))
     return sorted(found)
 
 

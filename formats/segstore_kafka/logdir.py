@@ -492,6 +492,30 @@ def write_log_start(part: Partition) -> None:
     write_checkpoint_entry(part, LOG_START_OFFSET_CHECKPOINT, part.log_start_offset if past else None)
 
 
+def recovery_point_in(log_dir: str, topic: str, partition: int) -> int:
+    """A partition's ``recovery-point-offset-checkpoint`` entry in ``log_dir`` as Kafka 3.8.0
+    ``LogManager.loadLogs`` takes it for ``LogLoader``: 0 where there is none, or where the file is
+    malformed ("resetting" it, as :class:`LogDir` reads it)."""
+    try:
+        found = offset_of(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT), (topic, partition))
+    except CorruptDataError:
+        return 0
+    return 0 if found is None else found
+
+
+def write_recovery_point(part: Partition) -> None:
+    """After a writer's flush, move this partition's ``recovery-point-offset-checkpoint`` entry in the
+    parent log dir to its log end (``LogManager.checkpointRecoveryOffsetsInDir``, as a log directory's
+    close writes it): only where the file names the partition (the parent of a partition directory may
+    be any directory; without an entry the broker recovers the partition from 0 all the same)."""
+    try:
+        found = checkpointed(part, RECOVERY_POINT_CHECKPOINT)
+    except CorruptDataError:
+        return
+    if found is not None and found != part.next_offset:
+        write_checkpoint_entry(part, RECOVERY_POINT_CHECKPOINT, part.next_offset)
+
+
 def load_log_start(part: Partition) -> None:
     """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``;
     a malformed one is read past, as ``LogManager.loadLogs`` does (the log start is the first base)."""

@@ -828,6 +828,11 @@ class Partition:
             self.recovered.extend(complete_interrupted(path))
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
+        #: the newest leader epoch the partition is known to have had (the cache's latest as loaded,
+        #: before entries past the log end were dropped): :attr:`append_epoch` never goes below it
+        self._newest_epoch = self.epochs.latest_epoch
+        #: the log dir's ``log-start-offset-checkpoint`` entry, once :meth:`load_log_start` took it
+        self._log_start_checkpoint: int | None = None
         self._txns: TransactionTracker | None = None
         #: ``transactions.first_open_offset``'s last answer and the segments it holds for
         self.open_transactions: tuple[tuple[Any, ...], int | None] | None = None
@@ -851,12 +856,14 @@ class Partition:
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
-        if not writable:
-            # Kafka 3.8.0 ``LogLoader.load``: ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)``, an
-            # entry at or past the log end (a leader elected there, kept by a delete-records to the end)
-            # is not loaded.  A reader's cache is never flushed: the file stays as it is.  (A writer's is
-            # truncated by recovery, which says so.)
-            self.epochs.truncate_from_end(self.next_offset)
+        # Kafka 3.8.0 ``LogLoader.load``, after ``recoverLog`` whether it recovered anything or not:
+        # ``leaderEpochCache.truncateFromEndAsyncFlush(nextOffset)``, an entry at or past the log end (a
+        # leader elected there, a checkpoint a crash left ahead of a cut log) is not loaded.  A reader's
+        # cache is never flushed: the file stays as it is; a writer's is written at close, and its appends
+        # are written in the epoch the entry named (:attr:`append_epoch`), not back in an older one.
+        dropped = self._truncate_epochs_from_end(self.next_offset)
+        if writable:
+            self.recovered.extend(dropped)
 
     def load_log_start(self, checkpointed: int) -> None:
         """Take the log dir's ``log-start-offset-checkpoint`` entry as Kafka 3.8.0 ``LogLoader.load`` does:
@@ -865,9 +872,38 @@ class Partition:
         ``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``), a writer's written when it changed
         (a reader's only held: the file stays as it is)."""
         self.log_start_offset = max(self.log_start_offset, checkpointed)
+        self._log_start_checkpoint = checkpointed
         self.epochs.truncate_from_start(checkpointed)
         if self.writable:
             self.epochs.flush()
+
+    def _truncate_epochs_from_end(self, end: int) -> list[str]:
+        """Drop the leader epochs starting at or past ``end`` (Kafka 3.8.0
+        ``LeaderEpochFileCache.truncateFromEndAsyncFlush``), then, where :meth:`load_log_start` took a
+        checkpoint, truncate from the start again: ``LogLoader.load`` truncates from the end first and
+        from the start after (``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``), so a log whose
+        start is its end (a delete-records to the end) keeps the epoch of its log start.  Returns the line
+        that says what went (none where nothing did), as the cache logs "Cleared entries ...".
+        ``O(entries)``."""
+        before = self.epochs.entries
+        self.epochs.truncate_from_end(end)
+        dropped = before[len(self.epochs.entries):]
+        if self._log_start_checkpoint is not None:
+            self.epochs.truncate_from_start(self._log_start_checkpoint)
+        if not dropped:
+            return []
+        return [f"{self.epochs.path}: dropped the leader epochs starting at or past the log end {end}: "
+                + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped)]
+
+    @property
+    def append_epoch(self) -> int:
+        """The leader epoch an append is written in where the caller names none: the cache's latest, or
+        the newest one the loaded ``leader-epoch-checkpoint`` held where that entry started at or past
+        the log end and was dropped (``LogLoader.load`` drops it; the broker that appends next leads in
+        that epoch or a later one, never an older: ``Partition.makeLeader`` then
+        ``LeaderEpochFileCache.assign`` of its epoch at the log end offset); 0 for none."""
+        latest = self.epochs.latest_epoch
+        return max(e for e in (latest, self._newest_epoch, 0) if e is not None)
 
     # -- segments ---------------------------------------------------------------
     def _open_segment(self, base: int, *, create: bool, read_indexes: bool = True) -> LogSegment:
@@ -905,10 +941,10 @@ class Partition:
 
     def _recover_crashed(self) -> None:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn (a batch the log ends inside, or one after the
-        last index entry whose CRC fails: :meth:`LogSegment.torn_batch_after_last_index_entry`) or its
-        indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to the end; the
-        leader epochs from the recovery point (:meth:`_recover_from`).
+        index, or the first holding a batch a crash tore past the recovery point (the log ends inside
+        it, its framing or its CRC fails: :meth:`_first_torn_past_recovery_point`), or the active
+        segment when its indexes name batches past its end (:attr:`LogSegment.indexes_past_log`), to
+        the end; the leader epochs from the recovery point (:meth:`_recover_from`).
 
         A segment below the recovery point's is recovered alone, as Kafka 3.8.0
         ``LogLoader.loadSegmentFiles`` recovers a segment whose offset index is missing
@@ -928,19 +964,14 @@ class Partition:
         # Batches' CRCs are checked only after a crash (LogLoader.recoverLog recovers nothing after a
         # clean shutdown) and only past the recovery point, whose batches were flushed: one failing
         # there can be a write a power loss tore, one below it is damage (verify names it, a reader
-        # stops there), not cut; with no recovery point known (0), the active segment's tail.
-        crashed = not self.clean_shutdown
-        if damaged is None and self.recovery_point > 0 and crashed:
+        # stops there), not cut.
+        if damaged is None and not self.clean_shutdown:
             damaged = self._first_torn_past_recovery_point()
-        tail_unflushed = crashed and self.recovery_point == 0
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
         if damaged is None and segments and (segments[-1].check_tail() is not None
-                                             or segments[-1].indexes_past_log
-                                             or (tail_unflushed
-                                                 and segments[-1].torn_batch_after_last_index_entry()
-                                                 is not None)):
+                                             or segments[-1].indexes_past_log):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
@@ -951,30 +982,34 @@ class Partition:
                                                      epochs_from=self._recovery_point_segment(self.recovery_point)))
 
     def _first_torn_past_recovery_point(self) -> int | None:
-        """The index of the first segment holding a batch at or past the recovery point whose CRC (or
-        framing) fails, or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch from the
-        recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at the first bad
-        one, so a page a power loss zeroed inside what the last writer appended (its recovery point
-        not moved to its end by a clean close) would drop whatever is appended after it.  ``O(bytes
-        past the recovery point)``: nothing past it after a clean close (the last index entry on).
-        A partition opened alone (recovery point 0) is checked at its tail only.  Only batches ending at
-        or past the recovery point count, where Kafka recovers the whole segment holding it: those
-        below it were flushed, so a CRC failing there is damage (``verify`` names it, readers stop at
-        it, the consumer-groups tool refuses to write past it), not a write a crash tore."""
+        """The index of the first segment holding a batch a crash may have torn past the recovery point
+        (:meth:`LogSegment.first_torn_batch`: the log ending inside it, its framing or, at or past the
+        recovery point, its CRC failing), or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every
+        batch from the recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at
+        the first bad one, so a page a power loss zeroed inside what the last writer appended (its
+        recovery point not moved to its end by a clean close) would drop whatever is appended after it.
+        The walk starts at the offset index entry at or below the recovery point (Kafka recovers the
+        whole segment holding it, but the batches below the point were flushed: a CRC failing there is
+        damage, which ``verify`` names, readers stop at and the consumer-groups tool refuses to write
+        past).  With no recovery point known (0: the log dir's checkpoint does not name the partition,
+        or a partition directory's parent holds none) only the active segment's tail is checked, from
+        its last index entry.
+        ``O(bytes past the recovery point)``: nothing past it after a clean close (the last index entry
+        on)."""
         segments = self.segments
+        if self.recovery_point == 0:
+            if not segments:
+                return None
+            tail = segments[-1]
+            found = tail.first_torn_batch(tail.last_indexed_position(), tail.base)
+            return None if found is None else len(segments) - 1
         first = self._recovery_point_segment(self.recovery_point)
         for i in range(first, len(segments)):
             seg = segments[i]
             start = 0
             if i == first and len(seg.offset_index) and seg.offset_index.base_offset <= self.recovery_point:
                 start = seg.offset_index.lookup_offset(self.recovery_point).position
-            if start > seg.log.size:
-                return i
-            try:
-                for batch in seg.batches(start, check_crc=False):
-                    if batch.last_offset >= self.recovery_point and not batch.is_valid():
-                        return i
-            except CorruptDataError:
+            if seg.first_torn_batch(start, self.recovery_point) is not None:
                 return i
         return None
 
@@ -995,8 +1030,10 @@ class Partition:
         The leader epoch cache is the one loaded from ``leader-epoch-checkpoint``, as Kafka 3.8's
         ``LogLoader`` hands it to ``LogSegment.recover``: a batch adds its epoch only when it is newer
         than the latest (so an entry of the latest epoch that compaction left before the first batch
-        stays, ``LeaderEpochFileCache.isUpdateNeeded``); then the entries at or past the new end go
-        (``truncateFromEnd``).  ``every_line``: a line for each segment recovered (else only cuts).
+        stays, ``LeaderEpochFileCache.isUpdateNeeded``; :meth:`_assign_recovered`); where the log now
+        ends before it did, the entries at or past the new end go, then those before the log start
+        (:meth:`_truncate_epochs_from_end`).  ``every_line``: a line for each segment recovered (else
+        only cuts).
         The intact segments ``epochs_from..first - 1`` (those from the recovery point) add their
         batches' epochs too: Kafka recovers every segment from the recovery point, and a killed
         writer left no ``leader-epoch-checkpoint`` for the epochs they hold.
@@ -1009,8 +1046,9 @@ class Partition:
                 if tracked(header):
                     tracker.observe(header)
                 if n >= epochs_from and header.magic >= codec.MAGIC_V2:
-                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                    self._assign_recovered(header.partition_leader_epoch, header.base_offset)
         lines: list[str] = []
+        end_before = self.log.active.next_offset() if self.log.active is not None else 0
         for n, seg in enumerate(segments[first:stop], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
             progress.advance(seg.size)
@@ -1025,12 +1063,11 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} ({where})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
-        before = self.epochs.entries
-        self.epochs.truncate_from_end(end)
-        dropped = before[len(self.epochs.entries):]
-        if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
-            lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
-                         f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
+        if end < end_before:
+            # the log now ends before where the load truncated the epochs to (a cut): again, from the end
+            # and then from the start.  Not where it did not move: an entry at the log start that is its
+            # end came from the start truncation, which Kafka's load does after the end's.
+            lines += self._truncate_epochs_from_end(end)
         added = [e for e in self.epochs.entries if e not in loaded]
         if added:   # LeaderEpochFileCache.assign logs each ("New epoch entry ...")
             lines.append(f"{self.epochs.path}: added the leader epochs of recovered batches the checkpoint "
@@ -1043,12 +1080,21 @@ class Partition:
         """The per-batch callback of a segment's recovery: leader epochs and aborted transactions."""
         def observe(batch: codec.RecordBatch) -> None:
             if batch.magic >= codec.MAGIC_V2:
-                self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                self._assign_recovered(batch.partition_leader_epoch, batch.base_offset)
             if tracked(batch):
                 aborted = tracker.observe(batch)
                 if aborted is not None:
                     seg.txn_index.append(aborted)
         return observe
+
+    def _assign_recovered(self, epoch: int, start_offset: int) -> None:
+        """A recovered batch's epoch, as Kafka 3.8.0 ``LogSegment.recover`` assigns it: only when newer
+        than the latest of the cache ``LogLoader`` recovers onto, the one loaded from
+        ``leader-epoch-checkpoint`` before its entries past the log end are dropped (``truncateFromEnd``
+        comes after ``recoverLog``): an entry the load dropped still keeps the batches of its epoch and
+        older ones from starting entries again."""
+        if self._newest_epoch is None or epoch > self._newest_epoch:
+            self.epochs.assign(epoch, start_offset)
 
     @staticmethod
     def _describe(seg: LogSegment, result: RecoverResult) -> str:
@@ -1298,7 +1344,7 @@ class Partition:
         """Encode ``records`` as one batch at the log end offset and append it (``check_times``: as
         :meth:`append_encoded`'s)."""
         now = self.clock() if now_ms is None else now_ms
-        epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
+        epoch = leader_epoch if leader_epoch is not None else self.append_epoch
         data = encode_records(self.config, records, base_offset=self.next_offset, leader_epoch=epoch, now=now,
                               compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
                               base_sequence=base_sequence, transactional=transactional)
@@ -1310,7 +1356,7 @@ class Partition:
         header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)
         (``check_times``: as :meth:`append_encoded`'s)."""
         data = encode_columns(self.config, columns, rows, base_offset=self.next_offset,
-                              leader_epoch=self.epochs.latest_epoch or 0, now=now)
+                              leader_epoch=self.append_epoch, now=now)
         return self.append_encoded(data, now_ms=now, check_times=check_times)
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -1321,7 +1367,7 @@ class Partition:
         ``validateAndAssignOffsets``, ``LogValidator.assignOffsetsNonCompressed``): in a LogAppendTime
         topic it is stamped LogAppendTime (``batch.setMaxTimestamp(LOG_APPEND_TIME, now)``).
         """
-        epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
+        epoch = leader_epoch if leader_epoch is not None else self.append_epoch
         data = codec.encode_control_batch(kind, base_offset=self.next_offset, producer_id=producer_id,
                                           producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
                                           timestamp=timestamp, partition_leader_epoch=epoch,

@@ -8,6 +8,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
+from segstore.errors import InvalidTopicError
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
@@ -64,6 +65,17 @@ class KafkaFormat(FormatPlugin):
         return bool(partitions) and all(
             name in partitions or (name in LOG_DIR_FILES and files.is_file(os.path.join(path, name)))
             for name in names)
+
+    def refuses_topic(self, topic: str) -> str | None:
+        """Kafka 3.8 ``Topic.validate`` (what ``CreateTopics`` refuses): empty, ``.``/``..``, over 249
+        characters, a character outside ``[a-zA-Z0-9._-]``."""
+        from .partition import validate_topic
+
+        try:
+            validate_topic(topic, 0)
+        except InvalidTopicError as err:
+            return err.message
+        return None
 
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """A log directory holds partition directories only: Kafka 3.8 ``LogManager.loadLogs`` passes

@@ -153,6 +153,17 @@ def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
     """The partition's active producers by producer id.  ``O(batches)`` in numpy, plus Python per
     producer and chunk and per marker."""
     states, start = newest_seed(part)
+    _replay(part, states, start, with_emptied=True)
+    return [s for _, s in sorted(states.items())
+            if s.txn_start_offset is not None or now_ms - s.last_timestamp < PRODUCER_ID_EXPIRATION_MS]
+
+
+def _replay(part: Partition, states: dict[int, ProducerState], start: int, *, with_emptied: bool) -> int:
+    """Every producer batch of the partition's log from ``start`` and its log start on applied to
+    ``states`` as the broker replays them; ``with_emptied`` False passes over the data batches the log
+    cleaner emptied (no record: what a copy of the records leaves out).  Returns how many such batches
+    the log holds from there."""
+    emptied = 0
     for seg in part.segments:
         later = part.log.segments.higher(seg.base)
         if later is not None and later.base <= start:
@@ -162,10 +173,75 @@ def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
             last = batches["base_offset"] + batches["last_offset_delta"]
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
                               & (last >= part.log_start_offset) & (batches["base_offset"] >= start)]
+            empty = (batches["record_count"] == 0) & ((batches["attributes"] & codec.CONTROL_FLAG) == 0)
+            emptied += int(empty.sum())
+            if not with_emptied:
+                batches = batches[~empty]
             for pid, rows in _summaries(batches):
                 _merge(states, pid, seg, batches[rows])
-    return [s for _, s in sorted(states.items())
-            if s.txn_start_offset is not None or now_ms - s.last_timestamp < PRODUCER_ID_EXPIRATION_MS]
+    return emptied
+
+
+@dataclass(slots=True)
+class NotCarried:
+    """What a copy of a partition's records (``dump --json`` lines written back, a conversion) does not
+    carry of its producer state (:func:`not_carried`)."""
+
+    #: the data batches the log cleaner emptied (Kafka 3.8 ``LogCleaner`` keeps a producer's last
+    #: batch, its records removed, so that ``ProducerStateManager`` keeps its last sequence)
+    emptied: int
+    #: the producer-state ``.snapshot`` files (what the broker keeps of producers whose batches are gone)
+    snapshots: int
+    #: the producer ids whose state the records alone do not rebuild (by epoch, last sequence and open
+    #: transaction), ascending
+    producers: list[int]
+    #: the copy drops every batch's producer sequence (a conversion)
+    sequences_dropped: bool = False
+
+    def words(self) -> str:
+        """The producers whose state is lost and what holds it, as a note says them; empty where the
+        records rebuild every producer's state (a ``.snapshot`` then holds nothing they lack)."""
+        if not self.producers:
+            return ""
+        held = []
+        if self.emptied:
+            held.append(f"{self.emptied} batch{'es' if self.emptied > 1 else ''} the log cleaner emptied")
+        if self.snapshots:
+            held.append(f"{self.snapshots} producer-state .snapshot file{'s' if self.snapshots > 1 else ''}")
+        shown = ", ".join(map(str, self.producers[:8])) + (", ..." if len(self.producers) > 8 else "")
+        if self.sequences_dropped:
+            held.insert(0, "their sequences")
+        return (f"the state of producer{'s' if len(self.producers) > 1 else ''} {shown} (held by "
+                f"{' and '.join(held) or 'batches below the log start'})")
+
+
+def not_carried(part: Partition, *, keeps_sequences: bool = True) -> NotCarried:
+    """What a copy of ``part``'s records from its log start loses of its producer state: the batches the
+    log cleaner emptied and the ``.snapshot`` files, which no record carries, and the producers whose
+    state (epoch, last sequence, open transaction) the broker (Kafka 3.8 ``ProducerStateManager``: its
+    newest snapshot, then the batches from there) holds otherwise than it rebuilds from those records
+    alone.  A broker loading such a copy takes those producers' next batches whatever their sequence:
+    a batch a producer retries across the copy is not found as a duplicate.  ``keeps_sequences`` False:
+    a copy that drops the batches' sequences too (a conversion: a RocketMQ message has no place for
+    them), which loses every producer's last sequence.  ``O(batches)``.
+
+    :raises CorruptDataError: damage in the log (as :func:`describe_producers`).
+    """
+    states, start = newest_seed(part)
+    emptied = _replay(part, states, start, with_emptied=True)
+    carried: dict[int, ProducerState] = {}
+    _replay(part, carried, 0, with_emptied=False)     # a batch the log start is inside included
+    if not keeps_sequences:
+        for state in carried.values():
+            state.last_sequence = NO_SEQUENCE
+    lost = []
+    for pid, state in sorted(states.items()):
+        copy = carried.get(pid)
+        if copy is None or (copy.producer_epoch, copy.last_sequence, copy.txn_start_offset) != \
+                (state.producer_epoch, state.last_sequence, state.txn_start_offset):
+            lost.append(pid)
+    snapshots = sum(1 for name in files.list_dir(part.path) if name.endswith(snapshot.SUFFIX))
+    return NotCarried(emptied, snapshots, lost, not keeps_sequences)
 
 
 def _merge(states: dict[int, ProducerState], pid: int, seg: Any, rows: np.ndarray) -> None:

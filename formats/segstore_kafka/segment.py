@@ -376,7 +376,7 @@ class LogSegment:
         """True when the last offset or time index entry names a batch the log no longer holds: a log
         cut at a batch boundary under its indexes (by another tool, or a follower's truncation), which
         :meth:`check_tail` does not see as a torn tail.  ``O(batches after the last index entry)``."""
-        if len(self.offset_index) and self._last_indexed_position() >= self.log.size:
+        if len(self.offset_index) and self.last_indexed_position() >= self.log.size:
             return True
         return len(self.time_index) > 0 and self.time_index.last_entry.offset >= self.next_offset()
 
@@ -659,13 +659,13 @@ class LogSegment:
         ``O(batches after the last index entry)``; ``O(batches)`` when no whole batch starts where
         that entry points (a tail torn through the indexed batch, a log cut below the entry).
         """
-        start = self._last_indexed_position()
+        start = self.last_indexed_position()
         nxt = self._next_offset_from(start)
         if nxt is None and start:
             nxt = self._next_offset_from(0)
         return self.base if nxt is None else nxt
 
-    def _last_indexed_position(self) -> int:
+    def last_indexed_position(self) -> int:
         """Where the offset index's last entry points (0 without one)."""
         return self.offset_index.lookup_offset(self.offset_index.last_offset).position \
             if len(self.offset_index) else 0
@@ -916,28 +916,32 @@ class LogSegment:
             "segment (truncateTo its base offset)",
             self.path, batch.position)
 
-    def torn_batch_after_last_index_entry(self) -> CorruptDataError | None:
-        """The first batch from the offset index's last entry on whose CRC (or framing) fails, or None.
+    def first_torn_batch(self, start: int, from_offset: int) -> CorruptDataError | None:
+        """The first batch from byte ``start`` (a batch boundary) that a crash may have torn, or None: one
+        the log ends inside or whose framing fails (nothing after it can be walked), or one whose CRC
+        fails and whose last offset is at or past ``from_offset``.
 
-        A power loss can leave a batch's header and length on disk and the page holding its last
-        bytes unwritten (zeros): :meth:`check_tail`'s header walk ends at the log's end all the same.
-        Kafka 3.8.0's ``LogLoader.recoverLog`` checks every batch from the recovery point
-        (``LogSegment.recover``, ``batch.ensureValid``) and truncates the log at such a batch, so
-        records appended after it would be dropped by the broker's next load.
-        ``O(bytes after the last index entry)``."""
-        start = self._last_indexed_position()
+        Kafka 3.8.0 ``LogSegment.recover`` checks each batch as ``FileLogInputStream.nextBatch`` frames it
+        and ``batch.ensureValid()`` validates it, v2 and legacy alike: a v0/v1 entry by its own size and
+        CRC-32 (``AbstractLegacyRecordBatch.ensureValid``, the outer message only; a wrapper whose inner
+        set does not read is kept), a v2 batch by its CRC-32C; ``LogLoader.recoverLog`` truncates the log
+        at the first that fails.  A batch wholly below ``from_offset`` (the recovery point: flushed) whose
+        CRC fails is damage, not a write a crash tore: not named (``verify`` names it, readers stop at it).
+        ``O(bytes from start)``: CRC-32C in C, a legacy wrapper's inner set inflated where it is walked."""
         if start > self.log.size:
-            return None     # check_tail's finding
+            return TruncatedDataError(f"expected the batch at {start}, found the log ending at "
+                                      f"{self.log.size}", self.path, start)
         try:
-            for _ in self.batches(start, check_crc=True):
-                pass
+            for batch in self.batches(start, check_crc=False):
+                if batch.last_offset >= from_offset and not batch.is_valid():
+                    next(self.batches(batch.position, check_crc=True))  # raises the CRC's error
         except CorruptDataError as err:
             return err
         return None
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
-        start = self._last_indexed_position()
+        start = self.last_indexed_position()
         if start > self.log.size:
             return TruncatedDataError(f"expected the batch the offset index's last entry points at, found "
                                       f"the log ending at {self.log.size}", self.path, start)

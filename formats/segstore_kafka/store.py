@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.arrays import binary_scalar, from_numpy, to_numpy
+from segstore.arrays import binary_scalar, from_numpy, to_numpy, unique
 from segstore.columns import project
 from segstore.errors import (
     ConfigError,
@@ -79,8 +79,10 @@ from .logdir import (
     high_watermark,
     is_partition_dir,
     load_log_start,
+    recovery_point_in,
     write_checkpoint_entry,
     write_log_start,
+    write_recovery_point,
 )
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
@@ -650,7 +652,7 @@ def split_points(seg: Any, lo: int, step: int | None = None) -> list[int]:
     wanted = np.arange(lo + step, size, step, dtype=np.int64)
     if not len(hints) or not len(wanted):
         return []
-    cuts = np.unique(hints[np.minimum(np.searchsorted(hints, wanted), len(hints) - 1)])
+    cuts = unique(hints[np.minimum(np.searchsorted(hints, wanted), len(hints) - 1)])
     return [int(c) for c in cuts[(cuts > lo) & (cuts < size)]]
 
 
@@ -822,11 +824,14 @@ class KafkaStore(Store):
                 raise
         try:
             if self.single:
-                topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
+                topic, number = parse_partition_dir(path)
                 parent = os.path.dirname(os.path.abspath(path))
+                # the parent log dir's recovery point, as LogManager.loadLogs hands it to LogLoader: a
+                # batch a crash tore past it is cut before an append (Partition._recover_crashed)
                 self._part: Partition | None = Partition(
-                    path, topic_config, writable=writable, clock=clock,
-                    unwritable=self.topic_configs.unwritable(parse_partition_dir(path)[0]),
+                    path, self.topic_configs.config_for(topic), writable=writable, clock=clock,
+                    unwritable=self.topic_configs.unwritable(topic),
+                    recovery_point=recovery_point_in(parent, topic, number),
                     clean_shutdown=had_clean_shutdown(parent))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
@@ -1068,11 +1073,11 @@ class KafkaStore(Store):
                                        config.level_of(config.codec))
 
     def _append_state(self, topic: str, partition: int) -> tuple[KafkaConfig, int, int, int]:
-        """``(config, log end offset, latest leader epoch, now)`` of the partition an append writes, held
+        """``(config, log end offset, leader epoch, now)`` of the partition an append writes, held
         or not yet created (a new partition starts at offset 0, epoch 0)."""
         part = self._part if self._part is not None else self._log_dir.partitions.get((topic, partition))
         if part is not None:
-            return part.config, part.next_offset, part.epochs.latest_epoch or 0, part.clock()
+            return part.config, part.next_offset, part.append_epoch, part.clock()
         return self._log_dir.config_for(topic), 0, 0, self._log_dir.clock()
 
     def _partition_path(self, topic: str, partition: int) -> str:
@@ -2271,6 +2276,37 @@ class KafkaStore(Store):
             found[key] = [p.to_dict() for p in producers.describe_producers(part, now)]
         return found
 
+    def not_carried(self, topic: str | None = None, partition: int | None = None, *,
+                    conversion: bool = False) -> dict[tuple[str, int], str]:
+        """Per partition (of ``topic``/``partition`` when given) that has any, what a copy of its records
+        from the log start (``dump --json`` lines written back, a conversion) does not carry of its
+        producer state, in words (``1 batch the log cleaner emptied (the state of producer 7)``): batches
+        the log cleaner emptied, ``.snapshot`` files, the producers whose state the records alone do not
+        rebuild (:func:`.producers.not_carried`; a partition whose log is damaged: that its state could not
+        be read).  ``conversion``: a copy that keeps neither the batches' sequences nor their leader
+        epochs (a RocketMQ message has no place for them: the way back writes no sequence and epoch 0),
+        which names the epochs other than 0 too.  ``O(batches)`` in numpy.
+
+        :raises NotFoundError: ``topic``/``partition`` names no partition here.
+        """
+        from . import producers
+
+        self._check_open()
+        found = {}
+        for key, part in self._selected_partitions(topic, partition).items():
+            try:
+                words = producers.not_carried(part, keeps_sequences=not conversion).words()
+            except CorruptDataError as err:     # a damaged log (a run that skips corrupt data goes on)
+                words = f"its producer state, which its damaged log does not give ({err.message})"
+            epochs = sorted({epoch for epoch, _ in part.epochs.entries} - {0}) if conversion else []
+            if epochs:
+                shown = f"{epochs[0]}" if len(epochs) == 1 else f"{epochs[0]} to {epochs[-1]}"
+                words = "; ".join(filter(None, (words, f"leader epoch{'s' if len(epochs) > 1 else ''} "
+                                                       f"{shown} (the way back writes epoch 0)")))
+            if words:
+                found[key] = words
+        return found
+
     def hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
                              now_ms: int | None = None, max_timeout_ms: int | None = None
                              ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -2960,6 +2996,8 @@ class KafkaStore(Store):
         if self._part is not None:
             if self.mode == "a":
                 self._part.flush()
+                if self._part.writable:
+                    write_recovery_point(self._part)
             self._part.close()
         else:
             self._log_dir.close()

@@ -267,6 +267,114 @@ check_crcs(const uint8_t *d, Cols *c, Py_ssize_t from, Py_ssize_t n)
 #endif
 
 /*
+ * A message's IndexFile entries and TAGS hash, as index_entries finds them, for rows [from, to) of the
+ * columns (the outputs and the topic hash kept between calls in a RowIndex); defined with
+ * index_entries below.
+ */
+typedef struct {
+    int32_t *counts;        /* entries per row */
+    int64_t *tags;          /* TAGS hash per row */
+    int64_t *hashes;        /* the entries' index hashes, in order */
+    Py_ssize_t cap;         /* room in hashes */
+    Py_ssize_t total;       /* entries so far; -1: hashes was too small */
+    const uint8_t *last_topic;      /* the topic prefix_hash is of (NULL: none yet) */
+    int32_t last_topic_len;
+    uint32_t prefix_hash;
+} RowIndex;
+
+static int index_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *tp, const int32_t *tl, const int64_t *pp,
+                      const int32_t *pl, const int32_t *sf, Py_ssize_t from, Py_ssize_t to, RowIndex *ix);
+
+/*
+ * Rows decode_region_indexed decodes before it finds their index entries: their bytes (about 230 KB of
+ * the benchmark's messages) are still in the core's cache then, where after a whole batch (64k rows,
+ * 15 MB) index_entries read each message's properties from memory again: 48 -> 16 ms a 500k-message
+ * walk (2026-12-01, in process, thread time).
+ */
+#define INDEX_ROWS 1024
+/* rows are indexed once their CRCs are checked: a bad CRC (strict) never drops rows indexed already */
+_Static_assert(INDEX_ROWS % CHECK_ROWS == 0, "INDEX_ROWS must be a multiple of CHECK_ROWS");
+
+/*
+ * The walk of decode_region (and, ix not NULL, each row's index entries into ix, INDEX_ROWS rows
+ * after they are decoded); the GIL released by the caller.  Returns the status; *n_out rows,
+ * *pos_out where it stopped, *blank_out a BLANK's size.
+ */
+static int
+decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t base, int strict,
+            int fill, Cols *c, RowIndex *ix, Py_ssize_t view_len, Py_ssize_t *n_out, Py_ssize_t *pos_out,
+            int32_t *blank_out)
+{
+    Py_ssize_t n = 0;
+    int status = ST_DONE;
+    int32_t blank = 0;
+    Py_ssize_t checked = 0, bad = 0, indexed = 0;
+    Py_ssize_t ahead = pos;
+    while (n < c->cap && pos < stop) {
+        for (; ahead < limit && ahead < pos + WALK_AHEAD; ahead += 64) {
+            WALK_PREFETCH(d + ahead);
+        }
+        Py_ssize_t left = limit - pos;
+        if (left < PREFIX_SIZE) {
+            status = ST_END;
+            for (Py_ssize_t k = 0; k < left; k++) {
+                if (d[pos + k]) {
+                    status = ST_BAD;
+                }
+            }
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if (magic == BLANK_MAGIC) {
+            status = ST_BLANK;
+            blank = total;
+            break;
+        }
+        if (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) {
+            status = total == 0 && magic == 0 ? ST_END : ST_BAD;
+            break;
+        }
+        if (!decode_row(d + pos, left, total, magic, c, n, pos, base, fill)) {
+            status = ST_BAD;
+            break;
+        }
+        n++;
+        pos += total;
+        if (n - checked == CHECK_ROWS) {
+            if ((bad = check_crcs(d, c, checked, n)) < n && strict) {
+                break;
+            }
+            checked = n;
+        }
+        if (ix != NULL && n - indexed == INDEX_ROWS) {     /* after the check above, on the same row */
+            if (!index_rows(d, view_len, c->i8[C_TOPIC_POS], c->i4[C_TOPIC_LEN], c->i8[C_PROPS_POS],
+                            c->i4[C_PROPS_LEN], c->i4[C_SYS_FLAG], indexed, n, ix)) {
+                ix->total = -1;
+            }
+            indexed = n;
+        }
+    }
+    if (checked < n) {
+        bad = check_crcs(d, c, checked, n);
+    }
+    if (strict && bad < n) {        /* the rows before it decoded: message.decode raises at it first */
+        n = bad;
+        pos = (Py_ssize_t)(c->i8[C_POSITION][bad] - base);
+        status = ST_BAD;
+        blank = 0;
+    }
+    if (ix != NULL && indexed < n &&
+        !index_rows(d, view_len, c->i8[C_TOPIC_POS], c->i4[C_TOPIC_LEN], c->i8[C_PROPS_POS], c->i4[C_PROPS_LEN],
+                    c->i4[C_SYS_FLAG], indexed, n, ix)) {
+        ix->total = -1;
+    }
+    *n_out = n;
+    *pos_out = pos;
+    *blank_out = blank;
+    return status;
+}
+
+/*
  * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict, fill=FILL_ALL)
  *     -> (n, pos, status, blank_size)
  *
@@ -297,59 +405,11 @@ decode_region(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "expected 0 <= pos and limit <= len(view)");
         goto done;
     }
-    const uint8_t *d = view.buf;
-    Py_ssize_t n = 0;
-    int status = ST_DONE;
-    int32_t blank = 0;
-    Py_ssize_t checked = 0, bad = 0;
-    Py_ssize_t ahead = pos;
+    Py_ssize_t n;
+    int status;
+    int32_t blank;
     Py_BEGIN_ALLOW_THREADS
-    while (n < c.cap && pos < stop) {
-        for (; ahead < limit && ahead < pos + WALK_AHEAD; ahead += 64) {
-            WALK_PREFETCH(d + ahead);
-        }
-        Py_ssize_t left = limit - pos;
-        if (left < PREFIX_SIZE) {
-            status = ST_END;
-            for (Py_ssize_t k = 0; k < left; k++) {
-                if (d[pos + k]) {
-                    status = ST_BAD;
-                }
-            }
-            break;
-        }
-        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
-        if (magic == BLANK_MAGIC) {
-            status = ST_BLANK;
-            blank = total;
-            break;
-        }
-        if (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) {
-            status = total == 0 && magic == 0 ? ST_END : ST_BAD;
-            break;
-        }
-        if (!decode_row(d + pos, left, total, magic, &c, n, pos, base, fill)) {
-            status = ST_BAD;
-            break;
-        }
-        n++;
-        pos += total;
-        if (n - checked == CHECK_ROWS) {
-            if ((bad = check_crcs(d, &c, checked, n)) < n && strict) {
-                break;
-            }
-            checked = n;
-        }
-    }
-    if (checked < n) {
-        bad = check_crcs(d, &c, checked, n);
-    }
-    if (strict && bad < n) {        /* the rows before it decoded: message.decode raises at it first */
-        n = bad;
-        pos = (Py_ssize_t)(c.i8[C_POSITION][bad] - base);
-        status = ST_BAD;
-        blank = 0;
-    }
+    status = decode_walk(view.buf, pos, stop, limit, base, strict, fill, &c, NULL, view.len, &n, &pos, &blank);
     Py_END_ALLOW_THREADS
     ret = Py_BuildValue("nnii", n, pos, status, blank);
 done:
@@ -357,6 +417,55 @@ done:
     PyBuffer_Release(&i8);
     PyBuffer_Release(&i4);
     PyBuffer_Release(&u8);
+    return ret;
+}
+
+/*
+ * decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags)
+ *     -> (n, pos, status, blank_size, total)
+ *
+ * decode_region with every field filled, and each row's IndexFile entries and TAGS hash as
+ * index_entries gives them (counts: n int32, hashes: total int64, tags: n int64), found while
+ * its bytes are in the cache (INDEX_ROWS).  total is -1 where hashes was too small (sum(props_len)
+ * // 2 + n always does): index_entries then.  Releases the GIL.
+ */
+static PyObject *
+decode_region_indexed(PyObject *module, PyObject *args)
+{
+    Py_buffer view, i8, i4, u8, counts, hashes, tags;
+    Py_ssize_t pos, stop, limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*pw*w*w*", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict,
+                          &counts, &hashes, &tags)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (limit > view.len || pos < 0 || counts.len < c.cap * (Py_ssize_t)sizeof(int32_t) ||
+        tags.len < c.cap * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos, limit <= len(view) and counts and tags of a row each");
+        goto done;
+    }
+    RowIndex ix = {counts.buf, tags.buf, hashes.buf, hashes.len / (Py_ssize_t)sizeof(int64_t), 0, NULL, -1, 0};
+    Py_ssize_t n;
+    int status;
+    int32_t blank;
+    Py_BEGIN_ALLOW_THREADS
+    status = decode_walk(view.buf, pos, stop, limit, base, strict, FILL_ALL, &c, &ix, view.len, &n, &pos, &blank);
+    Py_END_ALLOW_THREADS
+    ret = Py_BuildValue("nniin", n, pos, status, blank, ix.total);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&tags);
     return ret;
 }
 
@@ -1196,26 +1305,112 @@ done:
 #define TRANSACTION_TYPE_MASK 0xC
 #define TRANSACTION_ROLLBACK_TYPE 0xC
 
-/* Java String.hashCode continued from h over the UTF-16 code units of UTF-8 s[0:n] (already validated). */
+/* Whether c is a UTF-8 continuation byte (10xxxxxx). */
+#define IS_CONTINUATION(c) (((c) & 0xC0) == 0x80)
+
+/*
+ * The length of the UTF-8 character at s[0:n] (n >= 1, s[0] >= 0x80) and, into *cp, its code point, or
+ * U+FFFD for a malformed sequence as Java's new String(bytes, UTF_8) reads it (segstore/javatext.py): the
+ * longest prefix of a well-formed sequence (Unicode's maximal subpart, JDK String.decodeUTF8_UTF16's
+ * malformed3/malformed4), but for an encoded surrogate, ED A0..BF, one malformed character of its lead,
+ * second byte and a third that is a continuation byte.
+ */
+static Py_ssize_t
+java_utf8_char(const uint8_t *s, Py_ssize_t n, uint32_t *cp)
+{
+    uint32_t c = s[0];
+    *cp = 0xFFFDu;
+    if (c < 0xC2 || c > 0xF4) {
+        return 1;
+    }
+    if (c < 0xE0) {
+        if (n < 2 || !IS_CONTINUATION(s[1])) {
+            return 1;
+        }
+        *cp = ((c & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c == 0xE0) {
+        lo = 0xA0;
+    } else if (c == 0xED) {
+        hi = 0x9F;
+    } else if (c == 0xF0) {
+        lo = 0x90;
+    } else if (c == 0xF4) {
+        hi = 0x8F;
+    }
+    if (n < 2 || s[1] < lo || s[1] > hi) {
+        if (c == 0xED && n >= 2 && s[1] >= 0xA0 && s[1] <= 0xBF) {
+            return n >= 3 && IS_CONTINUATION(s[2]) ? 3 : 2; /* a surrogate's three bytes, or two */
+        }
+        return 1;
+    }
+    if (n < 3 || !IS_CONTINUATION(s[2])) {
+        return 2;
+    }
+    if (c < 0xF0) {
+        *cp = ((c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return 3;
+    }
+    if (n < 4 || !IS_CONTINUATION(s[3])) {
+        return 3;
+    }
+    *cp = ((c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    return 4;
+}
+
+/* 31^k mod 2^32: String.hashCode over k characters at once is h * 31^k + (c0 * 31^(k-1) + ... + c(k-1)). */
+#define POW31_2 961u
+#define POW31_3 29791u
+#define POW31_4 923521u
+#define POW31_5 28629151u
+#define POW31_6 887503681u
+#define POW31_7 1742810335u
+#define POW31_8 2487512833u
+#define ASCII_MASK_8 0x8080808080808080ull
+#define ASCII_MASK_4 0x80808080u
+
+/*
+ * Java String.hashCode continued from h over the UTF-16 code units of new String(s[0:n], UTF_8): UTF-8 as it
+ * is, and stored bytes that are not (a property a 4.9.7 batch stored as its client sent it) as Java reads
+ * them, a U+FFFD for each malformed sequence (java_utf8_char).  ASCII runs go 8 and then 4 bytes at a
+ * time: a block's terms do not wait on each other, so the chain through h is one multiply and one add per
+ * block where a character at a time waits on a multiply per character (the keys verify and recovery hash,
+ * a message's UNIQ_KEY and KEYS: 3.7x fewer cycles of that chain on the benchmark's messages).
+ */
 static uint32_t
 java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
+        if (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, sizeof w);
+            if (!(w & ASCII_MASK_8)) {
+                const uint8_t *b = s + i;
+                h = h * POW31_8 + (b[0] * POW31_7 + b[1] * POW31_6 + b[2] * POW31_5 + b[3] * POW31_4) +
+                    (b[4] * POW31_3 + b[5] * POW31_2 + b[6] * 31u + b[7]);
+                i += 8;
+                continue;
+            }
+        }
+        if (n - i >= 4) {
+            uint32_t w;
+            memcpy(&w, s + i, sizeof w);
+            if (!(w & ASCII_MASK_4)) {
+                const uint8_t *b = s + i;
+                h = h * POW31_4 + (b[0] * POW31_3 + b[1] * POW31_2) + (b[2] * 31u + b[3]);
+                i += 4;
+                continue;
+            }
+        }
         uint32_t c = s[i], cp;
         if (c < 0x80) {
             cp = c;
             i += 1;
-        } else if (c < 0xE0) {
-            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
-            i += 2;
-        } else if (c < 0xF0) {
-            cp = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-            i += 3;
         } else {
-            cp = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
-                 (s[i + 3] & 0x3F);
-            i += 4;
+            i += java_utf8_char(s + i, n - i, &cp);
         }
         if (cp > 0xFFFF) {
             cp -= 0x10000;
@@ -1280,7 +1475,7 @@ known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
  *
  * Per message, the Java String.hashCode of its TAGS property (0 without TAGS or
  * for an empty one): a plain message's consume-queue tags code.  The properties
- * must have passed decode_region (valid UTF-8).
+ * need not be UTF-8: a TAGS value that is not hashes as Java's text of it (java_hash_utf8).
  */
 static PyObject *
 tags_hashes(PyObject *module, PyObject *args)
@@ -1318,51 +1513,24 @@ tags_hashes(PyObject *module, PyObject *args)
 }
 
 /*
- * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total
- *
- * tags: each message's TAGS hash as tags_hashes gives it (n int64), found in the same
- * pass over the properties.
- *
- * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
- * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
- * there) then topic#token for each non-empty space-separated KEYS token, each as
- * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
- * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
- * small (sum(props_len) // 2 + n always does).  The fields must have passed
- * decode_region (valid UTF-8).
+ * Rows [from, to) of the columns into ix (see RowIndex).  The properties need not be UTF-8 (java_hash_utf8
+ * hashes Java's text of them).  Returns 0 where a field lies outside the view (nothing more is done); a
+ * hashes array too small sets ix->total to -1 and the remaining rows' entries are not put.  Runs no Python.
  */
-static PyObject *
-index_entries(PyObject *module, PyObject *args)
+static int
+index_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *tp, const int32_t *tl, const int64_t *pp,
+           const int32_t *pl, const int32_t *sf, Py_ssize_t from, Py_ssize_t to, RowIndex *ix)
 {
-    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes, tags;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes,
-                          &tags)) {
-        return NULL;
-    }
-    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
-    const int64_t *tp = tpos.buf, *pp = ppos.buf;
-    const int32_t *tl = tlen.buf, *pl = plen.buf, *sf = flags.buf;
-    int32_t *cnt = counts.buf;
-    int64_t *out = hashes.buf;
-    const uint8_t *d = view.buf;
-    int64_t *th = tags.buf;
-    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4 &&
-             tags.len >= n * 8;
-    Py_ssize_t total = 0;
-    /* messages of a batch mostly share their topic: its hash is computed again only when it changes */
-    const uint8_t *last_topic = NULL;
-    int32_t last_topic_len = -1;
-    uint32_t prefix = 0;
-    /* no Python object inside: a conversion's reading thread runs meanwhile */
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
-        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
-            pp[i] + pl[i] > view.len) {
-            ok = 0;
-            break;
+    int32_t *cnt = ix->counts;
+    int64_t *out = ix->hashes, *th = ix->tags;
+    Py_ssize_t total = ix->total, cap = ix->cap;
+    for (Py_ssize_t i = from; total >= 0 && i < to; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view_len || pp[i] < 0 || pl[i] < 0 || pp[i] + pl[i] > view_len) {
+            ix->total = total;
+            return 0;
         }
-        if (i + PREFETCH_AHEAD < n) {
-            PREFETCH(d, view.len, pp[i + PREFETCH_AHEAD]);
+        if (i + PREFETCH_AHEAD < to) {
+            PREFETCH(d, view_len, pp[i + PREFETCH_AHEAD]);
         }
         cnt[i] = 0;
         Known known[N_KNOWN];
@@ -1371,11 +1539,13 @@ index_entries(PyObject *module, PyObject *args)
         if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
             continue;
         }
-        if (tl[i] != last_topic_len || memcmp(d + tp[i], last_topic, (size_t)tl[i]) != 0) {
-            last_topic = d + tp[i];
-            last_topic_len = tl[i];
-            prefix = java_hash_utf8(0, last_topic, last_topic_len) * 31u + TOPIC_KEY_SEPARATOR;
+        /* messages of a batch mostly share their topic: its hash is computed again only when it changes */
+        if (tl[i] != ix->last_topic_len || memcmp(d + tp[i], ix->last_topic, (size_t)tl[i]) != 0) {
+            ix->last_topic = d + tp[i];
+            ix->last_topic_len = tl[i];
+            ix->prefix_hash = java_hash_utf8(0, ix->last_topic, ix->last_topic_len) * 31u + TOPIC_KEY_SEPARATOR;
         }
+        uint32_t prefix = ix->prefix_hash;
         const uint8_t *v = known[P_UNIQ_KEY].value;
         int32_t vl = known[P_UNIQ_KEY].len;
         if (vl >= 0) {
@@ -1403,7 +1573,42 @@ index_entries(PyObject *module, PyObject *args)
             t = tok_end + 1;
         }
     }
-    Py_END_ALLOW_THREADS
+    ix->total = total;
+    return 1;
+}
+
+/*
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total
+ *
+ * tags: each message's TAGS hash as tags_hashes gives it (n int64), found in the same
+ * pass over the properties.
+ *
+ * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
+ * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
+ * there) then topic#token for each non-empty space-separated KEYS token, each as
+ * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
+ * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
+ * small (sum(props_len) // 2 + n always does).  The properties need not be UTF-8
+ * (java_hash_utf8 hashes Java's text of them).
+ */
+static PyObject *
+index_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes,
+                          &tags)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t);
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4 &&
+             tags.len >= n * 8;
+    RowIndex ix = {counts.buf, tags.buf, hashes.buf, hashes.len / (Py_ssize_t)sizeof(int64_t), 0, NULL, -1, 0};
+    /* no Python object inside: a conversion's reading thread runs meanwhile */
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        ok = index_rows(view.buf, view.len, tpos.buf, tlen.buf, ppos.buf, plen.buf, flags.buf, 0, n, &ix);
+        Py_END_ALLOW_THREADS
+    }
     PyBuffer_Release(&view);
     PyBuffer_Release(&tpos);
     PyBuffer_Release(&tlen);
@@ -1417,7 +1622,7 @@ index_entries(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
         return NULL;
     }
-    return PyLong_FromSsize_t(total);
+    return PyLong_FromSsize_t(ix.total);
 }
 
 /* FNV-1a of s[0:n]: the hash of a topic in topic_codes' table. */

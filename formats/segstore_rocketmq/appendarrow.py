@@ -16,7 +16,8 @@ same geometry and version scans equal to it, once that store starts where the so
 retention trimmed: ``RocketMQStore.start_commitlog_at`` and ``start_queue_at`` first).
 
 The common case (v1 messages with IPv4 hosts, topics other than ``SCHEDULE_TOPIC_XXXX``,
-properties without the separators and within 32767 bytes, no ``propertiesBytes``) is encoded in
+properties without the separators and within 32767 bytes; a row's ``propertiesBytes``, checked to read
+as its ``properties``, are its encoded properties) is encoded in
 columns with the conversion's columnar writer (:mod:`.arrowwrite`: :func:`~.arrowwrite.assign`
 places the rows, :func:`~.arrowwrite.encode` gathers their bytes, consume-queue rows and IndexFile
 entries in C) and written with ``append_placed``; a batch holding any other row goes through
@@ -250,8 +251,6 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     # out of range, which the C encoder would cut)
     if any(column(name).null_count for name in _INT_COLUMNS):
         return None
-    if _stored_properties(batch) is not None:    # bytes the encoder does not take: the reference writes them
-        return None
     magic = _ints(column("magic"), "magic")
     if (magic != MESSAGE_MAGIC).any():
         return None
@@ -264,6 +263,9 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     if born is None or stored is None:
         return None
     properties = _properties(batch, trailing)
+    stored_bytes = _stored_properties(batch)
+    if properties is not None and stored_bytes is not None:
+        properties = _with_stored(batch, stored_bytes, properties)
     if properties is None:
         return None
     queue_id = _ints(column("partition"), "partition")
@@ -284,6 +286,30 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
         ints["preparedTransactionOffset"], _millis(column("bornTimestamp"), "bornTimestamp"),
         _millis(column("storeTimestamp"), "storeTimestamp"),
         born[0], born[1], stored[0], stored[1], arrowwrite.Slices.of(body), properties)
+
+
+def _with_stored(batch: pa.RecordBatch, stored: pa.Array, joined: arrowwrite.Slices
+                 ) -> arrowwrite.Slices | None:
+    """``joined`` (each row's properties encoded from their text) with each row that has stored bytes
+    (``stored``, the :data:`STORED_PROPERTIES` column) taking those bytes as they are, as
+    :func:`reference_messages` writes them; None where a row's bytes do not read as its properties
+    (the reference raises then).  Each such row is checked in Python (:func:`.message.java_properties_of`,
+    ``O(len(bytes))``): they are the rare rows a batch send stored as its client sent them; the rest
+    are not touched."""
+    stored = stored.cast(pa.binary())
+    rows = np.flatnonzero(arrays.to_numpy(pc.is_valid(stored), bool))
+    maps = _map_column(batch)
+    for row in rows.tolist():
+        try:
+            java_properties_of(stored[row].as_py(), dict(maps[row].as_py()), STORED_PROPERTIES)
+        except InvalidMessageError:
+            return None
+    n = len(joined)
+    both = arrowwrite.Slices.concat([joined, arrowwrite.Slices.of(stored)])
+    use = np.zeros(n, bool)
+    use[rows] = True
+    return arrowwrite.Slices(both.data, np.where(use, both.starts[n:], both.starts[:n]),
+                             np.where(use, both.lengths[n:], both.lengths[:n]))
 
 
 def oversized(msgs: arrowwrite.Restored, config: Any) -> bool:

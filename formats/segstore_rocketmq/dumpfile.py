@@ -44,8 +44,10 @@ from .message import (
     PREFIX,
     Blank,
     End,
+    RocketMQMessage,
     decode,
-    stored_properties,
+    stored_properties_of,
+    stored_topic_field,
 )
 
 COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR = "commitlog", "consumequeue", "index"
@@ -131,10 +133,12 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                 try:
                     record = decode(whole[:limit], pos, path=path, java_text=False)
                 except CorruptDataError:
-                    # properties that are not UTF-8: read as the broker reads them (new String(bytes,
-                    # UTF_8), CommitLog.checkMessageAndReturnSize), their bytes kept for --json
+                    # properties or a topic that are not UTF-8: read as the broker reads them (new
+                    # String(bytes, UTF_8), CommitLog.checkMessageAndReturnSize), their bytes kept for
+                    # --json (the properties' only where they are not UTF-8: a topic alone stopped it)
                     record = decode(whole[:limit], pos, path=path, java_text=True)
-                    raw_properties = stored_properties(whole, pos)
+                    raw_properties = stored_properties_of(record.properties) \
+                        if isinstance(record, RocketMQMessage) else None
             except SegstoreError as err:
                 if options.max_bytes is not None and limit < len(whole):
                     break  # --max-bytes cut this message off on purpose
@@ -196,6 +200,7 @@ def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions,
     }
     if raw_properties is not None:
         data["properties_base64"] = base64.b64encode(raw_properties).decode("ascii")
+    data.update(stored_topic_field(msg))
     text = (
         f"physicalOffset: {physical_offset} topic: {msg.topic} queueId: {msg.queue_id} "
         f"queueOffset: {msg.queue_offset} size: {msg.size} bornTimestamp: {msg.born_timestamp} "

@@ -29,8 +29,8 @@ extension unit) is derived at dispatch and not written.
 A run of dump lines is appended in columns (``append_arrow``, the C columnar writer) where
 :func:`dump_columns` takes every line of it as it is: no Python message object a line.  A run
 holding any line it does not take (a field missing or of another kind, a body that is not
-base64, a value out of its range, derived fields that disagree, ``properties_base64``: stored
-bytes no Arrow row carries) goes through
+base64, a value out of its range, derived fields that disagree, a ``properties_base64`` that does not
+read as its ``properties``) goes through
 :func:`stored_message` and ``append_stored``, the reference, which raises the typed errors; both
 write the same bytes (tested).
 """
@@ -42,7 +42,7 @@ import binascii
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import InvalidMessageError, InvalidTopicError
+from segstore.errors import InvalidMessageError, InvalidTopicError, SegstoreError, cut
 from segstore.plugin import WRITE_CHUNK
 from segstore.records import check_line_fields, decode_base64_fields, integer_field
 
@@ -58,6 +58,9 @@ from .message import (
     RocketMQMessage,
     body_crc,
     empty_property,
+    encode_properties,
+    encode_topic,
+    encoded_size,
     has_queue_entry,
     java_properties_of,
     magic_for,
@@ -70,12 +73,16 @@ if TYPE_CHECKING:
 #: A dump line's stored properties bytes where they are not UTF-8 (``properties`` then holds Java's
 #: text of them, a U+FFFD for each malformed sequence): written back as those bytes.
 PROPERTIES_BASE64 = "properties_base64"
+#: A dump line's stored topic bytes where they are not UTF-8 (``topic`` then holds Java's text of them):
+#: a topic no broker stores, so the line is refused, naming them.
+TOPIC_BASE64 = "topic_base64"
 #: The fields of a ``dump --json`` line (:data:`.store.JSON_KEYS`, ``ext`` for a message a
-#: consume-queue extension unit describes, :data:`PROPERTIES_BASE64` for properties that are not UTF-8).
-DUMP_FIELDS = frozenset({*JSON_KEYS, "ext", PROPERTIES_BASE64})
+#: consume-queue extension unit describes, :data:`PROPERTIES_BASE64` for properties that are not UTF-8,
+#: :data:`TOPIC_BASE64` for a topic that is not).
+DUMP_FIELDS = frozenset({*JSON_KEYS, "ext", PROPERTIES_BASE64, TOPIC_BASE64})
 #: Fields only a dump line has: one of them makes a line a dump line.
 DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "tags_code", "msg_id", "ext",
-                       PROPERTIES_BASE64})
+                       PROPERTIES_BASE64, TOPIC_BASE64})
 #: Fields a dump line must have to be written back as it was stored.
 _REQUIRED = ("topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
              "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset")
@@ -103,6 +110,8 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
         found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
         raise InvalidMessageError(f"expected the fields of a RocketMQ dump --json line "
                                   f"{sorted(DUMP_FIELDS)}, found {found}")
+    if TOPIC_BASE64 in obj:
+        _refuse_stored_topic(obj[TOPIC_BASE64], obj["topic"])
     try:
         body = base64.b64decode(obj["body"], validate=True)
     except (binascii.Error, TypeError, ValueError) as err:
@@ -155,6 +164,26 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     return msg
 
 
+def _refuse_stored_topic(value: Any, topic: Any) -> None:
+    """A dump line's ``topic_base64``: the stored bytes of a topic that is not UTF-8, which RocketMQ 4.9.7
+    reads as Java's text (``CommitLog.checkMessageAndReturnSize``: a U+FFFD for each malformed sequence)
+    and no broker stores (``TopicValidator.validateTopic`` takes ``[%|a-zA-Z0-9_-]`` only; a bit flipped
+    in a stored topic makes one): no copy can hold the message as stored, nor under another topic
+    without changing it, so the line is refused saying so, not written under Java's text of it.
+
+    :raises InvalidTopicError: always (the bytes, or what is wrong with the field).
+    """
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, TypeError, ValueError) as err:
+        raise InvalidMessageError(f"expected a dump line's {TOPIC_BASE64} as base64, found "
+                                  f"{str(value)[:40]!r} ({err})") from err
+    raise InvalidTopicError(f"expected a topic the broker stores (TopicValidator: the characters "
+                            f"[%|a-zA-Z0-9_-]), found the stored bytes {cut(raw)} ({TOPIC_BASE64}: not "
+                            f"UTF-8, read by RocketMQ as {cut(topic)}); no copy holds this message as "
+                            f"stored: leave it out of the input (its topic and offsets are on the line)")
+
+
 def _stored_properties(value: Any, properties: Mapping[str, str]) -> JavaProperties:
     """A dump line's ``properties_base64``: the stored properties bytes, kept to be written as they are
     (:func:`.message.java_properties_of`, which must read as its ``properties``).
@@ -191,7 +220,13 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
     """Append every line to ``store`` in order, :data:`WRITE_CHUNK` at a time (runs of dump lines with
     ``append_arrow`` or ``append_stored``, runs of plain lines with ``append_batch``); returns the count."""
     count = 0
+    styled = False
     for stored, run in _runs(lines):
+        if stored and not styled:      # a new store takes its source's style (checked once: O(queues))
+            styled = True
+            style = dumped_style(run, store)
+            if style is not None:
+                store.take_style(style)
         if not stored:
             for obj in run:
                 check_line_fields(obj, APPEND_FIELDS_ORDER, "RocketMQ")
@@ -207,6 +242,28 @@ def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int
                 store.append_stored(messages)
         count += len(run)
     return count
+
+
+def dumped_style(run: Sequence[Mapping[str, Any]], store: RocketMQStore) -> bool | None:
+    """Whether the first dump line of ``run`` with properties (given as text) was stored with them ending
+    in 0x02 (brokers up to 4.9.0 and from 5.2.0: :attr:`RocketMQStore.trailing_separator`), as its
+    ``size`` tells (the size of its message with them, or one byte less); None where no line says (no
+    such line, or a size that is neither: an edited line, which the append checks).  A dump does not
+    show the separator, so a copy takes its source's style from this.  ``O(1)`` lines decoded."""
+    for obj in run:
+        properties = obj.get("properties")
+        if PROPERTIES_BASE64 in obj or not isinstance(properties, dict) or not properties:
+            continue
+        try:
+            topic, size = obj["topic"], obj["size"]
+            body_len = len(base64.b64decode(obj["body"], validate=True))
+            topic_field = encode_topic(topic, magic_for(topic, writes_v2=store.config.writes_v2))
+            plain = encoded_size(body_len, len(topic_field), len(encode_properties(dict(properties))),
+                                 obj["sys_flag"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, binascii.Error, SegstoreError):
+            return None
+        return {plain: False, plain + 1: True}.get(size) if type(size) is int else None
+    return None
 
 
 def start_where_dumped(store: RocketMQStore, run: Sequence[Mapping[str, Any]]) -> None:
@@ -279,9 +336,10 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
     n = len(objs)
     required = frozenset(_REQUIRED)
     for obj in objs:
-        if not (required <= obj.keys() <= DUMP_FIELDS) or PROPERTIES_BASE64 in obj:
-            return None     # properties_base64: stored bytes, which no Arrow row carries
+        if not required <= obj.keys() <= DUMP_FIELDS or TOPIC_BASE64 in obj:
+            return None     # topic_base64: refused by the reference, which says why
     bodies: list[bytes] = []
+    stored: list[bytes | None] = []
     keys: list[str] = []
     values: list[str] = []
     offsets = [0]
@@ -300,6 +358,15 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
                     return None
             if "body_crc" in obj and obj["body_crc"] != body_crc(body):
                 return None
+            raw = None
+            # stored bytes, which must read as the properties (else the reference says so, naming the field)
+            if PROPERTIES_BASE64 in obj:
+                raw = base64.b64decode(obj[PROPERTIES_BASE64], validate=True)
+                try:
+                    java_properties_of(raw, properties, PROPERTIES_BASE64)
+                except InvalidMessageError:
+                    return None
+            stored.append(raw)
             bodies.append(body)
             keys.extend(properties)
             values.extend(properties.values())
@@ -342,4 +409,5 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
         "bornHost": pa.array([obj["born_host"] for obj in objs], pa.string()),
         "storeHost": pa.array([obj["store_host"] for obj in objs], pa.string()),
         "magic": pa.array([magic[t] for t in topics], pa.int32()),
+        "propertiesBytes": pa.array(stored, pa.binary()),
     })

@@ -39,6 +39,7 @@ one ``bytes.join``.  Functions here are pure and thread-safe.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import struct
 import zlib
@@ -261,6 +262,9 @@ class RocketMQMessage(Record):
     magic: int = MESSAGE_MAGIC
     #: the stored properties end with 0x02 (brokers up to 4.9.0 and from 5.2.0 write them so)
     trailing_separator: bool = False
+    #: the stored topic bytes where they are not UTF-8 (``topic`` then is Java's text of them, a U+FFFD
+    #: for each malformed sequence: :func:`decode`), else None; not compared: what the broker reads is
+    stored_topic: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def tags(self) -> str | None:
@@ -398,6 +402,15 @@ def empty_property(name: str, value: str, where: str = "") -> InvalidMessageErro
         f"the property {cut(name)} with an empty value"
     return InvalidMessageError("expected property names and values that are not empty (the broker's "
                                f"MessageDecoder drops such a pair), found {found}{where}")
+
+
+def stored_topic_field(msg: RocketMQMessage) -> dict[str, str]:
+    """``{"topic_base64": ...}``, the stored bytes of ``msg``'s topic where they are not UTF-8 (its
+    ``topic`` is Java's text of them: two such topics of other bytes read alike), else ``{}``: what a
+    ``dump --json`` line carries so that it says which bytes the store holds.  No broker stores such a
+    topic (4.9.7 ``TopicValidator``), so ``write --input`` refuses the line, naming them."""
+    raw = msg.stored_topic
+    return {} if raw is None else {"topic_base64": base64.b64encode(raw).decode("ascii")}
 
 
 class JavaProperties(dict[str, str]):
@@ -753,8 +766,16 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
     if topic_len < 0 or p + topic_len > total:
         raise ValueError(f"topic length {topic_len} does not fit in the message")
     # (4.9.7 CommitLog.checkMessageAndReturnSize and MessageDecoder.decode read the topic as new
-    # String(bytes, UTF_8) too: a topic that is not UTF-8 is one the broker refuses, its Java text)
-    topic = bytes(rec[p:p + topic_len]).decode("utf-8", JAVA_REPLACE if java_text else "strict")
+    # String(bytes, UTF_8) too: a topic that is not UTF-8 is one the broker refuses, its Java text; the
+    # bytes are kept as stored_topic, for dump --json's topic_base64)
+    topic_bytes = bytes(rec[p:p + topic_len])
+    stored_topic = None
+    try:
+        topic = topic_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        if not java_text:
+            raise
+        topic, stored_topic = topic_bytes.decode("utf-8", JAVA_REPLACE), topic_bytes
     p += topic_len
     (props_len,) = PROPERTIES_LENGTH.unpack_from(rec, p)
     p += PROPERTIES_LENGTH.size
@@ -778,4 +799,4 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
         queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
         born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts, store_host=store_host,
         reconsume_times=reconsume, prepared_transaction_offset=prepared, size=total, body_crc=crc,
-        magic=magic, trailing_separator=trailing)
+        magic=magic, trailing_separator=trailing, stored_topic=stored_topic)

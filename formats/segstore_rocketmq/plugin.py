@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
-from segstore.errors import ConversionError
+from segstore.errors import ConversionError, InvalidTopicError
 from segstore.javatext import parse_int
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
@@ -40,6 +40,18 @@ class RocketMQFormat(FormatPlugin):
     def detect(self, path: str) -> bool:
         """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""
         return files.is_dir(path) and is_rocketmq_store(path)
+
+    def refuses_topic(self, topic: str) -> str | None:
+        """``TopicValidator.validateTopic`` (what a producer's send is refused for): empty, a character
+        outside ``[%|a-zA-Z0-9_-]``, or longer than the longest topic any store style writes (a v2
+        message's)."""
+        from .config import TOPIC_MAX_LENGTH_V2, validate_topic
+
+        try:
+            validate_topic(topic, TOPIC_MAX_LENGTH_V2)
+        except InvalidTopicError as err:
+            return err.message
+        return None
 
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """The directories whose every entry the broker loads as a file of its own: ``commitlog/`` and a

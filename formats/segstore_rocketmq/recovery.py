@@ -71,6 +71,7 @@ from .message import (
     RocketMQMessage,
     decode,
 )
+from .multidispatch import PROPERTY_INNER_MULTI_DISPATCH
 
 #: A clean shutdown re-checks the last this-many commitlog files (``recoverNormally``).
 NORMAL_RECOVERY_FILES = 3
@@ -221,16 +222,18 @@ class Walked:
 
 
 def _walked(view: memoryview, rows: columnar.Rows, tags_code: Callable[[RocketMQMessage], int],
-            topics: dict[str, int], numbers: np.ndarray | None = None) -> Walked:
+            topics: dict[str, int], numbers: np.ndarray | None = None,
+            keys: columnar.KeyEntries | None = None) -> Walked:
     """What recovery keeps of decoded rows: the queue and index columns, computed in C.
 
     The tags code is the TAGS hash; delay messages (``SCHEDULE_TOPIC_XXXX``) take the
     store's rule (``tags_code``), message by message, as they are few.  ``numbers``: the
-    rows' topic numbers in ``topics`` when the caller has them already.
+    rows' topic numbers in ``topics`` when the caller has them already; ``keys``: their index
+    entries, when the decode found them (:func:`.columnar.decode_region_indexed`).
     """
     if numbers is None:
         numbers = columnar.topic_codes(view, rows, topics)
-    counts, hashes, codes = columnar.index_entries(view, rows)
+    counts, hashes, codes = keys.first(len(rows)) if keys is not None else columnar.index_entries(view, rows)
     scheduled = topics.get(SCHEDULE_TOPIC)
     if scheduled is not None and (numbers == scheduled).any():
         at = np.flatnonzero(numbers == scheduled)
@@ -381,11 +384,15 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
 
     Candidates are found by searching for the magic bytes (C speed, a window at
     a time, in the file's data ranges only: its holes are zeros); each is
-    confirmed by a full decode with CRC and its stored offset.
+    confirmed by a full decode with CRC and its stored offset.  A range's leading zeros are
+    skipped first (:meth:`MappedFile.first_nonzero`, windows it reuses): after a store's last
+    message they are most of what is left of its blocks reserved ahead (8 MB of a 1 GiB file),
+    which the search copied out whole.
     """
     for data_start, data_end in seg.file.data_ranges(pos + 1):
-        start = data_start
-        while start < data_end:
+        # a valid message's TOTALSIZE is not zero, so its magic lies past the first non-zero byte
+        start = seg.file.first_nonzero(data_start, data_end)
+        while start is not None and start < data_end:
             # read through the descriptor, inside the data range: a hole read through the map
             # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
             stop = min(data_end, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
@@ -487,14 +494,14 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
     if not kept or kept[0].cap < cap:
         kept[:] = [columnar.Rows(cap)]
     rows = kept[0]
-    n, end, status, blank = columnar.decode_region(view, pos, stop, size, seg.base, rows)
+    (n, end, status, blank), keys = columnar.decode_region_indexed(view, pos, stop, size, seg.base, rows)
     misplaced, numbers = _torn_row(view, rows, topics)
     if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
         n = misplaced
         end = int(rows["position"][n]) - seg.base
         status = columnar.BAD
         rows = rows.select(slice(0, n))
-    batch = _walked(view, rows, tags_code, topics, numbers) if n else None
+    batch = _walked(view, rows, tags_code, topics, numbers, keys) if n else None
     odd = None
     if status == columnar.BAD and misplaced is None:
         odd = columnar.java_row(view, end, size, seg.base)
@@ -880,6 +887,8 @@ class _Dispatch:
         #: a rebuild's queues whose messages skip offsets: queue -> (next offset, offset found, its
         #: commitlog offset); the entries before it are kept, none after
         self.stopped: dict[tuple[str, int], tuple[int, int, int]] = {}
+        #: queue -> the highest queue offset of its walked messages (:func:`_drop_stale_entries`)
+        self.walked_top: dict[tuple[str, int], int] = {}
 
     def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
         """A gap in ``key``: put its entries back as they were before the dispatch (what later
@@ -904,6 +913,7 @@ class _Dispatch:
             first = int(at[0])
             key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
             self.first_seen.setdefault(key, len(self.first_seen))
+            self.walked_top[key] = max(self.walked_top.get(key, -1), int(messages.queue_offset[at].max()))
             if (self.only is not None and key not in self.only) or key in self.gapped or key in self.stopped:
                 continue
             q = self.ctx.queues.get(key)
@@ -1124,6 +1134,59 @@ def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -
             )
 
 
+def _stale_from(ctx: RecoveryContext, key: tuple[str, int], q: ConsumeQueue, lo: int) -> int:
+    """The first queue offset from ``lo`` on from which every entry of ``key`` is provably stale: it
+    points at no message, or at one of another queue that names no queue to be dispatched to besides its
+    own (``INNER_MULTI_DISPATCH``).  Reads one message per such entry, from the last back."""
+    first = q.max_offset
+    for offset in range(q.max_offset - 1, lo - 1, -1):
+        row = _queue_row(q, offset)
+        if row is None:
+            break
+        try:
+            msg = ctx.commitlog.read(int(row["offset"]), check_crc=False)
+        except (CorruptDataError, OffsetOutOfRangeError):
+            first = offset      # the walk found no message starting there
+            continue
+        if (msg.topic, msg.queue_id) == key or PROPERTY_INNER_MULTI_DISPATCH in msg.properties:
+            break
+        first = offset
+    return first
+
+
+def _drop_stale_entries(ctx: RecoveryContext, dispatch: _Dispatch, w: Walk, gapped: set[tuple[str, int]],
+                        lines: list[str]) -> None:
+    """Drop the entries past a queue's last walked message that point into the walked commitlog at no
+    message of that queue: stale entries.  RocketMQ 4.9.7 ``ConsumeQueue.truncateDirtyLogicFiles`` (its
+    recovery after a torn or lost commitlog tail) moves a queue's write position back without clearing
+    the entries after it; new messages of other queues then fill the commitlog there, and the broker's
+    next start (``ConsumeQueue.recover`` takes entries up to the first zero one) serves the stale entry:
+    another queue's message under this queue's next offset.  Only where the walk left no damage in
+    place (a damaged message there may be this queue's) and without multi-dispatch (an LMQ entry points
+    at another topic's message).  ``O(queues)`` binary searches, one message read per entry dropped."""
+    if ctx.left or dispatch.odd or ctx.multi_dispatch:
+        return
+    for key, q in sorted(ctx.queues.items()):
+        if key in gapped or key in dispatch.stopped or multidispatch.is_lmq(key[0]) \
+                or key[0] in ctx.batch_topics:
+            continue
+        top = dispatch.walked_top.get(key)
+        start = q.min_offset if top is None else max(top + 1, q.min_offset)
+        if start >= q.max_offset:
+            continue
+
+        def walked(offset: int, q: ConsumeQueue = q) -> bool:
+            row = _queue_row(q, offset)
+            return row is not None and w.start <= int(row["offset"]) < w.end
+
+        lo = _stale_from(ctx, key, q, first_true(walked, start, q.max_offset))
+        if lo < q.max_offset:
+            dropped = q.max_offset - lo
+            q.truncate(lo)
+            lines.append(f"consumequeue {key[0]}/{key[1]}: dropped {dropped} stale entries from queue offset "
+                         f"{lo}: they point into the commitlog walked at no message of this queue")
+
+
 def _drop_empty_queue_files(ctx: RecoveryContext, lines: list[str]) -> None:
     """Delete consume-queue files left without an entry at the end of a queue: the broker's load
     would take their zero slot 0 as an entry (offset 0, size 0) and dispatch the commitlog again."""
@@ -1228,7 +1291,7 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
                      end: int) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
-    Bad: offsets going backwards, at or past the end, or (from the walk start on)
+    Bad: offsets going backwards, at or past the end, a negative time diff, or (from the walk start on)
     not the offset of a valid message whose key at that place in the put order has
     that hash (so an entry put again after a crash is bad), or (in a file holding entries from the
     walk start on) a link other than the one ``IndexFile.putKey`` leaves: a torn page can zero an
@@ -1250,7 +1313,9 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
             order_ok = np.empty(len(phys), dtype=bool)
             order_ok[0] = phys[0] >= prev_phy
             order_ok[1:] = phys[1:] >= phys[:-1]
-            bad = ~order_ok | (phys >= end) | (phys < 0)
+            # a negative time diff: torn (IndexFile.putKey clamps it to [0, Integer.MAX_VALUE]); a query
+            # stops at it (selectPhyOffset breaks on timeDiff < 0), hiding the older keys of its slot
+            bad = ~order_ok | (phys >= end) | (phys < 0) | (chunk["time_diff"] < 0)
             hits = np.flatnonzero(bad)
             first = int(hits[0]) if len(hits) else len(phys)
             # only entries before the first bad one matter: their offsets ascend
@@ -1505,6 +1570,31 @@ def _holds_no_entry(index: IndexService | None) -> bool:
     return index is not None and all(not len(f.entries) for f in index.files)
 
 
+def _clamp_checkpoint(ctx: RecoveryContext, newest: int, lines: list[str]) -> None:
+    """Set the checkpoint times past the newest message kept (``newest``, its store time) to it,
+    ``indexMsgTimestamp`` only past the IndexFiles' ends too; run last, once the index is recovered:
+    the ends of the files as recovery left them (a file it removed or cut, whose entries pointed into
+    a lost commitlog tail, ended past every message kept, and ``verify`` then reported the
+    checkpoint recovery had just written)."""
+    # the walk reaches the data's end, so it saw the newest message kept (the broker stores
+    # under its put lock, store times follow commitlog order): a checkpoint time past it (a
+    # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
+    # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
+    # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
+    # that sound file (IndexService.load), and store times need not ascend, so only past them all
+    # (a store opened with messageIndexEnable off has no IndexService, but the files left in index/ are
+    # loaded by the broker's next start all the same: their headers are read)
+    if ctx.index is not None:
+        ends = [f.header.end_timestamp for f in ctx.index.files]
+    else:
+        ends = end_timestamps(ctx.index_directory) if ctx.index_directory is not None else []
+    index_newest = max([newest, *ends])
+    for name in ctx.checkpoint.clamp_times(newest, index_newest):
+        ctx.checkpoint_changed = True
+        shown = index_newest if name == "indexMsgTimestamp" else newest
+        lines.append(f"checkpoint: {name} set to the newest message's store time, {shown}")
+
+
 def recover(ctx: RecoveryContext) -> list[str]:
     """Recover the store in place; returns one line per action taken (empty: nothing to do)."""
     cl = ctx.commitlog
@@ -1587,24 +1677,6 @@ def recover(ctx: RecoveryContext) -> list[str]:
         lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
                      f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
-    if newest:
-        # the walk reaches the data's end, so it saw the newest message kept (the broker stores
-        # under its put lock, store times follow commitlog order): a checkpoint time past it (a
-        # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
-        # recovery start too late.  indexMsgTimestamp bounds no recovery start (getMinTimestampIndex takes
-        # the min): lowered below an IndexFile's end it would make the broker's next crash-start destroy
-        # that sound file (IndexService.load), and store times need not ascend, so only past them all
-        # (a store opened with messageIndexEnable off has no IndexService, but the files left in index/ are
-        # loaded by the broker's next start all the same: their headers are read)
-        if ctx.index is not None:
-            ends = [f.header.end_timestamp for f in ctx.index.files]
-        else:
-            ends = end_timestamps(ctx.index_directory) if ctx.index_directory is not None else []
-        index_newest = max([newest, *ends])
-        for name in ctx.checkpoint.clamp_times(newest, index_newest):
-            ctx.checkpoint_changed = True
-            shown = index_newest if name == "indexMsgTimestamp" else newest
-            lines.append(f"checkpoint: {name} set to the newest message's store time, {shown}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which
@@ -1620,6 +1692,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
     gapped = dispatch.finish(lines)
     ctx.checked_whole = start == cl.min_offset and not ctx.left and not gapped
     _drop_queue_entries_past(ctx, w.end, lines)
+    _drop_stale_entries(ctx, dispatch, w, gapped, lines)
     if gapped:
         _drop_damaged_queues(ctx, dispatch, lines)
         rebuild = _Dispatch(ctx, gapped)
@@ -1640,6 +1713,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
         if puts.put != cut:
             lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
         lines.extend(_fix_begin_offsets(ctx.index))
+    if newest:
+        _clamp_checkpoint(ctx, newest, lines)
     return lines
 
 

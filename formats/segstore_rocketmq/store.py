@@ -115,6 +115,7 @@ from .message import (
     msg_id,
     set_offsets,
     stored_properties_of,
+    stored_topic_field,
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
@@ -1072,6 +1073,21 @@ class RocketMQStore(LifecycleMixin, Store):
             found = self._stored_style()
             self._trailing_separator = self.config.trailing_separator if found is None else found
         return self._trailing_separator
+
+    def take_style(self, trailing_separator: bool) -> bool:
+        """Have a store that holds no message with properties end the properties it appends with 0x02 or
+        not as ``trailing_separator`` says: a copy's source's style (``dump --json`` lines say it by their
+        ``size``), as :meth:`start_commitlog_at` starts the copy where its source started; else a copy of
+        a store written by another broker version than ``rocketmqVersion`` gave every message another
+        size, physical offset and msgId.  Whether it did: a store whose messages show a style keeps it.
+
+        Runtime complexity: as :meth:`trailing_separator` (``O(queues)`` reads).
+        """
+        self._check_writable()
+        if self._stored_style() is not None:
+            return False
+        self._trailing_separator = bool(trailing_separator)
+        return True
 
     def _stored_style(self) -> bool | None:
         """The style of the newest message with properties among the last message of every queue
@@ -2439,7 +2455,7 @@ class RocketMQStore(LifecycleMixin, Store):
             "prepared_transaction_offset": record.prepared_transaction_offset,
             "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
             "tags": record.tags, "keys": record.keys, "tags_code": self._dumped_tags_code(record),
-            "msg_id": record.msg_id, **_stored_properties_field(record),
+            "msg_id": record.msg_id, **_stored_properties_field(record), **stored_topic_field(record),
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,

@@ -27,7 +27,6 @@ fastjson writes integer map keys unquoted (``{0:12}``), which is not JSON;
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -77,8 +76,6 @@ MAX_DEPTH = 256
 #: Python refuses to convert more than 4300 digits.
 MAX_INT_DIGITS = 40
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JAVA_LONG = (-(1 << 63), (1 << 63) - 1)
-_JAVA_INT = (-(1 << 31), (1 << 31) - 1)
 
 
 class RawNumber(str):
@@ -162,28 +159,113 @@ def _text_pos(pos: int, inserted: list[tuple[int, int]]) -> int:
     return pos - shift
 
 
-def java_number(value: Any, what: str, path: str, *, long: bool = True) -> int:
-    """``value`` as fastjson reads a JSON value into a Java ``long`` (or ``int``) field: an integer in
-    range, a decimal truncated toward zero, a string of such an integer; anything else (a literal no
-    Java type holds, ``1e999``, ``true``, ``"y"``, ``null``) is the ``JSONException`` the broker's
-    ``ConfigManager.load`` fails on.
+#: a JSON number literal as fastjson's lexer reads one into a ``BigDecimal``: sign, whole digits, fraction
+#: digits, exponent (the literals Python's ``json`` passes on as :class:`RawNumber`)
+_DECIMAL = re.compile(r"(-?)(\d+)(?:\.(\d*))?(?:[eE]([+-]?\d{1,9}))?")
+#: ``TypeUtils.intValue``/``longValue`` (fastjson 1.2.69): a ``BigDecimal`` of a scale in this range is
+#: narrowed as ``BigDecimal.intValue()``/``longValue()`` do (truncated, then its low bits), others exactly
+_NARROWED_SCALES = range(-100, 101)
+#: ``TypeUtils.castToInt`` drops this from a string before ``Integer.parseInt`` (``castToLong`` does not)
+_TRAILING_ZEROS = re.compile(r"\.0*$")
+#: what ``Integer.parseInt``/``Long.parseLong`` take: a sign, decimal digits (``Character.digit``: any
+#: Unicode decimal digit, as Python's ``\d``), nothing else (no blanks); longer than any Java number refused
+_JAVA_INTEGER_TEXT = re.compile(r"[+-]?\d{1,40}")
+#: the strings ``castToInt``/``castToLong`` turn into ``null``
+_NULL_TEXTS = ("", "null", "NULL")
+#: the integral digits taken at a time when narrowing a long literal (:func:`_low_bits`)
+_DIGIT_CHUNK = 18
+
+
+def _wrap(number: int, bits: int) -> int:
+    """``number``'s low ``bits`` bits as a two's-complement Java integer (what a narrowing keeps)."""
+    number &= (1 << bits) - 1
+    return number - (1 << bits) if number >> (bits - 1) else number
+
+
+def _low_bits(digits: str, bits: int) -> int:
+    """The decimal ``digits`` modulo ``2**bits``, in ``O(len(digits))`` (no Python int of them all:
+    a literal of a million digits is narrowed as fast as it was parsed)."""
+    modulus = 1 << bits
+    number = 0
+    for at in range(0, len(digits), _DIGIT_CHUNK):
+        chunk = digits[at:at + _DIGIT_CHUNK]
+        number = (number * 10 ** len(chunk) + int(chunk)) % modulus
+    return number
+
+
+def _narrow_decimal(text: str, bits: int) -> int | None:
+    """A JSON decimal literal as fastjson 1.2.69 reads it into a Java int (``bits`` 32) or long (64):
+    the lexer makes it a ``BigDecimal``; ``TypeUtils.intValue``/``longValue`` narrow one whose scale is
+    in [-100, 100] as ``BigDecimal.intValue()``/``longValue()`` (truncated toward zero, then the low bits:
+    ``1e10`` is the int 1410065408, ``2147483648.5`` the int -2147483648) and take any other exactly
+    (``intValueExact``: an integer in range, else ``ArithmeticException``).  None: no such number."""
+    match = _DECIMAL.fullmatch(text)
+    if match is None:
+        return None
+    sign, whole, fraction, exponent = match.groups()
+    digits = (whole + (fraction or "")).lstrip("0") or "0"
+    scale = len(fraction or "") - int(exponent or 0)      # BigDecimal.scale()
+    integral, dropped = (digits[:-scale] or "0", digits[-scale:]) if scale > 0 else (digits, "")
+    if scale in _NARROWED_SCALES:
+        low = _low_bits(integral, bits) * pow(10, max(0, -scale), 1 << bits)
+        return _wrap(-low if sign else low, bits)
+    if dropped.strip("0") or len(integral) - min(scale, 0) > 20:     # not integral, or past any long
+        return None
+    number = int(integral) * 10 ** -min(scale, 0)
+    number = -number if sign else number
+    return number if -(1 << (bits - 1)) <= number < 1 << (bits - 1) else None
+
+
+def java_cast(value: Any, what: str, path: str, *, long: bool = True) -> int | None:
+    """``value`` as fastjson 1.2.69 reads a JSON value into a Java ``long`` (or ``int``): None where
+    it reads ``null`` (JSON ``null``; the strings ``""``, ``"null"``, ``"NULL"``, ``TypeUtils.castToInt``
+    /``castToLong``): a primitive field keeps its default, a map refuses it.
+
+    Checked against fastjson's own reading of ``TopicConfig``, ``DataVersion``,
+    ``DelayOffsetSerializeWrapper`` and a ``ConcurrentMap<Integer, Long>`` (table in
+    ``tests/test_rocketmq_config_numbers.py``): an integer literal in range; a decimal literal narrowed
+    (:func:`_narrow_decimal`); ``true``/``false`` as an int only (1/0); a string with its commas dropped
+    (``"1,000"``), for an int also a trailing ``.``/``.0...`` (``"8.0"``), then ``Integer.parseInt``/
+    ``Long.parseLong`` (a sign, digits, no blanks).  Anything else is the ``JSONException`` the broker's
+    ``ConfigManager.load`` fails on.  Not taken as fastjson takes them (refused instead): lexer leniencies
+    that are no JSON (``'8'``, ``08``, ``+8``, ``1.``, ``8L``), a ``long`` string that is an ISO-8601 date
+    (``castToLong`` gives its epoch millis), and a primitive ``long`` field's integer literal past a long
+    (``DataVersion.timestamp`` keeps its low bits where the ``AtomicLong`` counter and the maps refuse it).
 
     :raises CorruptDataError: naming ``path``.
     """
-    low, high = _JAVA_LONG if long else _JAVA_INT
+    bits = 64 if long else 32
     number: int | None = None
+    if value is None:
+        return None
     if isinstance(value, bool):
-        number = None
+        number = None if long else int(value)
     elif isinstance(value, int):
         number = value
-    elif isinstance(value, str):    # RawNumber, or a quoted string
-        text = value.strip()
-        if re.fullmatch(r"[+-]?\d{1,40}", text):
+    elif isinstance(value, RawNumber):    # a decimal literal, or an integer one too long for any Java type
+        number = _narrow_decimal(value, bits) if any(c in value for c in ".eE") else None
+    elif isinstance(value, str):
+        if value in _NULL_TEXTS:
+            return None
+        text = value.replace(",", "")
+        if not long:
+            text = _TRAILING_ZEROS.sub("", text, count=1)
+        if _JAVA_INTEGER_TEXT.fullmatch(text):
             number = int(text)
-        elif isinstance(value, RawNumber) and re.fullmatch(r"-?\d{1,40}(\.\d*)?([eE][+-]?\d{1,3})?", text):
-            as_float = float(text)
-            number = int(as_float) if math.isfinite(as_float) and abs(as_float) < 2.0 ** 64 else None
-    if number is None or not low <= number <= high:
+    if number is None or not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+        kind = "long" if long else "int"
+        raise CorruptDataError(f"expected {what} (a Java {kind}), found {cut(json.dumps(value))}", path)
+    return number
+
+
+def java_number(value: Any, what: str, path: str, *, long: bool = True) -> int:
+    """:func:`java_cast` where ``null`` is refused too (a map's key or value, the ``AtomicLong``
+    ``DataVersion.counter``).
+
+    :raises CorruptDataError: naming ``path``.
+    """
+    number = java_cast(value, what, path, long=long)
+    if number is None:
         kind = "long" if long else "int"
         raise CorruptDataError(f"expected {what} (a Java {kind}), found {cut(json.dumps(value))}", path)
     return number
@@ -614,7 +696,9 @@ def read_subscription_group_file(path: str) -> dict[str, dict[str, Any]]:
             elif kind == "boolean":
                 value = _java_boolean(value, f"{field_name} of group {cut(name)}", path)
             else:
-                value = java_number(value, f"{field_name} of group {cut(name)}", path, long=kind == "long")
+                value = java_cast(value, f"{field_name} of group {cut(name)}", path, long=kind == "long")
+                if value is None:       # read as null: the primitive field keeps its default
+                    value = default
             config[field_name] = value
         groups[str(name)] = config
     return dict(sorted(groups.items()))
@@ -642,12 +726,15 @@ def read_topics(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], i
         entry = _object(entry, f"the config of topic {cut(name)}", path)
         for field_name in _TOPIC_INT_FIELDS:
             if field_name in entry:
-                entry[field_name] = java_number(entry[field_name], f"{field_name} of topic {cut(name)}", path,
-                                                long=False)
+                number = java_cast(entry[field_name], f"{field_name} of topic {cut(name)}", path, long=False)
+                if number is None:      # read as null: the field keeps TopicConfig's default
+                    del entry[field_name]
+                else:
+                    entry[field_name] = number
         topics[str(name)] = entry
     version = _object(document.get("dataVersion", {}), "dataVersion", path, empty_if_null=True)
     counter = java_number(version.get("counter", 0), "dataVersion.counter", path)
-    timestamp = java_number(version.get("timestamp", 0), "dataVersion.timestamp", path)
+    timestamp = java_cast(version.get("timestamp", 0), "dataVersion.timestamp", path) or 0
     return document, topics, counter, timestamp
 
 

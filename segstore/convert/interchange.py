@@ -358,6 +358,12 @@ class FormatConversion(abc.ABC):
         This default: the same offset (a format whose conversion keeps the peer's offsets)."""
         return offset
 
+    def not_carried(self, source: Store, options: Options) -> list[str]:
+        """What a conversion of the selected streams does not carry of ``source`` (state a format keeps
+        beside its records, which the peer has no place for), a line per stream that has any, as the
+        report says it.  This default: nothing."""
+        return []
+
     def extents(self, source: Store, options: Options) -> list[Extent]:
         """Every selected stream of ``source`` (``options.topics``), empty ones included, named and
         numbered as :meth:`streams` names and numbers its entries; [] where the format has none to

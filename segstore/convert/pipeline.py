@@ -129,6 +129,9 @@ class ConversionReport:
     bytes: int = 0
     already_present: int = 0
     skipped: list[str] = field(default_factory=list)
+    #: what the source keeps beside its records that the target has no place for
+    #: (``FormatConversion.not_carried``), a line per stream
+    not_carried: list[str] = field(default_factory=list)
     verified: bool = False
     seconds: float = 0.0
 
@@ -140,6 +143,7 @@ class ConversionReport:
         if self.already_present:
             out.append(f"resumed: {self.already_present} messages were already converted")
         out.extend(f"skipped corrupt data: {line}" for line in self.skipped)
+        out.extend(f"not carried: {line}" for line in self.not_carried)
         if self.verified:
             out.append("verified: every record matches the source")
         return out
@@ -1110,6 +1114,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
+                report.not_carried = source_side.not_carried(source, reading)
                 target_side.close_streams(dest, extents, writing)
                 # what a conversion back takes the recorded ends on (:func:`_holds_written`)
                 journal["written"] = [[span.name, span.start, span.end]

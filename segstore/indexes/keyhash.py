@@ -87,6 +87,8 @@ ENTRY = struct.Struct(">iqii")
 assert ENTRY.size == ENTRY_DTYPE.itemsize
 #: Up to this many entries a put goes entry by entry: numpy's set-up costs more than it saves.
 SMALL_PUT = 16
+#: Slots :meth:`IndexFile.slots_past_entries` compares at a time (its temporaries stay this small).
+SLOT_CHUNK = 1 << 18
 
 INVALID_INDEX = 0
 FIRST_ENTRY = 1  # entry 0 is never used
@@ -507,12 +509,15 @@ class IndexFile:
         """``(phy_offset, approximate store time)`` of this hash's entries in ``[begin, end]``, newest first.
 
         Walks the slot's chain as the broker's ``selectPhyOffset`` does, and also
-        stops at a link that does not go back (a corrupt chain cannot loop).
+        stops at a link that does not go back (a corrupt chain cannot loop).  As there, a
+        slot may name the entry at ``indexCount`` (RocketMQ 4.9.7 refuses only ``slotValue >
+        indexCount``): a put writes its entry and slot before the count, and the broker's
+        queries find a key whose put a crash cut before the count.
         Runtime complexity: ``O(chain length)``.
         """
         count = self.header.index_count
         number = int(self.slots[key_hash % self.slot_num])
-        if number <= INVALID_INDEX or number >= count or count <= FIRST_ENTRY:
+        if number <= INVALID_INDEX or number > count or number >= self.index_num or count <= FIRST_ENTRY:
             return
         begin_ts = self.header.begin_timestamp
         while True:
@@ -530,8 +535,12 @@ class IndexFile:
 
     # -- checks -----------------------------------------------------------------------
     def slots_past_entries(self) -> np.ndarray:
-        """The slots that point past the file's entries (ascending)."""
-        return np.flatnonzero(self.slots >= self.header.index_count)
+        """The slots that point past the file's entries (ascending).  ``O(slots)``, a chunk at a time
+        (a bool per slot of the broker's 5M was 5 MB of pages zeroed for each verify)."""
+        count, found = self.header.index_count, []
+        for lo in range(0, len(self.slots), SLOT_CHUNK):
+            found.append(lo + np.flatnonzero(self.slots[lo:lo + SLOT_CHUNK] >= count))
+        return np.concatenate(found) if found else np.zeros(0, np.int64)
 
     def first_wrong_link(self) -> int | None:
         """The number of the first entry whose link is not the one the broker's ``IndexFile.putKey``
@@ -699,8 +708,9 @@ def chain_facts(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tup
     over ``slots``: (the first entry with a negative hash, the count of wrong links, the first of them
     and the link it should hold, the count of wrong slots among those below ``index_count``, the
     first of them and the entry it should point at), -1 where none.  ``O(e + s)`` in C (the
-    accelerator's ``index_chains``, :func:`use_accelerator`, without the GIL, one int32 per slot of
-    scratch); :func:`_chain_facts_reference` otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
+    accelerator's ``index_chains``, :func:`use_accelerator`, without the GIL: a sound file with one
+    bit per entry of scratch, any other with one int32 per slot); :func:`_chain_facts_reference`
+    otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
     index_chains = getattr(_speedups, "index_chains", None)
     if index_chains is not None and len(slots):
         return tuple(index_chains(entries, slots, index_count))

@@ -29,6 +29,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "key.index.entries": 1 << 19,
 }
 _INT_OPTIONS = frozenset(k for k, v in DEFAULT_OPTIONS.items() if isinstance(v, int))
+#: The largest value of an integer option: each is a Java int in the broker config it mirrors (Kafka's
+#: ``index.interval.bytes`` and ``segment.index.bytes``, RocketMQ's ``mappedFileSizeConsumeQueue``,
+#: ``maxHashSlotNum`` and ``maxIndexNum``; an IndexFile's slots hold entry numbers as int32).
+MAX_INT_OPTION = (1 << 31) - 1
 
 
 def _holds_no_entry(name: str, value: int) -> str | None:
@@ -55,8 +59,9 @@ def _holds_no_entry(name: str, value: int) -> str | None:
 def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Layout options with defaults; names may use ``_`` for ``.``; values may be CLI strings.
 
-    :raises ConfigError: an unknown name, a value that is not a positive integer, or one too small
-        for a file to hold an entry.
+    :raises ConfigError: an unknown name, a value that is not a positive integer, one past a Java int
+        (a 200 GB sparse IndexFile, or past what a file can be sized to: an ``OverflowError``), or one too
+        small for a file to hold an entry.
     """
     out = dict(DEFAULT_OPTIONS)
     for raw_name, value in raw.items():
@@ -73,6 +78,9 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
             if value <= 0:
                 raise ConfigError(f"expected a positive {raw_name}, found {value}")
+            if value > MAX_INT_OPTION:
+                raise ConfigError(f"expected {raw_name} of at most {MAX_INT_OPTION} (a Java int, as the "
+                                  f"broker config it mirrors), found {cut(str(value))}")
             wanted = _holds_no_entry(name, value)
             if wanted is not None:
                 raise ConfigError(f"expected {raw_name} of {wanted}, found {value}")

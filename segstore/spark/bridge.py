@@ -47,7 +47,6 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
@@ -151,9 +150,7 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
     pruning, _ = planning.pushdown(filters_from_json(request.get("filters") or []),
                                    time_column=TIME_COLUMNS.get(format_name))
     with open_store(options.path, format_name, options.config) as store:
-        ranges = planning.resolve_ranges(store, options, pruning)
-        result = planning.plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
-                                    min_partitions=options.min_partitions or 1)
+        result = planning.plan_batch(store, options, pruning)
     plan_id = uuid.uuid4().hex
     return {"partitions": [_spec(p, request["options"], plan_id)
                            for p in planning.input_partitions(result, options, format_name)]}
@@ -227,10 +224,16 @@ def stream_snapshot(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def stream_latest(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"offsets"}``: the end of the next micro-batch from ``start`` within ``maxRows`` (or all)."""
-    rows = request.get("maxRows")
-    limit = ReadAllAvailable() if rows is None else ReadMaxRows(int(rows))
-    return {"offsets": _stream(request).latestOffset(request["start"], limit)}
+    """``{"offsets", "lastTriggerMillis"}``: the end of the next micro-batch from ``start`` as the JVM's
+    read limits admit it (:meth:`.datasource.SegstoreStreamReader.admit`): ``minRows`` (its delay from the
+    options, as the JVM's ``ReadMinRows`` was built from them) with ``lastTriggerMillis``, the time of the
+    stream's last micro-batch, which the JVM keeps, and ``maxRows``; neither: every offset waiting."""
+    reader = _stream(request)
+    reader.last_trigger_ms = int(request.get("lastTriggerMillis") or 0)
+    low, high = request.get("minRows"), request.get("maxRows")
+    offsets = reader.admit(request["start"], None if low is None else int(low),
+                           None if high is None else int(high))
+    return {"offsets": offsets, "lastTriggerMillis": reader.last_trigger_ms}
 
 
 def stream_plan(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import dataclasses
 import os
 import re
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -305,9 +307,7 @@ class SegstoreReader(DataSourceReader):
     def plan(self) -> planning.Plan:
         """Open the store on the driver and plan the read."""
         with open_store(self.options.path, self.format, self.options.config) as store:
-            ranges = planning.resolve_ranges(store, self.options, self.pruning)
-            return planning.plan_read(store, ranges, max_bytes=self.options.max_bytes_per_partition,
-                                      min_partitions=_min_partitions(self.options))
+            return planning.plan_batch(store, self.options, self.pruning)
 
     def partitions(self) -> list[InputPartition]:
         return planning.input_partitions(self.plan(), self.options, self.format)
@@ -345,6 +345,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.format = format_name
         self.schema = schema
         self.available_now: planning.Offsets | None = None
+        #: when the last micro-batch ``minOffsetsPerTrigger`` admitted was made (ms; 0: none yet)
+        self.last_trigger_ms = 0
 
     def initialOffset(self) -> dict:
         return self._start_positions()
@@ -390,6 +392,21 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now, _ = self._latest({})
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The end of the next micro-batch: every offset waiting (``ReadAllAvailable``), or as the options'
+        ``minOffsetsPerTrigger`` (:meth:`admit`; PySpark passes no delay nor two limits together, so both
+        come from the options) and ``maxOffsetsPerTrigger`` (or ``limit``'s maximum) admit."""
+        if isinstance(limit, ReadAllAvailable):
+            return self.admit(start, None, None)
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        return self.admit(start, self.options.min_offsets_per_trigger, most)
+
+    def admit(self, start: dict | None, min_offsets: int | None, max_offsets: int | None) -> dict:
+        """The end of the next micro-batch from ``start`` (the initial offsets where None), as Spark 4
+        KafkaMicroBatchStream.latestOffset admits it: ``start`` itself where ``min_offsets`` delays the
+        batch (:func:`.planning.delays_batch`, with the options' ``maxTriggerDelay`` and this reader's
+        :attr:`last_trigger_ms`, which it updates), else up to ``max_offsets`` offsets
+        (:func:`.planning.limit_offsets`) or every offset waiting."""
+        given = start
         latest, start = self._latest(start or self._start_positions())
         # offsets gone back: the batch ends at the log's end whatever the limits, as the connector's
         # (Spark 4 KafkaMicroBatchStream.rateLimit leaves a partition with no offsets waiting at its end)
@@ -400,15 +417,23 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snapshot = self.available_now
             latest = {t: {p: max(start[t][p], min(end, snapshot.get(t, {}).get(p, start[t][p])))
                           for p, end in ps.items()} for t, ps in latest.items()}
-        if isinstance(limit, ReadMaxRows):
-            return planning.limit_offsets(start, latest, limit.max_rows)
-        if limit is None and self.options.max_offsets_per_trigger is not None:
-            return planning.limit_offsets(start, latest, self.options.max_offsets_per_trigger)
+        if min_offsets is not None:
+            delayed, self.last_trigger_ms = planning.delays_batch(
+                given or start, latest, min_offsets, self.options.max_trigger_delay_ms, self.last_trigger_ms,
+                time.time_ns() // 1_000_000)
+            if delayed:
+                return given or start
+        if max_offsets is not None:
+            return planning.limit_offsets(start, latest, max_offsets)
         return latest
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # the connector's (Spark 4 KafkaMicroBatchStream.getDefaultReadLimit) as far as PySpark carries it:
+        # no composite limit and no delay, which latestOffset takes from the options
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -438,8 +463,14 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
             planning.check_partitions_changed(self.options, gone, added)
-        result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
-                               min_partitions=_min_partitions(self.options))
+        if self.options.max_records_per_partition is not None:
+            # every micro-batch's ranges, as the connector's (Spark 4 KafkaMicroBatchStream
+            # .planInputPartitions: getOffsetRangesFromResolvedOffsets hands them all to
+            # KafkaOffsetRangeCalculator.getRanges)
+            result = planning.plan_by_records(ranges, self.options)
+        else:
+            result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
+                                   min_partitions=_min_partitions(self.options))
         return planning.input_partitions(result, self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -5,37 +5,39 @@ topics it finds a match in (Spark 4 ConsumerStrategy.scala, SubscribePatternStra
 
 Java's syntax is translated where Python's reads the same text otherwise, or not at all:
 
-- ``\\Q...\\E`` quotes; ``(?<name>...)`` and ``\\k<name>`` are Python's ``(?P<name>...)`` and ``(?P=name)``;
+- ``\\Q...\\E`` quotes, rewritten first as Java's ``Pattern.RemoveQEQuoting`` rewrites it;
+  ``(?<name>...)`` and ``\\k<name>`` are Python's ``(?P<name>...)`` and ``(?P=name)``;
 - ``\\w``, ``\\d``, ``\\s``, ``\\b`` and ``(?i)`` are ASCII in Java unless asked otherwise (compiled with
   :data:`re.ASCII`);
 - ``\\z`` is Python's ``\\Z``, Java's ``\\Z`` allows a final line terminator; ``\\h``, ``\\v``, ``\\R``,
-  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` and the POSIX classes ``\\p{Alpha}``... (ASCII in
-  Java) are spelled out;
+  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` are spelled out;
+- a character class is evaluated as Java 17's ``Pattern.clazz`` builds it (nested classes as unions,
+  ``&&`` intersections, ``^`` over the whole class, each member closed under ASCII case where
+  CASE_INSENSITIVE is on) into explicit code point ranges (:mod:`.javachars`), and so are Unicode
+  properties: general categories (``\\p{L}``, ``\\p{Lu}``, ``\\p{IsLu}``, ``\\p{gc=Lu}``...), the POSIX
+  classes (``\\p{Alpha}``...: ASCII in Java), and the binary properties ``IsAlphabetic``, ``IsLetter``,
+  ``IsDigit``, ``IsLowercase``, ``IsUppercase``, ``IsTitlecase``, ``IsWhite_Space``, ``IsHex_Digit``,
+  ``IsPunctuation``, ``IsControl``, ``IsAssigned``;
 - an inline flag group ``(?i)`` after the start applies from there to the end of its group, every
   alternative after it included (Python takes global flags only at the start): scoped groups carry it.
 
 What Python cannot express the same way is a :class:`ConfigError` naming it, never a different match:
-nested classes and intersections (``[a[b]]``, ``[a-z&&[^b]]``), Unicode properties and scripts (``\\p{L}``,
-``\\p{IsLatin}``), the flags ``u``, ``U``, ``x`` and ``\\G``, ``\\X``, ``\\N{...}``; and text Java's
+Unicode scripts and blocks (``\\p{IsLatin}``, ``\\p{InGreek}``), ``java.lang.Character`` properties
+(``\\p{javaLowerCase}``), the flags ``u``, ``U``, ``x`` and ``\\G``, ``\\X``; and text Java's
 ``Pattern.compile`` refuses (a ``{`` that starts no repetition, ``(?P...)``, ``(?#...)``, an escaped
-letter Java gives no meaning) is refused too.  Pure; thread-safe.
+letter Java gives no meaning, an unclosed class, a reversed range, an unknown property) is refused too,
+with Java's description.  Pure; thread-safe.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from ..errors import ConfigError
+from . import javachars
+from .javachars import CharSet
 
-#: Java's POSIX character classes (``java.util.regex.Pattern``: US-ASCII only), as class members.
-_POSIX = {
-    "Lower": "a-z", "Upper": "A-Z", "ASCII": "\\x00-\\x7f", "Alpha": "a-zA-Z", "Digit": "0-9",
-    "Alnum": "a-zA-Z0-9", "Punct": "!-/:-@\\[-`{-~", "Graph": "!-~", "Print": " -~", "Blank": " \\t",
-    "Cntrl": "\\x00-\\x1f\\x7f", "XDigit": "0-9a-fA-F", "Space": " \\t\\n\\x0b\\f\\r",
-}
-#: ``\h`` (horizontal) and ``\v`` (vertical whitespace) of Java 8+, as class members.
-_HORIZONTAL = " \\t\\xa0\\u1680\\u180e\\u2000-\\u200a\\u202f\\u205f\\u3000"
-_VERTICAL = "\\n\\x0b\\f\\r\\x85\\u2028\\u2029"
 #: Escapes both read alike (with :data:`re.ASCII`).
 _SAME = set("dDsSwWbBAtnrfa")
 _GROUP_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9]*")
@@ -48,113 +50,324 @@ def _refuse(pattern: str, pos: int, what: str) -> ConfigError:
                        f"segstore can run, found {what}")
 
 
+def _java(pattern: str, pos: int, description: str) -> ConfigError:
+    """What Java's ``Pattern.compile`` refuses, in its words (``PatternSyntaxException``: the description
+    and the index near which it found it)."""
+    return _refuse(pattern, pos, f"{description} near index {pos}, which Java's Pattern refuses")
+
+
 def _escape(char: str) -> str:
     return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}" if ord(char) < 0x10000 \
         else f"\\U{ord(char):08x}"
 
 
-def _escape_at(pattern: str, pos: int, in_class: bool) -> tuple[str, int]:
-    """The Python text of the escape at ``pattern[pos]`` (a backslash) and where the pattern goes on."""
+def _escape_at(pattern: str, pos: int, case_insensitive: bool) -> tuple[str, int]:
+    """The Python text of the escape at ``pattern[pos]`` (a backslash, outside a character class) and where
+    the pattern goes on."""
     if pos + 1 >= len(pattern):
         raise _refuse(pattern, pos, "a trailing backslash")
     char = pattern[pos + 1]
     end = pos + 2
-    if char in _SAME or (char.isdigit() and char != "0" and not in_class):
+    if char in _SAME or (char.isdigit() and char != "0"):
         return "\\" + char, end
-    if char == "0":
-        digits = re.match(r"[0-7]{1,3}", pattern[end:])
-        if digits is None:
-            raise _refuse(pattern, pos, "\\0 with no octal digit")
-        text = digits.group()
-        if len(text) == 3 and text[0] > "3":
-            text = text[:2]
-        return _escape(chr(int(text, 8))), end + len(text)
-    if char == "x" and pattern[end:end + 1] == "{":
-        close = pattern.find("}", end)
-        if close < 0 or not re.fullmatch(r"[0-9a-fA-F]+", pattern[end + 1:close]) \
-                or int(pattern[end + 1:close], 16) > 0x10FFFF:
-            raise _refuse(pattern, pos, "a malformed \\x{...}")
-        return _escape(chr(int(pattern[end + 1:close], 16))), close + 1
-    if char in "xu":
-        return "\\" + char, end
-    if char == "e":
-        return "\\x1b", end
-    if char == "c":
-        if end >= len(pattern):
-            raise _refuse(pattern, pos, "\\c with no character")
-        return _escape(chr(ord(pattern[end]) ^ 64)), end + 1
-    if char == "z" and not in_class:
+    if char == "z":
         return "\\Z", end
-    if char == "Z" and not in_class:
+    if char == "Z":
         return "(?=(?:\\r\\n|[\\n\\r\\x85\\u2028\\u2029])?\\Z)", end
     if char in "hHvV":
-        members = _HORIZONTAL if char in "hH" else _VERTICAL
-        negated = char.isupper()
-        if in_class:
-            if negated:
-                raise _refuse(pattern, pos, f"\\{char} inside a character class")
-            return members, end
-        return f"[{'^' if negated else ''}{members}]", end
-    if char == "R" and not in_class:
-        return f"(?:\\r\\n|[{_VERTICAL}])", end
-    if char == "k" and not in_class:
+        members = _CLASS_ESCAPES[char.lower()]
+        return javachars.python_class(javachars.complement(members) if char.isupper() else members), end
+    if char == "R":
+        return f"(?:\\r\\n|{javachars.python_class(_CLASS_ESCAPES['v'])})", end
+    if char == "k":
         found = re.match(r"<([a-zA-Z][a-zA-Z0-9]*)>", pattern[end:])
         if found is None:
             raise _refuse(pattern, pos, "a malformed \\k<name>")
         return f"(?P={found.group(1)})", end + found.end()
     if char in "pP":
-        found = re.match(r"\{(\w+)\}|([A-Za-z])", pattern[end:])
-        name = (found.group(1) or found.group(2)) if found is not None else ""
-        posix = _POSIX.get(name.removeprefix("Is"))
-        if found is None or posix is None:
-            raise _refuse(pattern, pos, f"the character property \\{char}{pattern[end:end + 12]!r} (only the "
-                                        "POSIX classes \\p{Alpha}, \\p{Digit}... translate)")
-        if in_class:
-            if char == "P":
-                raise _refuse(pattern, pos, "\\P inside a character class")
-            return posix, end + found.end()
-        return f"[{'^' if char == 'P' else ''}{posix}]", end + found.end()
+        chosen, end = _family(pattern, pos, case_insensitive)
+        return javachars.python_class(chosen), end
+    code, end = _char_escape(pattern, pos)
+    return _escape(chr(code)), end
+
+
+def _char_escape(pattern: str, pos: int, in_class: bool = False) -> tuple[int, int]:
+    """The character the escape at ``pattern[pos]`` (a backslash) stands for, as Java 17's
+    ``Pattern.escape`` reads it where it is one character, and where the pattern goes on.
+
+    :raises ConfigError: an escape that is no character (Java's "Illegal/unsupported escape sequence"),
+        or one segstore does not translate.
+    """
+    if pos + 1 >= len(pattern):
+        raise _refuse(pattern, pos, "a trailing backslash")
+    char = pattern[pos + 1]
+    end = pos + 2
+    if char == "0":
+        digits = re.match(r"[0-7]{1,3}", pattern[end:])
+        if digits is None:
+            raise _java(pattern, pos, "Illegal octal escape sequence")
+        text = digits.group()
+        if len(text) == 3 and text[0] > "3":
+            text = text[:2]
+        return int(text, 8), end + len(text)
+    if char == "x":
+        if pattern[end:end + 1] == "{":
+            close = pattern.find("}", end)
+            if close < 0 or not re.fullmatch(r"[0-9a-fA-F]+", pattern[end + 1:close]) \
+                    or int(pattern[end + 1:close], 16) > 0x10FFFF:
+                raise _java(pattern, pos, "Illegal hexadecimal escape sequence")
+            return int(pattern[end + 1:close], 16), close + 1
+        if re.fullmatch(r"[0-9a-fA-F]{2}", pattern[end:end + 2]) is None:
+            raise _java(pattern, pos, "Illegal hexadecimal escape sequence")
+        return int(pattern[end:end + 2], 16), end + 2
+    if char == "u":
+        if re.fullmatch(r"[0-9a-fA-F]{4}", pattern[end:end + 4]) is None:
+            raise _java(pattern, pos, "Illegal Unicode escape sequence")
+        code = int(pattern[end:end + 4], 16)
+        low = re.match(r"\\u(d[c-f][0-9a-f]{2})", pattern[end + 4:end + 10], re.IGNORECASE)
+        if 0xD800 <= code <= 0xDBFF and low is not None:      # a surrogate pair is one code point
+            return 0x10000 + ((code - 0xD800) << 10) + int(low.group(1), 16) - 0xDC00, end + 10
+        return code, end + 4
+    if char == "N":
+        found = re.match(r"\{([^}]*)\}", pattern[end:])
+        if found is None:
+            raise _java(pattern, pos, "Unclosed character name escape sequence")
+        try:
+            return ord(unicodedata.lookup(found.group(1))), end + found.end()
+        except KeyError:
+            raise _java(pattern, pos, f"Unknown character name [{found.group(1)}]") from None
+    if char == "c":
+        if end >= len(pattern):
+            raise _java(pattern, pos, "Illegal control escape sequence")
+        return ord(pattern[end]) ^ 64, end + 1
+    simple = {"a": 7, "e": 27, "f": 12, "n": 10, "r": 13, "t": 9}
+    if char in simple:
+        return simple[char], end
+    if char in "GX" and not in_class:
+        raise _refuse(pattern, pos, f"the escape \\{char}, which segstore does not translate")
     if char.isascii() and char.isalnum():
-        raise _refuse(pattern, pos, f"the escape \\{char}, which Java's Pattern gives no meaning here or "
-                                    "segstore does not translate")
-    return "\\" + char, end
+        raise _java(pattern, pos, "Illegal/unsupported escape sequence")
+    return ord(char), end
 
 
-def _quoted(pattern: str, pos: int) -> tuple[str, int]:
-    """The literal text of ``\\Q...\\E`` at ``pattern[pos]`` (to ``\\E`` or the end), escaped."""
-    close = pattern.find("\\E", pos + 2)
-    stop = len(pattern) if close < 0 else close
-    return "".join(_escape(c) for c in pattern[pos + 2:stop]), stop if close < 0 else close + 2
+#: Class escapes that are sets (Java 17 ``Pattern.escape`` in a class, US-ASCII as Java's defaults).
+_CLASS_ESCAPES: dict[str, CharSet] = {
+    "d": ((0x30, 0x39),), "s": ((0x09, 0x0D), (0x20, 0x20)),
+    "w": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),
+    "h": javachars.of([(0x20, 0x20), (0x09, 0x09), (0xA0, 0xA0), (0x1680, 0x1680), (0x180E, 0x180E),
+                       (0x2000, 0x200A), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]),
+    "v": javachars.of([(0x0A, 0x0D), (0x85, 0x85), (0x2028, 0x2029)]),
+}
 
 
-def _class_at(pattern: str, pos: int) -> tuple[str, int]:
-    """The Python text of the character class at ``pattern[pos]`` (``[``) and where the pattern goes on."""
-    out = ["["]
-    i = pos + 1
-    if pattern[i:i + 1] == "^":
-        out.append("^")
-        i += 1
-    first = True
+def _family(pattern: str, pos: int, case_insensitive: bool) -> tuple[CharSet, int]:
+    """The members of ``\\p{...}`` / ``\\P{...}`` (or ``\\pL``) at ``pattern[pos]``, as Java 17
+    ``Pattern.family`` names them, and where the pattern goes on.
+
+    :raises ConfigError: Java's errors (unclosed, empty, an unknown name), or a script, block or
+        ``java.lang.Character`` property, which segstore does not translate.
+    """
+    complement = pattern[pos + 1] == "P"
+    start = pos + 2
+    if pattern[start:start + 1] == "{":
+        close = pattern.find("}", start)
+        if close < 0:
+            raise _java(pattern, pos, "Unclosed character family")
+        if close == start + 1:
+            raise _java(pattern, pos, "Empty character family")
+        name, end = pattern[start + 1:close], close + 1
+    elif start < len(pattern):
+        name, end = pattern[start], start + 1
+    else:
+        raise _java(pattern, pos, "Illegal/unsupported escape sequence")
+    members: CharSet | None
+    if "=" in name:
+        key, _, value = name.partition("=")
+        if key.lower() not in ("gc", "general_category", "sc", "script", "blk", "block"):
+            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
+        if key.lower() not in ("gc", "general_category"):
+            raise _refuse(pattern, pos, f"the Unicode script or block {name!r}, which segstore does not "
+                                        "translate")
+        members = javachars.for_property(value, case_insensitive)
+        if members is None:
+            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
+    elif name.startswith("In"):
+        raise _refuse(pattern, pos, f"the Unicode block {name!r}, which segstore does not translate")
+    elif name.startswith("Is"):
+        members = javachars.for_unicode_property(name[2:], case_insensitive)
+        if members is None:
+            members = javachars.for_property(name[2:], case_insensitive)
+        if members is None and not re.fullmatch(r"\w+", name[2:]):
+            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
+        if members is None:
+            raise _refuse(pattern, pos, f"the character property {name!r} (a Unicode script, or one segstore "
+                                        "does not translate)")
+    else:
+        members = javachars.for_property(name, case_insensitive)
+        if members is None and name.startswith("java"):
+            raise _refuse(pattern, pos, f"the character property {name!r}, which segstore does not translate")
+        if members is None:
+            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
+    return (javachars.complement(members) if complement else members), end
+
+
+def remove_qe_quoting(pattern: str) -> str:
+    """``pattern`` with its ``\\Q...\\E`` quotes rewritten as Java 17's ``Pattern.RemoveQEQuoting``
+    rewrites them before it parses: in a quote, ASCII letters and other characters as they are, a digit
+    first in its quote as ``\\x3`` and the digit, other ASCII characters (a backslash too) escaped; an
+    unclosed quote runs to the end."""
+    if "\\Q" not in pattern:
+        return pattern
+    out: list[str] = []
+    i, quoting, first = 0, False, False
     while i < len(pattern):
         char = pattern[i]
-        if char == "]" and not first:
-            out.append("]")
-            return "".join(out), i + 1
-        if char == "[":
-            raise _refuse(pattern, i, "a nested character class (a union in Java)")
-        if pattern.startswith("&&", i):
-            raise _refuse(pattern, i, "a character class intersection (&&)")
-        if pattern.startswith("\\Q", i):
-            text, i = _quoted(pattern, i)
-            out.append(text)
-        elif char == "\\":
-            text, i = _escape_at(pattern, i, in_class=True)
-            out.append(text)
+        i += 1
+        if not char.isascii() or char.isalpha():
+            out.append(char)
+        elif char.isdigit():
+            out.append("\\x3" + char if first else char)
+        elif char != "\\":
+            out.append("\\" + char if quoting else char)
+        elif quoting:
+            if pattern[i:i + 1] == "E":
+                i += 1
+                quoting = False
+            else:
+                out.append("\\\\")
+        elif pattern[i:i + 1] == "Q":
+            i += 1
+            quoting, first = True, True
+            continue
         else:
-            out.append(_escape(char) if char in "]^" else char)
+            out.append(char + pattern[i:i + 1])
             i += 1
         first = False
-    raise _refuse(pattern, pos, "an unclosed character class")
+    return "".join(out)
+
+
+class _Class:
+    """A character class as Java 17's ``Pattern.clazz`` reads it, evaluated to its members.
+
+    Mirrors its structure: nested classes are unions; ``&&`` intersects what came before with what
+    follows up to ``]`` or the next ``&&`` (an empty side leaving the other, or the last member read
+    before it); ``^`` first in a bracket complements the whole class; single characters and ranges are
+    closed under ASCII case where CASE_INSENSITIVE is on (``bits.add``, ``CIRange``).
+    """
+
+    def __init__(self, pattern: str, case_insensitive: bool) -> None:
+        self.pattern = pattern
+        self.ci = case_insensitive
+        self.i = 0
+
+    def _peek(self) -> str:
+        return self.pattern[self.i] if self.i < len(self.pattern) else ""
+
+    def _member(self, members: CharSet) -> CharSet:
+        return javachars.ascii_case_closed(members) if self.ci else members
+
+    def parse(self, consume: bool) -> CharSet:
+        """The class at ``self.i`` (its ``[`` where ``consume``, else the first member of a class body
+        after ``&&``); leaves ``self.i`` after its ``]`` (at it, where not ``consume``)."""
+        if consume:
+            self.i += 1
+        negate = False
+        if self._peek() == "^" and self.pattern[self.i - 1] == "[":
+            self.i += 1
+            negate = True
+        prev: CharSet | None = None
+        curr: CharSet | None = None
+        bits: CharSet = javachars.EMPTY
+        has_bits = False
+        while True:
+            char = self._peek()
+            if char == "[":
+                curr = self.parse(True)
+                prev = curr if prev is None else javachars.union(prev, curr)
+                continue
+            if char == "&" and self.pattern.startswith("&&", self.i):
+                self.i += 2
+                right: CharSet | None = None
+                while self._peek() not in ("]", "&"):
+                    if self._peek() == "":
+                        raise _java(self.pattern, self.i, "Unclosed character class")
+                    part = self.parse(self._peek() == "[")
+                    right = part if right is None else javachars.union(right, part)
+                if has_bits:
+                    if prev is None:
+                        prev = curr = bits
+                    else:
+                        prev = javachars.union(prev, bits)
+                    has_bits = False
+                if right is not None:
+                    curr = right
+                if prev is None:
+                    if right is None:
+                        raise _java(self.pattern, self.i, "Bad class syntax")
+                    prev = right
+                else:
+                    assert curr is not None
+                    prev = javachars.intersection(prev, curr)
+                continue
+            if char == "":
+                raise _java(self.pattern, self.i, "Unclosed character class")
+            if char == "]" and (prev is not None or has_bits):
+                if consume:
+                    self.i += 1
+                if prev is None:
+                    prev = bits
+                elif has_bits:
+                    prev = javachars.union(prev, bits)
+                return javachars.complement(prev) if negate else prev
+            single, members = self._range()
+            if single:
+                bits = javachars.union(bits, members)
+                has_bits = True
+            else:
+                curr = members
+                prev = curr if prev is None else javachars.union(prev, curr)
+
+    def _range(self) -> tuple[bool, CharSet]:
+        """One member at ``self.i`` (Java's ``range``): ``(True, its character)`` for a single character,
+        ``(False, members)`` for a range, a class escape or a property."""
+        start = self.i
+        if self._peek() == "\\":
+            kind = self.pattern[self.i + 1:self.i + 2]
+            if kind in ("p", "P"):
+                members, self.i = _family(self.pattern, self.i, self.ci)
+                return False, members
+            if kind.lower() in _CLASS_ESCAPES:
+                self.i += 2
+                members = _CLASS_ESCAPES[kind.lower()]
+                return False, javachars.complement(members) if kind.isupper() else members
+            code, self.i = _char_escape(self.pattern, self.i, in_class=True)
+        else:
+            code = ord(self.pattern[self.i])
+            self.i += 1
+        if self._peek() == "-":
+            after = self.pattern[self.i + 1:self.i + 2]
+            if after not in ("[", "]"):
+                self.i += 1
+                if after == "\\" and self.pattern[self.i + 1:self.i + 2].lower() in ("d", "s", "w", "h", "v"):
+                    last = -1
+                elif after == "\\":
+                    last, self.i = _char_escape(self.pattern, self.i, in_class=True)
+                elif after == "":
+                    raise _java(self.pattern, self.i, "Unclosed character class")
+                else:
+                    last = ord(after)
+                    self.i += 1
+                if last < code:
+                    raise _java(self.pattern, start, "Illegal character range")
+                return False, self._member(((code, last),))
+        return True, self._member(((code, code),))
+
+
+def _class_at(pattern: str, pos: int, case_insensitive: bool) -> tuple[str, int]:
+    """The Python text of the character class at ``pattern[pos]`` (``[``) and where the pattern goes on."""
+    parser = _Class(pattern, case_insensitive)
+    parser.i = pos
+    return javachars.python_class(parser.parse(True)), parser.i
 
 
 def translate(pattern: str) -> str:
@@ -162,27 +375,27 @@ def translate(pattern: str) -> str:
 
     :raises ConfigError: a construct Python cannot run alike, or one Java refuses.
     """
+    pattern = remove_qe_quoting(pattern)
     out: list[str] = []
     #: per open group: how many scoped flag groups opened in it are still open
     scoped: list[int] = [0]
     #: per open group: the flag groups opened in it, to reopen after a ``|``
     flags: list[list[str]] = [[]]
+    #: per open group: whether CASE_INSENSITIVE is on there now (classes and properties depend on it)
+    case: list[bool] = [False]
     i = 0
     while i < len(pattern):
         char = pattern[i]
-        if pattern.startswith("\\Q", i):
-            text, i = _quoted(pattern, i)
-            out.append(text)
-        elif char == "\\":
-            text, i = _escape_at(pattern, i, in_class=False)
+        if char == "\\":
+            text, i = _escape_at(pattern, i, case[-1])
             out.append(text)
         elif char == "[":
-            text, i = _class_at(pattern, i)
+            text, i = _class_at(pattern, i, case[-1])
             out.append(text)
         elif char == "{":
             found = _QUANTIFIER.match(pattern, i)
             if found is None:
-                raise _refuse(pattern, i, "a '{' that starts no repetition {n}, {n,} or {n,m}")
+                raise _java(pattern, i, "Illegal repetition")
             out.append(found.group())
             i = found.end()
         elif char == "|":
@@ -194,9 +407,10 @@ def translate(pattern: str) -> str:
                 raise _refuse(pattern, i, "an unmatched ')'")
             scoped.pop()
             flags.pop()
+            case.pop()
             i += 1
         elif char == "(":
-            i = _open_group(pattern, i, out, scoped, flags)
+            i = _open_group(pattern, i, out, scoped, flags, case)
         else:
             out.append(char)
             i += 1
@@ -206,12 +420,16 @@ def translate(pattern: str) -> str:
     return "".join(out)
 
 
-def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: list[list[str]]) -> int:
-    """Translate the group opening at ``pattern[i]``; return where the pattern goes on."""
+def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: list[list[str]],
+                case: list[bool]) -> int:
+    """Translate the group opening at ``pattern[i]``; return where the pattern goes on.  ``case``: per open
+    group, whether CASE_INSENSITIVE is on (a group starts with its enclosing group's; ``(?i)`` turns it on
+    to the group's end, ``(?i:...)`` inside its own)."""
     if not pattern.startswith("(?", i):
         out.append("(")
         scoped.append(0)
         flags.append([])
+        case.append(case[-1])
         return i + 1
     if pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
         found = _GROUP_NAME.match(pattern, i + 3)
@@ -220,12 +438,14 @@ def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: 
         out.append(f"(?P<{found.group()}>")
         scoped.append(0)
         flags.append([])
+        case.append(case[-1])
         return found.end() + 1
     if pattern.startswith(("(?:", "(?=", "(?!", "(?>", "(?<=", "(?<!"), i):
         width = 4 if pattern.startswith("(?<", i) else 3
         out.append(pattern[i:i + width])
         scoped.append(0)
         flags.append([])
+        case.append(case[-1])
         return i + width
     found = _FLAGS.match(pattern, i)
     if found is None:
@@ -236,16 +456,19 @@ def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: 
             raise _refuse(pattern, i, f"the inline flag {flag!r} (segstore translates i, d, m and s)")
     # d (UNIX_LINES) only changes which line terminators . ^ $ see: a topic name holds none
     on, off = on.replace("d", ""), off.replace("d", "")
+    insensitive = False if "i" in off else True if "i" in on else case[-1]
     opener = f"(?{on}{'-' + off if off else ''}:" if on or off else "(?:"
     if kind == ":":
         out.append(opener)
         scoped.append(0)
         flags.append([])
+        case.append(insensitive)
     else:
         # (?i) holds to the end of the enclosing group, the alternatives after a | included
         out.append(opener)
         scoped[-1] += 1
         flags[-1].append(opener)
+        case[-1] = insensitive
     return found.end()
 
 

@@ -32,9 +32,15 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``maxOffsetsPerTrigger``               streaming: about this many offsets per micro-batch (all partitions),
                                        shared as the connector's rateLimit (planning.limit_offsets); a batch
                                        read ignores it
+``minOffsetsPerTrigger``               streaming: a trigger with fewer offsets waiting makes no micro-batch,
+                                       until ``maxTriggerDelay`` (default 15m) has passed since the last one
+                                       (planning.delays_batch); a batch read ignores both
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
+``maxRecordsPerPartition``             planner: at most this many offsets per input partition, cut as the
+                                       connector cuts (planning.record_ranges): every micro-batch, and a
+                                       batch read where the connector splits (planning.splits_by_records)
 ``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
 ``config``                             JSON object of the store's own config names (for ``segstore.open``)
 ``reader``                             ``jvm`` (the columnar JVM reader, the default where its jar is on
@@ -141,7 +147,12 @@ class ReadOptions:
     decompress_bodies: bool = True
     isolation: str = READ_UNCOMMITTED
     max_offsets_per_trigger: int | None = None
+    #: ``minOffsetsPerTrigger``, and ``maxTriggerDelay`` in ms (planning.delays_batch): streams only
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 0
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    #: ``maxRecordsPerPartition``: at most this many offsets in one input partition (planning.record_ranges)
+    max_records_per_partition: int | None = None
     min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
     #: the ``minPartitions`` option as given (``min_partitions`` takes the default where it is not): the
     #: connector splits partitions only where it is given (planning.check_readable)
@@ -188,18 +199,12 @@ _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "ass
                "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
                "includeheaders", "decompressbodies", "kafka.isolation.level", "maxoffsetspertrigger",
-               "maxbytesperpartition", "minpartitions", "maxrecordsperbatch", "includecontrolrecords",
-               "config", "storageoptions", "reader"}
+               "minoffsetspertrigger", "maxtriggerdelay",
+               "maxbytesperpartition", "maxrecordsperpartition", "minpartitions", "maxrecordsperbatch",
+               "includecontrolrecords", "config", "storageoptions", "reader"}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
-#: Options of the connector this source does not implement, and why.
-_MIN_ADMISSION = "streaming admission by minimum offsets is not implemented; use maxOffsetsPerTrigger"
-_NOT_IMPLEMENTED = {
-    "minoffsetspertrigger": _MIN_ADMISSION,
-    "maxtriggerdelay": _MIN_ADMISSION,
-    "maxrecordsperpartition": "input partitions are planned by bytes; use maxBytesPerPartition",
-}
 _WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
 
 
@@ -247,6 +252,35 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
     if maximum is not None and value > maximum:
         raise ConfigError(f"option {name} must be at most {maximum}, found {value}")
     return value
+
+
+#: ``maxTriggerDelay`` when not given (Spark 4 KafkaSourceProvider.DEFAULT_MAX_TRIGGER_DELAY).
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+#: The units of a time string and their length in microseconds (Spark's JavaUtils.timeSuffixes).
+_TIME_SUFFIXES = {"us": 1, "ms": 1000, "s": 1000_000, "m": 60_000_000, "min": 60_000_000,
+                  "h": 3600_000_000, "d": 86400_000_000}
+_TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+
+
+def time_string_ms(text: str, name: str) -> int:
+    """A time string in ms as Spark's ``JavaUtils.timeStringAsMs`` reads it (the connector's
+    ``Utils.timeStringAsMs``: Spark 4 KafkaMicroBatchStream.maxTriggerDelayMs): lower-cased then trimmed,
+    ``-?[0-9]+`` (a Java long) and an optional unit (``us``, ``ms``, ``s``, ``m``/``min``, ``h``, ``d``; ms
+    without one), converted as ``TimeUnit.convert`` converts: toward zero from us, saturating at a long's
+    bounds from the larger units.
+
+    :raises ConfigError: anything else, naming option ``name`` and the units.
+    """
+    found = _TIME_STRING.fullmatch(java_trim(text.lower()))
+    value = parse_long(found.group(1)) if found is not None else None
+    unit = _TIME_SUFFIXES.get(found.group(2) or "ms") if found is not None else None
+    if value is None or unit is None:
+        raise ConfigError(f"option {name}: time must be specified as seconds (s), milliseconds (ms), "
+                          "microseconds (us), minutes (m or min), hour (h), or day (d), e.g. 50s, 100ms or "
+                          f"250us; found {text!r}")
+    if unit < 1000:
+        return abs(value) // 1000 * (-1 if value < 0 else 1)       # Java's division: toward zero
+    return max(-JAVA_LONG_MAX - 1, min(JAVA_LONG_MAX, value * (unit // 1000)))
 
 
 def _java_char_equal(a: str, b: str) -> bool:
@@ -359,10 +393,10 @@ def _refuse_several_paths(opts: dict[str, str]) -> None:
 _TRIGGER_NAMES = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")
 
 
-def _batch_ignores_triggers(opts: dict[str, str]) -> dict[str, str]:
-    """``opts`` without the streaming admission options a batch query ignores, once checked as the
-    connector checks them there (validateGeneralOptions: minOffsetsPerTrigger and maxOffsetsPerTrigger given
-    together are read as longs, the minimum not above the maximum).
+def _check_trigger_bounds(opts: dict[str, str]) -> None:
+    """Check minOffsetsPerTrigger and maxOffsetsPerTrigger given together as the connector checks them in
+    batch and streaming queries alike (Spark 4 KafkaSourceProvider.validateGeneralOptions: read as longs,
+    the minimum not above the maximum).
 
     :raises ConfigError: such a pair that is not two longs, or whose minimum is above its maximum.
     """
@@ -372,6 +406,10 @@ def _batch_ignores_triggers(opts: dict[str, str]) -> dict[str, str]:
         if low is not None and high is not None and low > high:
             raise ConfigError(f"The value of minOffsetPerTrigger({low}) is higher than the "
                               f"maxOffsetsPerTrigger({high})")
+
+
+def _batch_ignores_triggers(opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` without the streaming admission options a batch query ignores."""
     return {name: value for name, value in opts.items() if name not in _TRIGGER_NAMES}
 
 
@@ -384,8 +422,6 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
             raise ConfigError(f"option {name} configures a connection to a running Kafka cluster; segstore "
                               "reads the broker's files: pass its directory to "
                               'spark.read.format("segstore").load(PATH)')
-        if name in _NOT_IMPLEMENTED:
-            raise ConfigError(f"option {name} is not supported: {_NOT_IMPLEMENTED[name]}")
     _check_known(opts, _READ_NAMES, "option")
 
 
@@ -513,6 +549,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         an option of the Kafka connector that needs a running cluster; an ending option of a stream.
     """
     opts = _lower(options)
+    _check_trigger_bounds(opts)
     if streaming is not True:
         opts = _batch_ignores_triggers(opts)
     _refuse_unknown(opts)
@@ -578,8 +615,16 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         isolation=isolation,
         # a Java long, as the JVM reader's ReadLimit (SegstoreStream.getDefaultReadLimit) parses it
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
+        # Java longs, as the connector's toLong and Utils.timeStringAsMs (Spark 4 KafkaMicroBatchStream);
+        # a batch read has dropped them (_batch_ignores_triggers)
+        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=time_string_ms(opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY),
+                                            "maxTriggerDelay"),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
+        # a Java long, as the connector's toLong (Spark 4 KafkaOffsetReaderAdmin); at least 1, a piece
+        # being ceil(size / maximum) (KafkaOffsetRangeCalculator.getRanges)
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
         min_partitions=_int(opts, "minPartitions", minimum=1, bits=32),
         min_partitions_given=_int(opts, "minPartitions", minimum=1, bits=32),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,

@@ -17,7 +17,10 @@ Three pure steps, each testable without Spark:
    partitions carry paths and offsets only; executors open the store themselves.
    Where the partitions share one log (a RocketMQ commitlog) and the read takes
    most of the log it lies in, :func:`plan_log_order` cuts the log into byte
-   ranges instead (see there); :func:`plan_read` chooses.
+   ranges instead (see there); :func:`plan_read` chooses.  With ``maxRecordsPerPartition`` the ranges
+   are cut into the tasks of Spark's Kafka connector instead (:func:`plan_by_records`), every
+   micro-batch and the batch reads the connector cuts (:func:`splits_by_records`); :func:`plan_batch`
+   chooses for a batch read.
 
 Complexity: O(P + S) for P topic partitions and S segments (plus the pieces
 produced).  Everything here runs on the driver in one thread.
@@ -49,10 +52,12 @@ from .options import (
     EARLIEST,
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    JAVA_INT_MAX,
     LATEST,
     LATEST_TIMESTAMP,
     READ_COMMITTED,
     STRATEGY_ERROR,
+    TIME_CODES,
     ReadOptions,
 )
 from .schema import KAFKA
@@ -703,6 +708,50 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
         :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named`.
     """
+    return _resolve(store, options, pruning, with_segments=with_segments)[0]
+
+
+def plan_batch(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None) -> Plan:
+    """The plan of a batch read: its ranges (:func:`resolve_ranges`) cut as the connector cuts them where
+    ``maxRecordsPerPartition`` makes it split them (:func:`splits_by_records`, :func:`plan_by_records`),
+    else by bytes (:func:`plan_read`, ``minPartitions`` the options' or the default parallelism).
+
+    :raises OffsetOutOfRangeError, ConfigError, NotFoundError: as :func:`resolve_ranges`.
+    """
+    ranges, unresolved = _resolve(store, options, pruning)
+    if splits_by_records(options, unresolved):
+        return plan_by_records(ranges, options)
+    return plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
+                     min_partitions=options.min_partitions or 1)
+
+
+def _unresolved(options: ReadOptions, topic: str, partition: int, start: int, end: int, latest: int,
+                high: int) -> int:
+    """The size of ``topic``/``partition``'s range as the connector judges it before it resolves earliest
+    and latest (Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets: ``untilOffset -
+    fromOffset`` of the offsets ``fetchPartitionOffsets`` gives): -2 for earliest and -1 for latest, an
+    offset as named; a time as ListOffsets answers it (an offset, a ListOffsets code's offset too), or -1
+    where no record matches (readTimestampOffsets: LATEST, for an end, or a start with the strategy
+    ``latest``).  ``start``/``end``: the range resolved here, a time with no match resolved to ``latest``
+    (the start's bound) and ``high`` (the end's)."""
+    def listed(ms: int | None, entries: tuple[tuple[str, int, int], ...] | None, name: str, named: int,
+               resolved: int, bound: int) -> int:
+        if ms is None and entries is not None:
+            ms = _per_partition(entries, topic, partition, name)
+        if ms is None:
+            return named
+        return LATEST if ms not in TIME_CODES and resolved == bound else resolved
+
+    return (listed(options.ending_timestamp, options.ending_timestamps, "endingOffsetsByTimestamp",
+                   options.ending.for_partition(topic, partition), end, high)
+            - listed(options.starting_timestamp, options.starting_timestamps, "startingOffsetsByTimestamp",
+                     options.starting.for_partition(topic, partition), start, latest))
+
+
+def _resolve(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
+             *, with_segments: bool = True) -> tuple[list[PartitionRange], list[int]]:
+    """:func:`resolve_ranges`, with the size of every partition's range as the connector judges it to
+    decide whether to split (:func:`_unresolved`), a partition pruned by a filter included."""
     check_batch_bounds(options)
     pruning = pruning or Pruning()
     # a filter's time bound prunes only where the lookup cannot skip a row that matches it (Spark
@@ -718,9 +767,11 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
                or options.ending_timestamps is not None)
     split = options.min_partitions_given is not None and options.min_partitions_given > len(pairs)
     ranges = []
+    unresolved = []
     for topic, partition in pairs:
         kept = (pruning.topics is None or topic in pruning.topics) and pruning.allows_partition(partition)
         if not kept and not bounded:
+            unresolved.append(LATEST - EARLIEST)
             continue
         low, log_end = store.offset_range(topic, partition)
         high = high_watermark(store, topic, partition, log_end)
@@ -729,6 +780,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         end = end_offset(store, options, topic, partition, low, high)
         given_end = (options.ending_timestamp is None and options.ending_timestamps is None
                      and options.ending.for_partition(topic, partition) != LATEST)
+        unresolved.append(_unresolved(options, topic, partition, start, end, latest, high))
         start, end = check_readable(options, topic, partition, start, end, low, latest, given_end=given_end,
                                     split=split)
         if not kept:
@@ -751,7 +803,7 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         if with_segments:
             segments = tuple(SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
         ranges.append(PartitionRange(topic, partition, start, end, segments))
-    return ranges
+    return ranges, unresolved
 
 
 @dataclass(slots=True)
@@ -910,6 +962,80 @@ def plan_log_order(store: PlanningStore, ranges: Sequence[PartitionRange], *, ma
     return result
 
 
+def splits_by_records(options: ReadOptions, unresolved: Sequence[int]) -> bool:
+    """Whether a batch read cuts its ranges by ``maxRecordsPerPartition``: where the option is given and the
+    connector divides its ranges (Spark 4 KafkaOffsetReaderAdmin.shouldDivvyUpLargePartitions: a
+    ``minPartitions`` option above the number of partitions read, or a range larger than the maximum, judged
+    before earliest (-2) and latest (-1) are resolved: ``unresolved``, one size per partition read).  So
+    earliest to latest, the defaults, is never split by the maximum alone (its size is 1), as there."""
+    most = options.max_records_per_partition
+    if most is None:
+        return False
+    fewer = options.min_partitions_given is not None and options.min_partitions_given > len(unresolved)
+    return fewer or any(size > most for size in unresolved)
+
+
+def _divide(rng: PartitionRange, parts: int) -> list[PartitionRange]:
+    """``rng`` in ``parts`` pieces as Spark 4 KafkaOffsetRangeCalculator.getDividedPartition cuts it: each
+    piece ``remaining // parts left`` offsets, so the last ones take the remainder of the division."""
+    pieces = []
+    remaining, start = rng.end - rng.start, rng.start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, rng.end)
+        pieces.append(PartitionRange(rng.topic, rng.partition, start, end, rng.segments))
+        start = end
+    return pieces
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    # KafkaOffsetRangeCalculator.getPartCount: max(Math.round(size.toDouble / total * parts), 1).toInt
+    return max(math.floor(size / total * parts + 0.5), 1)
+
+
+def record_ranges(ranges: Sequence[PartitionRange], *, max_records: int | None,
+                  min_partitions: int | None) -> list[PartitionRange]:
+    """The offset ranges of the tasks of Spark 4 KafkaOffsetRangeCalculator.getRanges (with
+    ``maxRecordsPerPartition``, SPARK-49259): each non-empty range in ``ceil(size / max_records)`` pieces
+    (:func:`_divide`, in doubles as there), so none holds more than ``max_records`` offsets; then, where
+    ``min_partitions`` is above the number of pieces, the pieces divided again in proportion to their size,
+    those that would get one part kept whole and left out of the proportion (a topic partition with such a
+    piece keeps all its pieces whole).  O(pieces)."""
+    pieces = [r for r in ranges if r.end > r.start]
+    if max_records is not None:
+        pieces = [p for r in pieces
+                  for p in _divide(r, min(math.ceil((r.end - r.start) / max_records), JAVA_INT_MAX))
+                  if p.end > p.start]
+    if min_partitions is None or min_partitions <= len(pieces):
+        return pieces
+    total = sum(p.end - p.start for p in pieces)
+    whole = [p for p in pieces if _part_count(p.end - p.start, total, min_partitions) == 1]
+    kept = {(p.topic, p.partition) for p in whole}
+    split_total = total - sum(p.end - p.start for p in whole)
+    split_min = max(min_partitions - len(whole), 1)
+    return [q for p in pieces
+            for q in _divide(p, 1 if (p.topic, p.partition) in kept
+                             else _part_count(p.end - p.start, split_total, split_min))
+            if q.end > q.start]
+
+
+def plan_by_records(ranges: Sequence[PartitionRange], options: ReadOptions) -> Plan:
+    """Input partitions of the connector's tasks (:func:`record_ranges` with the options'
+    ``maxRecordsPerPartition`` and ``minPartitions`` as given), in their order, each cut further by
+    ``maxBytesPerPartition`` (:func:`plan` of its one range) where its bytes are more."""
+    result = Plan()
+    for rng in ranges:
+        result.segments_total += len(rng.segments)
+        result.segments_read += sum(1 for s in rng.segments if _overlaps(rng, s))
+    for piece in record_ranges(ranges, max_records=options.max_records_per_partition,
+                               min_partitions=options.min_partitions_given):
+        part = plan([piece], max_bytes=options.max_bytes_per_partition)
+        result.partitions += part.partitions
+        result.bytes += part.bytes
+    return result
+
+
 def input_partitions(result: Plan, options: ReadOptions, format_name: str) -> list[InputPartition]:
     """Spark input partitions of a plan: the store's path, format and config with the slices."""
     return [SegstoreInputPartition(i, options.path, format_name, options.config, tuple(slices), result.order)
@@ -945,3 +1071,21 @@ def limit_offsets(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
             share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
             result.setdefault(t, {})[p] = min(end, start[t][p] + share)
     return result
+
+
+def delays_batch(start: Offsets, latest: Offsets, min_offsets: int, max_delay_ms: int, last_ms: int,
+                 now_ms: int) -> tuple[bool, int]:
+    """Whether a trigger makes no micro-batch for ``minOffsetsPerTrigger``, and the time of the last
+    micro-batch made after it, as Spark 4 KafkaMicroBatchStream.delayBatch decides: a batch is made once
+    ``max_delay_ms`` (``maxTriggerDelay``) has passed since the last one (``last_ms``; 0 before the first,
+    so a query's first trigger always makes one), else only with at least ``min_offsets`` offsets waiting
+    from ``start`` to ``latest`` over every partition (one ``start`` lacks counts from 0, as there), the
+    time of the batch made being ``now_ms``.  The clock is the only source of time here, as there (the
+    system clock, ``System.currentTimeMillis``).  O(P) for P partitions.
+    """
+    if now_ms - last_ms >= max_delay_ms:
+        return False, now_ms
+    waiting = sum(end - start.get(t, {}).get(p, 0) for t, ps in latest.items() for p, end in ps.items())
+    if waiting < min_offsets:
+        return True, last_ms
+    return False, now_ms

@@ -6,10 +6,13 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.ReadMinRows;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -29,6 +32,8 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
     private final CaseInsensitiveStringMap options;
     /** Where an availableNow query stops: the store's ends when it started. */
     private JsonNode availableNow;
+    /** When the last micro-batch minOffsetsPerTrigger admitted was made (ms; 0: none yet). */
+    private long lastTriggerMillis;
 
     SegstoreStream(StructType tableSchema, StructType schema, CaseInsensitiveStringMap options) {
         this.tableSchema = tableSchema;
@@ -62,31 +67,56 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
         availableNow = call(request("stream_snapshot")).path("offsets");
     }
 
+    /**
+     * The connector's read limits (Spark 4 KafkaMicroBatchStream.getDefaultReadLimit): minOffsetsPerTrigger
+     * with maxTriggerDelay and maxOffsetsPerTrigger together as a composite limit, else the one given, else
+     * all available.  Spark may ask this before any request has had the worker parse the options, so the
+     * options are read here as the Python option parser reads them, with its messages
+     * (segstore/spark/options.py: _int, time_string_ms).
+     */
     @Override
     public ReadLimit getDefaultReadLimit() {
         String max = options.get("maxOffsetsPerTrigger");
-        if (max == null) {
-            return ReadLimit.allAvailable();
+        String min = options.get("minOffsetsPerTrigger");
+        ReadLimit most = max == null ? null : ReadLimit.maxRows(parseLong("maxOffsetsPerTrigger", max, 1));
+        if (min == null) {
+            return most == null ? ReadLimit.allAvailable() : most;
         }
-        // the Python option parser's messages (segstore/spark/options.py _int): Spark may ask this
-        // before any request has had the worker parse the options; untrimmed, as the connector's toLong
-        String text = max;
-        long rows;
+        ReadLimit least = ReadLimit.minRows(parseLong("minOffsetsPerTrigger", min, Long.MIN_VALUE),
+                triggerDelayMs());
+        return most == null ? least : ReadLimit.compositeLimit(new ReadLimit[] {least, most});
+    }
+
+    /** An option as the connector's toLong reads it (untrimmed), at least {@code minimum}. */
+    private static long parseLong(String name, String text, long minimum) {
+        long value;
         try {
-            rows = Long.parseLong(text);
+            value = Long.parseLong(text);
         } catch (NumberFormatException e) {
             if (text.matches("[+-]?[0-9]+")) {
-                throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be at most "
+                throw new SegstoreException("ConfigError", "option " + name + " must be at most "
                         + Long.MAX_VALUE + ", found " + new java.math.BigInteger(text));
             }
-            throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be an integer, found '"
-                    + max + "'");
+            throw new SegstoreException("ConfigError", "option " + name + " must be an integer, found '"
+                    + text + "'");
         }
-        if (rows < 1) {
-            throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be at least 1, found "
-                    + rows);
+        if (value < minimum) {
+            throw new SegstoreException("ConfigError", "option " + name + " must be at least " + minimum
+                    + ", found " + value);
         }
-        return ReadLimit.maxRows(rows);
+        return value;
+    }
+
+    /** maxTriggerDelay (default 15m) in ms, read by Spark's own time strings as the connector reads it. */
+    private long triggerDelayMs() {
+        String text = options.getOrDefault("maxTriggerDelay", "15m");
+        try {
+            return org.apache.spark.network.util.JavaUtils.timeStringAsMs(text);
+        } catch (NumberFormatException e) {
+            throw new SegstoreException("ConfigError", "option maxTriggerDelay: time must be specified as "
+                    + "seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), hour (h), or day "
+                    + "(d), e.g. 50s, 100ms or 250us; found '" + text + "'");
+        }
     }
 
     @Override
@@ -94,14 +124,33 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
         throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is used instead");
     }
 
+    /**
+     * The next micro-batch's end, as the connector admits it (Spark 4 KafkaMicroBatchStream.latestOffset):
+     * all available where the limits hold ReadAllAvailable, else what the worker gives for the minimum
+     * (with the time of the last micro-batch, kept here across triggers as the connector keeps
+     * lastTriggerMillis) and the maximum.
+     */
     @Override
     public Offset latestOffset(Offset start, ReadLimit limit) {
         ObjectNode request = request("stream_latest");
         request.set("start", ((SegstoreOffset) start).offsets);
-        if (limit instanceof ReadMaxRows rows) {
-            request.put("maxRows", rows.maxRows());
+        ReadLimit[] limits = limit instanceof CompositeReadLimit composite
+                ? composite.getReadLimits() : new ReadLimit[] {limit};
+        boolean all = false;
+        for (ReadLimit one : limits) {
+            all |= one instanceof ReadAllAvailable;
         }
-        return new SegstoreOffset(call(request).path("offsets"));
+        for (ReadLimit one : all ? new ReadLimit[0] : limits) {
+            if (one instanceof ReadMaxRows rows) {
+                request.put("maxRows", rows.maxRows());
+            } else if (one instanceof ReadMinRows rows) {
+                request.put("minRows", rows.minRows());
+                request.put("lastTriggerMillis", lastTriggerMillis);
+            }
+        }
+        JsonNode answer = call(request);
+        lastTriggerMillis = answer.path("lastTriggerMillis").asLong(lastTriggerMillis);
+        return new SegstoreOffset(answer.path("offsets"));
     }
 
     @Override
