@@ -1301,6 +1301,81 @@ def test_a_crc_failing_batch_below_the_recovery_point_is_damage_not_cut(tmp_path
     assert err.value.pos == first + 17                     # the CRC field of the damaged batch
 
 
+def _kafka_unclean_load_cuts_at(log_dir: Path, topic: str, partition: int) -> tuple[str, int] | None:
+    """Where Kafka 3.8.0's next load of the partition without ``.kafka_cleanshutdown`` truncates it:
+    ``LogLoader.recoverLog`` (core/src/main/scala/kafka/log/LogLoader.scala) recovers
+    ``segments.values(recoveryPointCheckpoint, Long.MaxValue)``, the segment holding the recovery point
+    on (``LogSegments.values``: ``floorKey(from)``), each by ``LogSegment.recover``, which truncates at the
+    first batch ``ensureValid`` fails; every later segment is deleted.  None: nothing is cut."""
+    point = 0
+    for line in (log_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:]:
+        name, number, offset = line.split()
+        if (name, int(number)) == (topic, partition):
+            point = int(offset)
+    logs = sorted((log_dir / f"{topic}-{partition}").glob("*.log"))
+    floor = max((i for i, log in enumerate(logs) if int(log.name[:20]) <= point), default=0)
+    for log in logs[floor:]:
+        try:
+            for _ in iter_batches(log.read_bytes(), path=str(log)):
+                pass
+        except CorruptDataError as err:
+            return log.name, err.pos or 0
+    return None
+
+
+@pytest.mark.parametrize("clean_shutdown", [False, True])
+def test_appends_after_damage_below_the_recovery_point_go_to_a_new_segment(
+        tmp_path: Path, clean_shutdown: bool) -> None:
+    """The storage oracle (Kafka 3.8.0's code) on a partition whose active segment holds a CRC failing
+    below the recovery point (damage a writable open keeps), appended to by segstore and closed without
+    the clean-shutdown marker: its next unclean load recovered the segment holding the recovery point,
+    truncated it at the damage and deleted what followed, the appended batch with it (1,919 bytes).  The
+    first append now rolls: the batch lands in segment 15, the recovery point (16) names it, the broker's
+    recovery reaches no damage, and the damaged segment stays as it was.  With the marker (an open that
+    checks no CRC) alike: segstore removes the marker, so the broker's next load recovers."""
+    log = _log_dir_of_batches(tmp_path / "logs")
+    first, second = _positions(log)[:2]
+    data = bytearray(log.read_bytes())
+    data[second - 10] ^= 0xFF                               # a record byte of the first batch
+    log.write_bytes(bytes(data))
+    if clean_shutdown:
+        (tmp_path / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) == (log.name, first + 17)
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    assert log.read_bytes() == bytes(data)
+    assert sorted(p.name for p in log.parent.glob("*.log")) == [log.name, "00000000000000000015.log"]
+    assert "t 0 16" in (tmp_path / "logs" / "recovery-point-offset-checkpoint").read_text()
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:    # no damage: no roll
+        assert store.append({"topic": "t", "partition": 0, "value": b"again"}).offset == 16
+        assert [b.base_offset for b in store.partition_of("t", 0).batches(15)] == [15, 16]
+    assert len(list(log.parent.glob("*.log"))) == 2
+
+
+def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
+    """A CRC failing in a segment before the active one, below the recovery point: the appends go to the
+    active segment as they would, and the recovery point the close checkpoints (the log end) lies past the
+    damaged segment, so Kafka 3.8.0's next unclean load (``LogLoader.recoverLog`` from the segment holding
+    it) never reaches the damage."""
+    root = tmp_path / "logs"
+    for i in range(3):
+        with segstore.open(str(root), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d" % (i, j) * 20}
+                                for j in range(5)])
+    log = root / "t-0" / f"{SEG0}.log"
+    assert sorted(p.name[:20] for p in log.parent.glob("*.log")) == [SEG0, f"{5:020d}", f"{10:020d}"]
+    _flip(log, log.stat().st_size - 10)                    # a record byte of its one batch
+    damaged = log.read_bytes()
+    with pytest.raises(CorruptDataError):
+        list(iter_batches(damaged, path=str(log)))
+    with segstore.open(str(root), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    assert log.read_bytes() == damaged
+    assert sorted(p.name[:20] for p in log.parent.glob("*.log")) == [SEG0, f"{5:020d}", f"{10:020d}"]
+    assert _kafka_unclean_load_cuts_at(root, "t", 0) is None
+
+
 @pytest.mark.parametrize("append", [False, True])
 def test_a_writable_open_drops_leader_epochs_past_the_log_end_where_nothing_is_recovered(
         tmp_path: Path, append: bool) -> None:

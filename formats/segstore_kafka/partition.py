@@ -7,7 +7,9 @@ segment's sparse index and the one binary search.  The rules are Kafka 3.8's:
 - **offsets** are assigned from the log end offset, one per record;
 - **roll** before an append when the active segment's size would pass
   ``segment.bytes``, when the batch's max timestamp is more than ``segment.ms``
-  after the segment's first batch, or when an index is full;
+  after the segment's first batch, or when an index is full; segstore also rolls
+  before an open's first append when the active segment holds damage the broker's
+  recovery would cut at (:meth:`Partition.active_holds_damage`);
 - **retention** deletes whole segments from the oldest (never the active one)
   while ``retention.bytes`` is exceeded or their largest timestamp is older than
   ``retention.ms``, and moves the log start offset;
@@ -807,6 +809,9 @@ class Partition:
         self.recovered: list[str] = []
         #: the base of the first segment the writable open recovered (every one from it was), if any
         self._opened_recovering_from: int | None = None
+        #: whether this open's appends were checked for damage in the active segment
+        #: (:meth:`active_holds_damage`: once, at the first append)
+        self._active_checked = False
         #: ``(path, pos, message)`` of index files a reader found corrupt and read without
         self.index_problems: list[tuple[str, int | None, str]] = []
         self._lock: files.DirectoryLock | None = None
@@ -976,6 +981,7 @@ class Partition:
         if damaged is not None:
             seg = segments[damaged]
             self._opened_recovering_from = seg.base
+            self._active_checked = True     # recovered to the end: every batch left passed its CRC
             self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
                                   for path, pos, message in seg.txn_index.problems(seg.base))
             self.recovered.extend(self._recover_from(damaged, every_line=True,
@@ -1304,8 +1310,8 @@ class Partition:
         # the source's name where the log reaches no further (a log that held records past it: the batch's)
         named = (segment_base if keep_offsets and segment_base is not None
                  and segment_base >= self.next_offset else header.base_offset)
-        if (new_segment and active.size) or (keep_offsets and segment_base is not None
-                                             and segment_base > active.base):
+        if ((new_segment or self.active_holds_damage()) and active.size) or (
+                keep_offsets and segment_base is not None and segment_base > active.base):
             roll_at: int | None = named     # (an empty segment before it stays, as the cleaner left it)
         elif active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,
@@ -1332,6 +1338,32 @@ class Partition:
             self.epochs.truncate_from_start(log_start)
         return Appended(header.base_offset, header.last_offset, position, len(data), active.base,
                         header.max_timestamp if self.log_append_time else None)
+
+    def active_holds_damage(self) -> bool:
+        """Whether the active segment holds a batch Kafka 3.8.0's recovery would cut the log at (its CRC or
+        framing failing: :meth:`LogSegment.first_torn_batch` from its start), checked once per open, at
+        its first append (:meth:`append_encoded` then rolls, so the appends land in a segment after it).
+
+        A CRC failing below the recovery point is damage a writable open keeps (:meth:`_recover_crashed`);
+        segstore closes without the clean-shutdown marker, and the broker's next load recovers from the
+        segment holding the recovery point (``LogLoader.recoverLog``: ``segments.values(recoveryPoint,
+        ...)``, ``LogSegment.recover`` truncating at the first batch ``ensureValid`` fails), then deletes
+        every later segment: appended into the damaged segment, the appends would be cut with it.  After
+        the roll the recovery point segstore checkpoints (the log end) lies in the new segment, which is
+        all the broker recovers; the damage stays where it was, for ``verify`` to name.  A damaged batch
+        in an earlier segment needs no roll: at or past the recovery point the open cut it (a torn
+        write), below it the broker's recovery never reaches it once the recovery point moves past it.
+        ``O(active segment bytes)`` once per appending open (at most ``segment.bytes``): v2 batches framed
+        and CRC-checked in C (:func:`.batch.valid_v2_end`), legacy ones and what follows a bad one in
+        Python; nothing where the open recovered the active segment already."""
+        if self._active_checked:
+            return False
+        self._active_checked = True
+        active = self.active_segment()
+        # the whole v2 batches whose CRC holds skipped in C; what follows them walked as Kafka frames it
+        with active.log.view() as view:     # released before an append may grow the file
+            start = codec.valid_v2_end(view, 0)
+        return active.first_torn_batch(start, active.base) is not None
 
     @property
     def log_append_time(self) -> bool:
