@@ -567,9 +567,14 @@ class MappedFile(_Budgeted):
     again when next used, as a read-only :class:`AppendFile` does.  For files a store holds many of and
     uses few at a time (Kafka's active indexes: two descriptors each, the map's and the file's); not
     for those whose owners keep the map (:meth:`buffer`) between calls.
+
+    ``zero_tail=True`` (read-only, ``size`` given) reads a local file shorter than ``size`` as a
+    broker's ``MappedFile`` maps one (``FileChannel.map`` at full size): its bytes, then zeros up to
+    ``size``.  Nothing is written to the file: its bytes are read into memory (``O(bytes held)``; the
+    zeros cost no memory until read), and :attr:`short` says how many there were.
     """
 
-    __slots__ = ("_ident", "_in_memory", "_reserving", "_used", "path", "reserved", "size")
+    __slots__ = ("_ident", "_in_memory", "_reserving", "_used", "_zero_tail", "path", "reserved", "size")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> MappedFile:
         # A URL gets the read-only remote file (end of this module) behind the same API.
@@ -577,7 +582,7 @@ class MappedFile(_Budgeted):
 
     def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
                  writable: bool = False, in_memory: bool = False, reserve: bool = False,
-                 parkable: bool = False) -> None:
+                 parkable: bool = False, zero_tail: bool = False) -> None:
         self.path = os.fspath(path)
         self.writable = writable or create
         #: a parkable file's: held while its descriptor is used, and by its budget to park it
@@ -590,6 +595,8 @@ class MappedFile(_Budgeted):
         # that another process may shrink (a Kafka writer trims its active index on roll
         # and close): touching a map past the new end kills the reader with SIGBUS.
         self._in_memory = in_memory and not self.writable
+        #: the bytes the file held when it was shorter than asked and read with ``zero_tail``; None else
+        self._zero_tail: int | None = None
         self._reserving = reserve and self.writable
         #: bytes from the start (or from where :meth:`reserve_to` was first asked to start) with
         #: their blocks reserved: a writer below it never finds the disk full
@@ -603,7 +610,7 @@ class MappedFile(_Budgeted):
         with _os_errors(self.path):
             self._fd = _open_regular(self.path, flags)
             try:
-                self._size_to(size, reserve)
+                self._size_to(size, reserve, zero_tail)
                 self._map(as_now=size is None)
                 st = os.fstat(self._fd)
             except BaseException:
@@ -654,15 +661,19 @@ class MappedFile(_Budgeted):
             raise
         _budget(self.writable).add(self)
 
-    def _size_to(self, size: int | None, reserve: bool = False) -> None:
-        """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
+    def _size_to(self, size: int | None, reserve: bool = False, zero_tail: bool = False) -> None:
+        """Take the file's length (``size=None``), or make it ``size`` (writable files only; a read-only
+        one with ``zero_tail`` reads as that long)."""
         actual = os.fstat(self._fd).st_size
         if size is None:
             size = actual
-        elif actual < size:
-            if not self.writable:
+        elif actual < size and not self.writable:
+            if not zero_tail:
                 raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", self.path,
                                          actual)
+            self._zero_tail = actual        # read with zeros past its end (_map): the file left as it is
+            self._in_memory = True
+        elif actual < size:
             try:
                 if reserve:
                     self._allocate(actual, size)
@@ -725,6 +736,15 @@ class MappedFile(_Budgeted):
         if self.size == 0:
             self._mm = None
             return
+        if self._zero_tail is not None:
+            # an anonymous map: the zeros past the file's bytes take no memory until read
+            self._mm = mmap.mmap(-1, self.size)
+            with memoryview(self._mm) as into:
+                got = 0
+                while got < self.size and (n := os.preadv(self._fd, [into[got:]], got)) > 0:
+                    got += n
+            self._zero_tail = got
+            return
         if self._in_memory:
             data = bytearray(self.size)
             got = os.preadv(self._fd, [data], 0)
@@ -740,6 +760,12 @@ class MappedFile(_Budgeted):
             self._mm, self._kept, self.size = _read_map_as_now(self._fd, self.path, self.size)
         else:
             self._mm, self._kept = _read_map(self._fd, self.path, self.size)
+
+    @property
+    def short(self) -> int | None:
+        """How many bytes the file held where it was shorter than its size and read with ``zero_tail``
+        (the rest reads as zeros); None where it held them all."""
+        return self._zero_tail
 
     def _require_map(self) -> mmap.mmap:
         if self.closed:
@@ -2119,12 +2145,13 @@ class RemoteMappedFile(MappedFile):
 
     def __init__(self, path: str, size: int | None = None, *, create: bool = False,
                  writable: bool = False, in_memory: bool = False, reserve: bool = False,
-                 parkable: bool = False) -> None:
+                 parkable: bool = False, zero_tail: bool = False) -> None:
         self.path = path
         if create or writable:
             raise _read_only(path)
         self.writable = False
         self._in_memory = False
+        self._zero_tail = None      # a short remote file is refused (not read with zeros past it)
         self._mm = None
         self._kept = None
         self._fd = 0        # not a descriptor: only "open" (>= 0) or "closed" (-1)

@@ -46,7 +46,8 @@ CASES = [
     (TOPICS, '{"topicConfigTable": {}, "dataVersion": {"counter": "x"}}', None),
     # a string holding what looks like an integer key is a string (it was quoted as a key and broke)
     (OFFSETS, '{"offsetTable": {"a@b": {0: 1}}, "note": "x,1:y"}', {"a@b": {0: 1}}),
-    (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "attributes": {"+k": "{7:x"}}}}', {"A": None}),
+    # no readQueueNums: TopicConfig's default (defaultReadQueueNums, 16) fastjson leaves it at
+    (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "attributes": {"+k": "{7:x"}}}}', {"A": 16}),
 ]
 
 
@@ -167,3 +168,36 @@ def test_the_position_named_is_in_the_files_text(tmp_path, name, text, at):
         info = s.info()
     said = [value for key, value in info.items() if key.endswith("_error")]
     assert len(said) == 1 and said[0].startswith(f"{path}:{at}: expected a fastjson document")
+
+
+# What the storage oracle (rocketmq-all-4.9.7 TopicConfigManager.decode through fastjson 1.2.69) printed
+# for each entry: a TopicConfig field missing, or read as null (JSON null; for the primitive int fields and
+# the boolean ``order`` also "", "null", "NULL": TypeUtils.castToInt/castToBoolean), keeps the class's
+# default: readQueueNums = writeQueueNums = 16 (defaultReadQueueNums/defaultWriteQueueNums),
+# perm 6 (PERM_READ | PERM_WRITE, "RW-"), topicSysFlag 0, order false, topicFilterType SINGLE_TAG where it
+# is missing (an explicit null sets the enum field to null).  segstore read a missing count as no queues.
+DEFAULTED = {"order": False, "perm": 6, "readQueueNums": 16, "topicSysFlag": 0, "writeQueueNums": 16}
+DEFAULT_CASES = [
+    ('{"topicName":"T"}', {**DEFAULTED, "topicFilterType": "SINGLE_TAG", "topicName": "T"}),
+    ('{"topicName":"T","readQueueNums":null,"writeQueueNums":null,"perm":null,"topicSysFlag":null,'
+     '"order":null,"topicFilterType":null}', {**DEFAULTED, "topicFilterType": None, "topicName": "T"}),
+    ("{}", {**DEFAULTED, "topicFilterType": "SINGLE_TAG"}),
+    ('{"readQueueNums":"","perm":"null","order":""}', {**DEFAULTED, "topicFilterType": "SINGLE_TAG"}),
+    ('{"readQueueNums":2,"perm":4}', {**DEFAULTED, "readQueueNums": 2, "perm": 4,
+                                      "topicFilterType": "SINGLE_TAG"}),
+]
+
+
+@pytest.mark.parametrize(("entry", "expected"), DEFAULT_CASES, ids=[e for e, _ in DEFAULT_CASES])
+def test_a_missing_or_null_topic_field_is_topic_configs_default(tmp_path, capsys, entry, expected):
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    (store / "config" / TOPICS).write_text('{"topicConfigTable":{"TopicA":' + entry + "}}")
+    with segstore.open(str(store)) as s:
+        assert s.topic_configs.topics["TopicA"] == expected
+        # the fields in name order, as fastjson writes the TopicConfig bean back (persist)
+        assert list(s.topic_configs.topics["TopicA"]) == sorted(expected)
+        assert s.topic_configs.read_queue_count("TopicA") == expected["readQueueNums"]
+        summary = s.topic_configs.summary({})["TopicA"]
+    assert summary["read_queue_nums"] == expected["readQueueNums"]
+    assert summary["perm"] == ("RW-" if expected["perm"] == 6 else "R--")
+    assert summary["order"] is False and summary["topic_sys_flag"] == 0

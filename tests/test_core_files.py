@@ -51,6 +51,24 @@ def test_mapped_file_too_short_for_reader(tmp_path):
     assert info.value.pos == 10
 
 
+@given(st.binary(max_size=300), st.integers(0, 300))
+@settings(max_examples=40, deadline=None)
+def test_mapped_file_zero_tail_reads_a_short_file_as_a_broker_maps_it(tmp_path_factory, data, extra):
+    """``zero_tail``: a file shorter than asked reads as ``FileChannel.map`` at the full size shows it (its
+    bytes, then zeros), and is not written: its length and bytes stay as they were."""
+    path = tmp_path_factory.mktemp("z") / "short"
+    path.write_bytes(data)
+    size = len(data) + extra
+    mf = files.MappedFile(path, size, zero_tail=True)
+    try:
+        assert mf.size == size and bytes(mf.view()) == data + bytes(extra)
+        assert mf.short == (len(data) if extra else None)
+        assert mf.pread(0, size) == data + bytes(extra)
+    finally:
+        mf.close()
+    assert path.read_bytes() == data
+
+
 def test_append_file(tmp_path):
     af = files.AppendFile(tmp_path / "a.log", create=True)
     assert af.append(b"abc") == 0

@@ -6,7 +6,9 @@ fastjson 1.2.69 and rocketmq-all-4.9.7; a program decoding each value in place):
 - ``int``: ``{"topicConfigTable":{"T":{"topicName":"T","readQueueNums":<V>}}}`` through
   ``RemotingSerializable.fromJson(.., TopicConfigSerializeWrapper.class)``, as
   ``TopicConfigManager.decode`` does (``writeQueueNums``, ``perm``, ``topicSysFlag`` answered the same);
-  ``NULL``: the field keeps ``TopicConfig``'s default (fastjson read null).
+  ``NULL``: the field keeps ``TopicConfig``'s default (fastjson read null): ``readQueueNums`` and
+  ``writeQueueNums`` 16 (``defaultReadQueueNums``/``defaultWriteQueueNums``), ``perm`` 6
+  (``PERM_READ | PERM_WRITE``), ``topicSysFlag`` 0.
 - ``long``: ``{"offsetTable":{"a@b":{0:<V>}}}`` into ``ConcurrentMap<String, ConcurrentMap<Integer, Long>>``
   (``ConsumerOffsetManager``); ``DelayOffsetSerializeWrapper`` (``{"offsetTable":{1:<V>}}``) and
   ``DataVersion.counter`` answered the same, but for ``null`` (the counter: a NullPointerException
@@ -39,6 +41,8 @@ from segstore_rocketmq.topicconfig import (
 from segstore.errors import CorruptDataError
 
 ERR, NULL, NA = "ERR", "NULL", "-"
+#: rocketmq-all-4.9.7 ``TopicConfig``'s field initialisers, which a field read as null keeps
+TOPIC_CONFIG_DEFAULTS = {"readQueueNums": 16, "writeQueueNums": 16, "perm": 6, "topicSysFlag": 0}
 
 TABLE = [
     # (V as written in the file, int field, long map value, int map key when V is a string)
@@ -85,8 +89,8 @@ def test_a_number_is_read_as_fastjson_reads_it(tmp_path, value, as_int, as_long,
     for field in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag"):
         text = '{"topicConfigTable":{"T":{"topicName":"T","FIELD":<V>}}}'.replace("FIELD", field)
         got = _read(tmp_path, text.replace("<V>", value),
-                    lambda p, f=field: read_topics(p)[1]["T"].get(f, NULL))
-        assert got == as_int, field
+                    lambda p, f=field: read_topics(p)[1]["T"][f])
+        assert got == (TOPIC_CONFIG_DEFAULTS[field] if as_int == NULL else as_int), field
     assert _read(tmp_path, '{"offsetTable":{"a@b":{0:<V>}}}'.replace("<V>", value),
                  lambda p: read_consumer_offsets(p)[1]["a@b"][0]) == as_long
     assert _read(tmp_path, '{"offsetTable":{1:<V>}}'.replace("<V>", value),

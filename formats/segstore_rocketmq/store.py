@@ -597,9 +597,14 @@ class RocketMQStore(LifecycleMixin, Store):
                  *, clock: Any = None) -> None:
         super().__init__(os.fspath(path), mode)
         self.indexes = None     # the member hides Store.indexes, the class default
+        #: whether the IndexFiles' geometry was given or read off a whole file: only then is a short one
+        #: read zero-filled as the broker maps it (at a default geometry its slots would be misread)
+        self._index_geometry_known = True
         if not isinstance(config, BrokerConfig):
             given = dict(config or {})
-            config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path, given), **given})
+            on_disk = _sizes_on_disk(self.path, given)
+            self._index_geometry_known = all(name in given or name in on_disk for name in _INDEX_GEOMETRY)
+            config = BrokerConfig.from_mapping({**on_disk, **given})
             _check_given_sizes(self.path, given, config)
         self.config = config
         self._clock = clock or _now_ms
@@ -670,7 +675,8 @@ class RocketMQStore(LifecycleMixin, Store):
                                                              self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
                 self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
-                                          self.config.maxIndexNum, writable=writable)
+                                          self.config.maxIndexNum, writable=writable,
+                                          zero_fill_short=self._index_geometry_known)
                 self.index.load()
             if writable:
                 self._open_for_append()
@@ -2288,7 +2294,8 @@ class RocketMQStore(LifecycleMixin, Store):
             if not files.is_dir(directory):
                 raise UnsupportedOperationError("expected the broker's index/ directory "
                                                 "(messageIndexEnable), found none", self.path)
-            service = owned = IndexService(directory, self.config.maxHashSlotNum, self.config.maxIndexNum)
+            service = owned = IndexService(directory, self.config.maxHashSlotNum, self.config.maxIndexNum,
+                                           zero_fill_short=self._index_geometry_known)
             service.load()
 
         def message(phys: int) -> RocketMQMessage | None:

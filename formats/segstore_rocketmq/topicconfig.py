@@ -433,7 +433,8 @@ class TopicConfigs(_ManagedFile):
         return out
 
     def read_queue_count(self, topic: str) -> int:
-        """``topic``'s ``readQueueNums`` in ``topics.json``; 0 where it has no such topic or no int count."""
+        """``topic``'s ``readQueueNums`` in ``topics.json`` (``TopicConfig``'s 16 where the entry has none,
+        :func:`read_topics`); 0 where it has no such topic or a count below 1."""
         entry = self.topics.get(topic)
         count = entry.get("readQueueNums") if isinstance(entry, dict) else None
         return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
@@ -704,15 +705,44 @@ def read_subscription_group_file(path: str) -> dict[str, dict[str, Any]]:
     return dict(sorted(groups.items()))
 
 
-#: ``TopicConfig``'s int fields (the others, strings and a boolean, are kept as read)
-_TOPIC_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+#: ``TopicConfig``'s int fields and their defaults (rocketmq-all-4.9.7 common ``TopicConfig``:
+#: ``defaultReadQueueNums``/``defaultWriteQueueNums`` 16, ``PERM_READ | PERM_WRITE``, 0)
+_TOPIC_INT_FIELDS = {"readQueueNums": 16, "writeQueueNums": 16, "perm": DEFAULT_PERM, "topicSysFlag": 0}
+#: ``TopicConfig``'s other fields and their defaults, and whether a member read as ``null`` leaves the
+#: default too: the primitive ``order`` does (``castToBoolean`` reads ``null``, ``""``, ``"null"``,
+#: ``"NULL"`` as null), the enum ``topicFilterType`` only where missing (a ``null`` sets it to null);
+#: any other value of theirs is kept as read
+_TOPIC_OTHER_DEFAULTS = {"order": (False, True), "topicFilterType": ("SINGLE_TAG", False)}
+
+
+def _topic_config(entry: dict[str, Any], name: str, path: str) -> dict[str, Any]:
+    """One ``topicConfigTable`` entry as fastjson fills a ``TopicConfig`` from it: an int field cast
+    (:func:`java_cast`), and a field missing, or read as ``null`` where fastjson then leaves it, taking
+    the class's default (checked with the oracle: ``{}`` is 16 read and write queues, ``RW-``,
+    ``SINGLE_TAG``, flag 0, not ordered; ``"topicFilterType":null`` is a null filter type).  Other members
+    are kept as read.  Where a default was filled in, the fields are in name order, as fastjson writes
+    the bean back (``TopicConfigManager.persist``)."""
+    filled = False
+    for field_name, default in _TOPIC_INT_FIELDS.items():
+        number = None
+        if field_name in entry:
+            number = java_cast(entry[field_name], f"{field_name} of topic {cut(name)}", path, long=False)
+        filled |= number is None
+        entry[field_name] = default if number is None else number
+    for field_name, (fallback, if_null) in _TOPIC_OTHER_DEFAULTS.items():
+        value = entry.get(field_name)
+        if field_name not in entry or (if_null and (value is None or value in _NULL_TEXTS)):
+            entry[field_name] = fallback
+            filled = True
+    return dict(sorted(entry.items())) if filled else entry
 
 
 def read_topics(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int, int]:
     """``config/topics.json`` as ``TopicConfigManager.decode`` reads it through fastjson
     (``TopicConfigSerializeWrapper``; checked with fastjson 1.2.69, RocketMQ 4.9.7's): the
     document, its topic table, and ``dataVersion``'s counter and timestamp.  ``null`` and ``[]``
-    read as no topics (fastjson gives ``null``, which ``decode`` passes over); a table that is not
+    read as no topics (fastjson gives ``null``, which ``decode`` passes over); a topic's field missing or
+    read as ``null`` is ``TopicConfig``'s default (:func:`_topic_config`); a table that is not
     an object of objects, a queue count that is no Java int, a version field that is no Java long
     make fastjson throw and the broker's load fail.
 
@@ -724,14 +754,7 @@ def read_topics(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], i
     topics: dict[str, dict[str, Any]] = {}
     for name, entry in table.items():
         entry = _object(entry, f"the config of topic {cut(name)}", path)
-        for field_name in _TOPIC_INT_FIELDS:
-            if field_name in entry:
-                number = java_cast(entry[field_name], f"{field_name} of topic {cut(name)}", path, long=False)
-                if number is None:      # read as null: the field keeps TopicConfig's default
-                    del entry[field_name]
-                else:
-                    entry[field_name] = number
-        topics[str(name)] = entry
+        topics[str(name)] = _topic_config(entry, name, path)
     version = _object(document.get("dataVersion", {}), "dataVersion", path, empty_if_null=True)
     counter = java_number(version.get("counter", 0), "dataVersion.counter", path)
     timestamp = java_cast(version.get("timestamp", 0), "dataVersion.timestamp", path) or 0

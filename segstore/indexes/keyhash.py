@@ -52,7 +52,7 @@ from types import ModuleType
 import numpy as np
 
 from segstore import files
-from segstore.errors import ConfigError, CorruptIndexError
+from segstore.errors import ConfigError, CorruptIndexError, TruncatedDataError
 
 from .javahash import string_hash, string_hashes
 
@@ -361,8 +361,18 @@ class IndexFile:
         return index
 
     @classmethod
-    def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False) -> IndexFile:
-        return cls(files.MappedFile(path, writable=writable, reserve=writable), slot_num, index_num)
+    def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False,
+             zero_tail: bool = False) -> IndexFile:
+        """The file at ``path``.  ``zero_tail`` (read-only): a file shorter than its size reads as the
+        broker's ``IndexFile`` maps one (``MappedFile`` maps ``fileTotalSize`` bytes): its bytes, then
+        zeros (:attr:`files.MappedFile.short`).
+
+        :raises CorruptIndexError: the file is not ``slot_num`` slots and ``index_num`` entries long
+            (nor shorter, with ``zero_tail``).
+        """
+        size = file_size(slot_num, index_num) if zero_tail and not writable else None
+        return cls(files.MappedFile(path, size, writable=writable, reserve=writable, zero_tail=zero_tail),
+                   slot_num, index_num)
 
     @property
     def path(self) -> str:
@@ -796,6 +806,7 @@ class IndexService:
     """The ``index/`` directory: files in name (creation) order, the last one active.
 
     :param clock: milliseconds since the epoch, used to name new files.
+    :param zero_fill_short: a reader queries a file shorter than its size zero-filled (:meth:`load`).
     Thread-safety: one writer; queries may run concurrently with it.
     """
 
@@ -810,8 +821,11 @@ class IndexService:
         writable: bool = False,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_file_full: Callable[[int], None] | None = None,
+        zero_fill_short: bool = False,
     ) -> None:
         self.directory = directory
+        #: a reader's :meth:`load` queries a short file zero-filled (given where its geometry is known)
+        self.zero_fill_short = zero_fill_short and not writable
         self.slot_num = slot_num
         self.index_num = index_num
         self.writable = writable
@@ -827,7 +841,13 @@ class IndexService:
         self.strays: list[str] = []
 
     def load(self) -> list[str]:
-        """Open every index file; returns the names of files that could not be opened (wrong size)."""
+        """Open every index file; returns the names of files that could not be opened (wrong size).
+
+        With ``zero_fill_short``, a reader still queries a file shorter than its size as the broker does
+        (its ``MappedFile`` maps the whole size, zeros past the file's end: keys whose slot and chain lie
+        in the bytes held are found), read into memory with nothing written (:meth:`IndexFile.open`
+        ``zero_tail``); it is refused all the same (verify reports it, recovery rebuilds it).
+        """
         bad = []
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
@@ -839,7 +859,18 @@ class IndexService:
             except CorruptIndexError as err:
                 bad.append(name)
                 self.refused.append((path, err.message))
+                if self.zero_fill_short and not files.is_url(path) \
+                        and files.file_size(path) < file_size(self.slot_num, self.index_num):
+                    self._open_short(path)
         return bad
+
+    def _open_short(self, path: str) -> None:
+        """Add the short file at ``path`` zero-filled (:meth:`load`); left out where it cannot be read
+        so (changed since)."""
+        try:
+            self.files.append(IndexFile.open(path, self.slot_num, self.index_num, zero_tail=True))
+        except (CorruptIndexError, TruncatedDataError):
+            return
 
     def set_aside_refused(self, into: str) -> list[str]:
         """Move the first refused file and every later one into ``into`` (a directory the broker never
