@@ -9,12 +9,10 @@ the guess is made wrong on purpose (Hypothesis): a wrong guess must never show.
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import shutil
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import cli_run
@@ -63,7 +61,6 @@ def kafka_path(tmp_path_factory) -> str:
 @pytest.fixture(autouse=True)
 def small_splits(monkeypatch):
     monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", 5000)
-    monkeypatch.setattr(rocketmq_columnar, "WALK_SPLIT_FACTOR", 1)     # a recovery's ranges as small
     monkeypatch.setattr(kafka_store, "SPLIT_BYTES", 3000)
 
 
@@ -496,32 +493,6 @@ def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_p
     for threads in THREADS[1:]:
         assert _recovered(rocketmq_path, str(tmp_path / str(threads)), threads, damage, monkeypatch) == one
 
-
-
-@pytest.mark.parametrize("batch_rows", [60, 1 << 16])
-def test_rocketmq_split_walk_merges_its_ranges_into_batches(rocketmq_path, monkeypatch, batch_rows):
-    """The recovery's and verify's walk on two threads gives its ranges' rows (about 20 a range here)
-    merged into batches of at most ``BATCH_ROWS`` rows, no two neighbours fitting in one (as few
-    batches as the callers' per-batch work can get): the same columns as one thread's batches."""
-    from segstore_rocketmq.recovery import Walk, Walked, walk_batches
-
-    monkeypatch.setattr(rocketmq_columnar, "BATCH_ROWS", batch_rows)
-    with segstore.open(rocketmq_path) as store:
-        cl = store.commitlog
-        walked = {}
-        for threads in (1, 2):
-            w = Walk(start=cl.min_offset, end=cl.min_offset)
-            batches = list(walk_batches(cl, cl.min_offset, store.tags_code, w, threads=threads))
-            walked[threads] = batches, w
-    (ones, one_walk), (twos, two_walk) = walked[1], walked[2]
-    assert (two_walk.end, two_walk.last, two_walk.gaps) == (one_walk.end, one_walk.last, one_walk.gaps)
-    sizes = [len(batch) for batch in twos]
-    assert max(sizes) <= batch_rows and all(a + b > batch_rows for a, b in itertools.pairwise(sizes))
-    assert len(twos) <= len(ones)
-    one, two = Walked.concat(ones, ones[-1].topics), Walked.concat(twos, twos[-1].topics)
-    assert one.topics == two.topics
-    for name in (*Walked._COLUMNS, "key_offsets", "key_hashes"):
-        assert np.array_equal(getattr(one, name), getattr(two, name)), name
 
 
 def _kafka_recovered(src: str, dst: str, threads: int, lost_checkpoint: bool) -> tuple:

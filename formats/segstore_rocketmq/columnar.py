@@ -862,13 +862,6 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
 #: 2 a thread: 40% more, 100 times the faults).
 SPLIT_BYTES = 2 << 20
 PER_ROUND = 1
-#: A recovery's or verify's ranges (``recovery.walk_batches``) are this many times
-#: :data:`SPLIT_BYTES`: a range keeps only the walk's few columns (no bodies, no Arrow arrays), and
-#: its own Python (decode set-up, topics, tags and keys, the boundary search) runs under the GIL
-#: both threads share.  500k messages, threads=2 minus threads=1 (cachegrind, warm-up subtracted):
-#: recover +114M instructions with 2 MiB ranges, +45M with 8 MiB; page faults no more.
-#: (A scan's ranges stay 2 MiB: there 8 MiB doubled the faults for its Arrow columns.)
-WALK_SPLIT_FACTOR = 4
 
 #: The bytes a plausible message header needs: its TOTALSIZE, MAGICCODE ... PHYSICALOFFSET.
 _HEADER_PREFIX = 36

@@ -549,8 +549,7 @@ class _WalkAhead:
                 ) -> Iterator[tuple[int, CommitLogFile, int, int, int, bool]]:
         for i, seg in enumerate(segs):
             lo = pos if i == 0 else 0
-            step = columnar.SPLIT_BYTES * columnar.WALK_SPLIT_FACTOR
-            ends = [*range(lo + step, seg.wrote, step), max(seg.wrote, lo)]
+            ends = [*range(lo + columnar.SPLIT_BYTES, seg.wrote, columnar.SPLIT_BYTES), max(seg.wrote, lo)]
             for a, b, bound in zip([lo, *ends[:-1]], ends, [*ends[1:], ends[-1]], strict=True):
                 yield i, seg, a, b, bound, a == lo
 
@@ -626,39 +625,9 @@ def walk_batches(
     after a clean shutdown as after a crash; a store cleanly shut down holds nothing after its
     data end, so looking costs a read of the rest of the last file (its data ranges only).
     ``threads`` above 1 decodes the files' data by byte ranges on that many threads
-    (:class:`_WalkAhead`): the same messages, gaps and end; batches cut elsewhere, consecutive
-    ranges' batches merged into batches of at most :data:`.columnar.BATCH_ROWS` rows (:func:`_merged`).
+    (:class:`_WalkAhead`): the same messages, gaps and end; batches cut elsewhere.
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
-    batches = _walk_batches(commitlog, start, tags_code, result, counted, threads)
-    return _merged(batches, columnar.BATCH_ROWS) if threads > 1 else batches
-
-
-def _merged(batches: Iterator[Walked], rows: int) -> Iterator[Walked]:
-    """Consecutive ``batches`` concatenated (:meth:`Walked.concat`) into batches of at most ``rows``
-    rows (or one batch of more), in order.  A split walk gives a batch per range (:data:`.columnar.
-    WALK_SPLIT_FACTOR`; 2 MiB ones gave 57 batches against one thread's 9 over 500k messages), and
-    its callers' numpy and Python (the queues' dispatch, the IndexFile puts, verify's checks) run per
-    batch.  Memory: the parts of one batch, ``rows`` rows."""
-    parts: list[Walked] = []
-    held = 0
-    for batch in batches:
-        if parts and held + len(batch) > rows:
-            yield _joined(parts)
-            parts, held = [], 0
-        parts.append(batch)
-        held += len(batch)
-    if parts:
-        yield _joined(parts)
-
-
-def _joined(parts: list[Walked]) -> Walked:
-    return parts[0] if len(parts) == 1 else Walked.concat(parts, parts[-1].topics)
-
-
-def _walk_batches(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk,
-                  counted: bool, threads: int) -> Iterator[Walked]:
-    """:func:`walk_batches`, each step's batch as it comes."""
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
     advance = progress.advance if counted else (lambda _: None)
     topics: dict[str, int] = {}
