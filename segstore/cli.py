@@ -932,8 +932,13 @@ class _Follower:
             self.opened = True
             inflate = {"decompress": True} if _decompressing(store, args) else {}
             held = store.topics()
-            refused = (registry.get(fmt).refuses_topic(args.topic)
-                       if args.topic is not None and args.topic not in held else None)
+            refused = None
+            if args.topic is not None and args.topic not in held:
+                plugin = registry.get(fmt)
+                refused = plugin.refuses_topic(args.topic)
+                fixed = plugin.fixed_topics(args.path)
+                if refused is None and fixed is not None and args.topic not in fixed:
+                    refused = f"its path fixes the topics it holds: {', '.join(sorted(fixed))}"
             if refused is not None:     # waited for, it would never come
                 raise NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', held)} "
                                     f"(no message is ever stored under that name: {refused})", args.path)

@@ -165,6 +165,14 @@ class FormatPlugin(abc.ABC):
         once rather than waited for.  Cheap: looks at the name."""
         return None
 
+    def fixed_topics(self, path: str) -> frozenset[str] | None:
+        """The only topics the store at ``path`` can ever hold, where its path fixes them (a Kafka
+        partition directory: the topic its name gives), else None (the default: a store new topics
+        may appear in).  For a follower waiting for a topic the store does not hold yet (``dump
+        --follow --topic T``): a topic outside them is said at once rather than waited for.  Cheap:
+        looks at names."""
+        return None
+
     def change_marker(self, path: str) -> Hashable | None:
         """A cheap value that differs whenever what a reader of the store at ``path`` reads may have
         changed since it was taken, for a follower (``dump --follow``) to skip a look that would find

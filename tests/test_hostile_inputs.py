@@ -28,6 +28,10 @@
   ``Topic.validate``, RocketMQ 4.9.7 ``TopicValidator.validateTopic``): no message ever comes.  Such a
   name is now refused at once (exit 1, as ``dump`` without ``--follow``), through the format's
   ``refuses_topic``; a valid name the store does not hold yet is still waited for.
+- ``segstore dump logs/orders-0 --follow --topic ordres`` (a typo, on a Kafka partition directory,
+  whose name fixes its one topic) waited forever for a topic that can never appear there.  It now
+  exits 1 at once naming the path and its topic, through the format's ``fixed_topics`` (None for a
+  log directory or a RocketMQ store, where the topic is still waited for).
 - A checkout run on ``PYTHONPATH`` without ``pip install`` registers no format (the built-ins register
   through entry points): ``segstore info STORE`` said ``not a store of any known format (); pass
   --format``, and ``dump FILE`` ``expected a file of a known format ()``; both now say none is
@@ -42,6 +46,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -157,15 +163,54 @@ def test_follow_refuses_a_topic_no_producer_can_ever_send_to(rocketmq_store, kra
     assert "(no message is ever stored under that name: expected a topic of the characters" in said
 
 
-def test_follow_still_waits_for_a_valid_topic_the_store_does_not_hold_yet(rocketmq_store):
+@pytest.fixture()
+def orders_partition(tmp_path: Path) -> Path:
+    """``logs/orders-0``: a Kafka partition directory, whose topic its name fixes."""
+    with segstore.open(tmp_path / "logs", format="kafka", mode="a") as logs:
+        logs.append_batch([{"topic": "orders", "partition": 0, "value": b"v%d" % i} for i in range(3)])
+    return tmp_path / "logs" / "orders-0"
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_follow_still_waits_for_a_valid_topic_the_store_does_not_hold_yet(rocketmq_store, orders_partition,
+                                                                          fmt):
+    store, held = (rocketmq_store, "Plain") if fmt == "rocketmq" else (orders_partition.parent, "orders")
+    assert registry.get(fmt).fixed_topics(str(store)) is None     # a log dir: topics may be created
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(rocketmq_store), "--follow",
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(store), "--follow",
                              "--interval", "0.05", "--topic", "Later"], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, env=env)
     try:
         assert proc.stderr is not None
         said = proc.stderr.readline().decode()
-        assert said == f"segstore dump: {rocketmq_store}: waiting for topic 'Later' (topics Plain now)\n"
+        assert said == f"segstore dump: {store}: waiting for topic 'Later' (topics {held} now)\n"
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
+def test_follow_refuses_a_topic_a_partition_directory_never_holds(orders_partition):
+    assert registry.get("kafka").fixed_topics(str(orders_partition)) == {"orders"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "segstore.cli", "dump", str(orders_partition), "--follow",
+                           "--interval", "0.05", "--topic", "ordres"], capture_output=True, env=env,
+                          timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (
+        1, b"", f"{orders_partition}: expected a topic named 'ordres', found topics orders "
+                "(no message is ever stored under that name: its path fixes the topics it holds: orders)\n")
+
+
+def test_follow_of_a_partition_directory_still_follows_its_own_topic(orders_partition):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(orders_partition), "--follow",
+                             "--json", "--interval", "0.05", "--topic", "orders"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert [(line["topic"], line["offset"], line["value"]) for line in lines] == [
+            ("orders", i, base64.b64encode(b"v%d" % i).decode()) for i in range(3)]
         assert proc.poll() is None
     finally:
         proc.kill()

@@ -77,6 +77,20 @@ class KafkaFormat(FormatPlugin):
             return err.message
         return None
 
+    def fixed_topics(self, path: str) -> frozenset[str] | None:
+        """A partition directory's topic, the ``TOPIC`` of its name ``TOPIC-N`` (Kafka 3.8
+        ``LocalLog.parseTopicPartitionName``): it never holds another.  None for a log directory, where
+        any topic may be created."""
+        from .logdir import is_partition_dir
+        from .partition import parse_partition_dir
+
+        if not files.is_dir(path) or not is_partition_dir(path):
+            return None
+        try:
+            return frozenset((parse_partition_dir(path)[0],))
+        except InvalidTopicError:       # no TOPIC-N name: the store does not open as one
+            return None
+
     def refuses_new_dir(self, parent: str, name: str, store_format: str | None) -> str | None:
         """A log directory holds partition directories only: Kafka 3.8 ``LogManager.loadLogs`` passes
         each subdirectory to ``UnifiedLog.parseTopicPartitionName`` (``LocalLog``), which throws for a
