@@ -36,6 +36,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
+from segstore.javatext import parse_int, parse_long
 
 from .dirnames import BCQ_DIR
 from .javacompat import concurrent_hashmap_order, string_hash
@@ -167,9 +168,6 @@ _DECIMAL = re.compile(r"(-?)(\d+)(?:\.(\d*))?(?:[eE]([+-]?\d{1,9}))?")
 _NARROWED_SCALES = range(-100, 101)
 #: ``TypeUtils.castToInt`` drops this from a string before ``Integer.parseInt`` (``castToLong`` does not)
 _TRAILING_ZEROS = re.compile(r"\.0*$")
-#: what ``Integer.parseInt``/``Long.parseLong`` take: a sign, decimal digits (``Character.digit``: any
-#: Unicode decimal digit, as Python's ``\d``), nothing else (no blanks); longer than any Java number refused
-_JAVA_INTEGER_TEXT = re.compile(r"[+-]?\d{1,40}")
 #: the strings ``castToInt``/``castToLong`` turn into ``null``
 _NULL_TEXTS = ("", "null", "NULL")
 #: the integral digits taken at a time when narrowing a long literal (:func:`_low_bits`)
@@ -250,8 +248,7 @@ def java_cast(value: Any, what: str, path: str, *, long: bool = True) -> int | N
         text = value.replace(",", "")
         if not long:
             text = _TRAILING_ZEROS.sub("", text, count=1)
-        if _JAVA_INTEGER_TEXT.fullmatch(text):
-            number = int(text)
+        number = parse_long(text) if long else parse_int(text)
     if number is None or not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
         kind = "long" if long else "int"
         raise CorruptDataError(f"expected {what} (a Java {kind}), found {cut(json.dumps(value))}", path)
