@@ -216,9 +216,15 @@ def odd_properties(draw: st.DrawFn) -> bytes:
 @st.composite
 def odd_dump_lines(draw: st.DrawFn) -> list[dict]:
     """Dump lines as ``dump --json`` writes them for stored properties that are not UTF-8: ``properties``
-    Java's text of them, ``properties_base64`` the bytes, ``tags``/``keys`` read from that text."""
+    Java's text of them, ``properties_base64`` the bytes, ``tags``/``keys`` read from that text; the
+    other lines' properties hold no separator."""
     lines = draw(st.lists(dump_line(), min_size=1, max_size=8))
     for line in lines:
+        # a property holding a separator (0x01, 0x02) no stored properties can carry: the columnar path
+        # declines such a line by design (the reference raises or writes it), which is not what this
+        # strategy is for
+        line["properties"] = {name: value for name, value in line["properties"].items()
+                              if not set(name + value) & {"\x01", "\x02"}}
         if draw(st.booleans()):
             raw = draw(odd_properties())
             properties = decode_properties(raw, java_text=True)
