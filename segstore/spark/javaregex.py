@@ -14,18 +14,19 @@ Java's syntax is translated where Python's reads the same text otherwise, or not
 - a character class is evaluated as Java 17's ``Pattern.clazz`` builds it (nested classes as unions,
   ``&&`` intersections, ``^`` over the whole class, each member closed under ASCII case where
   CASE_INSENSITIVE is on) into explicit code point ranges (:mod:`.javachars`), and so are Unicode
-  properties: general categories (``\\p{L}``, ``\\p{Lu}``, ``\\p{IsLu}``, ``\\p{gc=Lu}``...), the POSIX
-  classes (``\\p{Alpha}``...: ASCII in Java), and the binary properties ``IsAlphabetic``, ``IsLetter``,
-  ``IsDigit``, ``IsLowercase``, ``IsUppercase``, ``IsTitlecase``, ``IsWhite_Space``, ``IsHex_Digit``,
-  ``IsPunctuation``, ``IsControl``, ``IsAssigned``;
+  properties, every name Java 17's ``Pattern.family`` takes, from Java 17's own tables
+  (:mod:`.javaunicode`): general categories (``\\p{L}``, ``\\p{Lu}``, ``\\p{IsLu}``, ``\\p{gc=Lu}``...), the
+  POSIX classes (``\\p{Alpha}``...: ASCII in Java; ``\\p{IsAlpha}``...: Unicode's), binary properties
+  (``\\p{IsAlphabetic}``, ``\\p{IsIdeographic}``...), ``java.lang.Character`` methods
+  (``\\p{javaLowerCase}``...), scripts (``\\p{IsLatin}``, ``\\p{sc=Grek}``) and blocks (``\\p{InGreek}``,
+  ``\\p{blk=Basic Latin}``), names matched as Java matches them;
 - an inline flag group ``(?i)`` after the start applies from there to the end of its group, every
   alternative after it included (Python takes global flags only at the start): scoped groups carry it.
 
 What Python cannot express the same way is a :class:`ConfigError` naming it, never a different match:
-Unicode scripts and blocks (``\\p{IsLatin}``, ``\\p{InGreek}``), ``java.lang.Character`` properties
-(``\\p{javaLowerCase}``), the flags ``u``, ``U``, ``x`` and ``\\G``, ``\\X``; and text Java's
-``Pattern.compile`` refuses (a ``{`` that starts no repetition, ``(?P...)``, ``(?#...)``, an escaped
-letter Java gives no meaning, an unclosed class, a reversed range, an unknown property) is refused too,
+the flags ``u``, ``U``, ``x`` and ``\\G``, ``\\X``; and text Java's ``Pattern.compile`` refuses (a ``{`` that
+starts no repetition, ``(?P...)``, ``(?#...)``, an escaped letter Java gives no meaning, an unclosed class, a
+reversed range, an unknown property, script or block name) is refused too,
 with Java's description.  Pure; thread-safe.
 """
 
@@ -162,10 +163,11 @@ _CLASS_ESCAPES: dict[str, CharSet] = {
 
 def _family(pattern: str, pos: int, case_insensitive: bool) -> tuple[CharSet, int]:
     """The members of ``\\p{...}`` / ``\\P{...}`` (or ``\\pL``) at ``pattern[pos]``, as Java 17
-    ``Pattern.family`` names them, and where the pattern goes on.
+    ``Pattern.family`` names them, and where the pattern goes on: ``sc=``/``script=``, ``blk=``/``block=``,
+    ``gc=``/``general_category=`` (the key in any case); ``In`` a block; ``Is`` a binary property, then a
+    category, then a script; else a category, POSIX class or ``java.lang.Character`` method.
 
-    :raises ConfigError: Java's errors (unclosed, empty, an unknown name), or a script, block or
-        ``java.lang.Character`` property, which segstore does not translate.
+    :raises ConfigError: Java's errors (unclosed, empty, an unknown name).
     """
     complement = pattern[pos + 1] == "P"
     start = pos + 2
@@ -183,31 +185,29 @@ def _family(pattern: str, pos: int, case_insensitive: bool) -> tuple[CharSet, in
     members: CharSet | None
     if "=" in name:
         key, _, value = name.partition("=")
-        if key.lower() not in ("gc", "general_category", "sc", "script", "blk", "block"):
-            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
-        if key.lower() not in ("gc", "general_category"):
-            raise _refuse(pattern, pos, f"the Unicode script or block {name!r}, which segstore does not "
-                                        "translate")
-        members = javachars.for_property(value, case_insensitive)
+        key = key.lower()
+        if key in ("sc", "script"):
+            members = javachars.script(value)
+        elif key in ("blk", "block"):
+            members = javachars.block(value)
+        elif key in ("gc", "general_category"):
+            members = javachars.for_property(value, case_insensitive)
+        else:
+            members = None
         if members is None:
-            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
+            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key}>, value=<{value}>}}")
     elif name.startswith("In"):
-        raise _refuse(pattern, pos, f"the Unicode block {name!r}, which segstore does not translate")
+        members = javachars.block(name[2:])
     elif name.startswith("Is"):
         members = javachars.for_unicode_property(name[2:], case_insensitive)
         if members is None:
             members = javachars.for_property(name[2:], case_insensitive)
-        if members is None and not re.fullmatch(r"\w+", name[2:]):
-            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
         if members is None:
-            raise _refuse(pattern, pos, f"the character property {name!r} (a Unicode script, or one segstore "
-                                        "does not translate)")
+            members = javachars.script(name[2:])
     else:
         members = javachars.for_property(name, case_insensitive)
-        if members is None and name.startswith("java"):
-            raise _refuse(pattern, pos, f"the character property {name!r}, which segstore does not translate")
-        if members is None:
-            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
+    if members is None:
+        raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
     return (javachars.complement(members) if complement else members), end
 
 
