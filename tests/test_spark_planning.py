@@ -562,7 +562,7 @@ def test_subscribe_or_assign_of_a_topic_the_store_lacks_fails_and_of_a_partition
     ({"subscribe": " , "}, "subscribe must name at least one topic"),
     ({"topics": ""}, "topics must name at least one topic"),
     ({"subscribePattern": "  "}, "subscribePattern must be a regular expression"),
-    ({"assign": ""}, "assign must be JSON"),
+    ({"assign": ""}, "assign must be a JSON object.*no topic partitions to assign"),
     ({"subscribe": "", "assign": '{"A": [0]}'}, "only one of subscribe"),
 ])
 def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragment):
