@@ -5,10 +5,12 @@
  *
  *   java tools/JavaPatterns.java find FILE     FILE: hex UTF-8 topic names, a "-" line, hex UTF-8 patterns
  *   java tools/JavaPatterns.java members FILE  FILE: hex UTF-8 patterns
+ *   java tools/JavaPatterns.java names FILE    FILE: hex code points
  *
  * Prints one line per pattern: for find, "ok" and the indexes of the topics it finds a match in; for
  * members, "ok" and the hex ranges of the code points it matches as a whole (low-high); either way
- * "error " and PatternSyntaxException.getDescription() where Pattern.compile refuses it.
+ * "error " and PatternSyntaxException.getDescription() where Pattern.compile refuses it.  For names: one
+ * line per code point, Character.getName of it (the name \N{...} reads back), or "null".
  */
 
 import java.nio.charset.StandardCharsets;
@@ -28,6 +30,14 @@ public class JavaPatterns {
 
     public static void main(String[] args) throws Exception {
         List<String> lines = Files.readAllLines(Path.of(args[1]));
+        if (args[0].equals("names")) {
+            StringBuilder names = new StringBuilder();
+            for (String line : lines) {
+                names.append(Character.getName(Integer.parseInt(line, 16))).append('\n');
+            }
+            System.out.print(names);
+            return;
+        }
         List<String> topics = new ArrayList<>();
         int first = 0;
         if (args[0].equals("find")) {

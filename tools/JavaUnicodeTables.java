@@ -162,6 +162,16 @@ public class JavaUnicodeTables {
         }
         out.append("}\n\n");
 
+        out.append("#: Character.getName of the control characters (Cc), which Unicode's own names leave out.\n");
+        out.append("CONTROL_NAMES = {\n");
+        for (int cp = 0; cp <= MAX; cp++) {
+            if (types[cp] == Character.CONTROL) {
+                out.append("    0x").append(Integer.toHexString(cp)).append(": \"").append(Character.getName(cp))
+                   .append("\",\n");
+            }
+        }
+        out.append("}\n\n");
+
         @SuppressWarnings("unchecked")
         Map<String, Character.UnicodeBlock> names =
             new TreeMap<>((Map<String, Character.UnicodeBlock>) privateStatic(Character.UnicodeBlock.class, "map"));

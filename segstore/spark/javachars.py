@@ -13,9 +13,13 @@ Pure; thread-safe (each table is parsed once, on first use, and cached).
 
 from __future__ import annotations
 
+import bisect
 import functools
+import re
+import unicodedata
 from collections.abc import Iterable
 
+from ..javatext import java_trim
 from . import javaunicode
 
 CharSet = tuple[tuple[int, int], ...]
@@ -114,6 +118,64 @@ def block(name: str) -> CharSet | None:
     (``BASIC_LATIN``) or an old alias (``Greek``), in any case.  None: a name ``forName`` refuses."""
     key = javaunicode.BLOCK_NAMES.get(name.upper())
     return None if key is None else _table(javaunicode.BLOCKS[key])
+
+
+@functools.cache
+def _blocks() -> tuple[list[int], list[tuple[int, int, str]]]:
+    """Every block's ranges, sorted, with their starts (for bisect)."""
+    spans = sorted((low, high, key) for key, text in javaunicode.BLOCKS.items() for low, high in _table(text))
+    return [low for low, _, _ in spans], spans
+
+
+def _in(members: CharSet, code: int) -> bool:
+    at = bisect.bisect_right(members, (code, MAX_CODE_POINT + 1)) - 1
+    return at >= 0 and members[at][0] <= code <= members[at][1]
+
+
+def java_name(code: int) -> str | None:
+    """Java 17 ``Character.getName(code)``: None for an unassigned code point; Unicode's name of the
+    character (:mod:`unicodedata`'s, the same for every character Unicode 13.0 assigns), the control
+    characters' as :mod:`.javaunicode` lists them; for a character Unicode names by a rule (CJK ideographs,
+    Hangul syllables) or not at all, its block's name and its code in hex (``CJK UNIFIED IDEOGRAPHS 4E00``).
+    ``O(log blocks)``."""
+    if _in(category("Cn"), code):
+        return None
+    if code in javaunicode.CONTROL_NAMES:
+        return javaunicode.CONTROL_NAMES[code]
+    name = unicodedata.name(chr(code), None)
+    if name is not None and not name.startswith(("CJK UNIFIED IDEOGRAPH-", "HANGUL SYLLABLE ")):
+        return name
+    starts, spans = _blocks()
+    at = bisect.bisect_right(starts, code) - 1
+    if at < 0 or spans[at][1] < code:
+        return None
+    return f"{spans[at][2].replace('_', ' ')} {code:X}"
+
+
+@functools.cache
+def _control_codes() -> dict[str, int]:
+    return {name: code for code, name in javaunicode.CONTROL_NAMES.items()}
+
+
+def code_point_of(name: str) -> int | None:
+    """Java 17 ``Character.codePointOf(name)`` (``\\N{name}``): ``name`` trimmed (``String.trim``) and
+    upper-cased, then the code point :func:`java_name` gives that name; None where there is none (Java's
+    IllegalArgumentException): no alias, no named sequence (both :func:`unicodedata.lookup` takes), no
+    ``CJK UNIFIED IDEOGRAPH-4E00``."""
+    key = java_trim(name).upper()
+    code = _control_codes().get(key)
+    if code is None:
+        try:
+            found = unicodedata.lookup(key)
+        except KeyError:
+            found = ""
+        code = ord(found) if len(found) == 1 else None
+    if code is None and re.fullmatch(r".* [0-9A-F]{1,6}", key):
+        # a name Character.getName makes of the block and the code (only that spelling reads back)
+        code = int(key[key.rindex(" ") + 1:], 16)
+    if code is None or code > MAX_CODE_POINT or java_name(code) != key:
+        return None
+    return code
 
 
 _ONE_LETTER = {"L", "M", "N", "Z", "C", "P", "S"}

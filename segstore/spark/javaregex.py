@@ -10,7 +10,8 @@ Java's syntax is translated where Python's reads the same text otherwise, or not
 - ``\\w``, ``\\d``, ``\\s``, ``\\b`` and ``(?i)`` are ASCII in Java unless asked otherwise (compiled with
   :data:`re.ASCII`);
 - ``\\z`` is Python's ``\\Z``, Java's ``\\Z`` allows a final line terminator; ``\\h``, ``\\v``, ``\\R``,
-  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` are spelled out;
+  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` are spelled out, and ``\\N{name}`` by Java's
+  ``Character.codePointOf`` (:func:`.javachars.code_point_of`);
 - a character class is evaluated as Java 17's ``Pattern.clazz`` builds it (nested classes as unions,
   ``&&`` intersections, ``^`` over the whole class, each member closed under ASCII case where
   CASE_INSENSITIVE is on) into explicit code point ranges (:mod:`.javachars`), and so are Unicode
@@ -33,7 +34,6 @@ with Java's description.  Pure; thread-safe.
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from ..errors import ConfigError
 from . import javachars
@@ -133,10 +133,10 @@ def _char_escape(pattern: str, pos: int, in_class: bool = False) -> tuple[int, i
         found = re.match(r"\{([^}]*)\}", pattern[end:])
         if found is None:
             raise _java(pattern, pos, "Unclosed character name escape sequence")
-        try:
-            return ord(unicodedata.lookup(found.group(1))), end + found.end()
-        except KeyError:
-            raise _java(pattern, pos, f"Unknown character name [{found.group(1)}]") from None
+        named = javachars.code_point_of(found.group(1))
+        if named is None:
+            raise _java(pattern, pos, f"Unknown character name [{found.group(1)}]")
+        return named, end + found.end()
     if char == "c":
         if end >= len(pattern):
             raise _java(pattern, pos, "Illegal control escape sequence")
