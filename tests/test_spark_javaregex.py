@@ -327,6 +327,53 @@ UNICODE = [
     ('\\N{ }', 'Unknown character name [ ]'),
     ('\\N{GREEK CAPITAL LETTER OMEGA}', (1,)),
     ('\\N{OHM SIGN}', ()),
+    # UNICODE_CHARACTER_CLASS ((?U), scoped as the other flags): \w, \d, \s, \b and the POSIX classes
+    # Unicode's; UNICODE_CASE ((?u)) changes nothing without CASE_INSENSITIVE
+    ('(?U)\\w+$', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U)^\\w+$', (0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15)),
+    ('^\\w+$', (0, 8, 13)),
+    ('(?U)\\d', (8, 10, 13)),
+    ('(?U)\\D', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18)),
+    ('(?U)^\\d+$', (10,)),
+    ('(?U)\\s', ()),
+    ('(?U)\\S', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18)),
+    ('(?U)\\W', (7, 16, 17, 18)),
+    ('(?U)\\bmega', ()),
+    ('(?U)\\Bmega', (1,)),
+    ('(?U)x\\b', (7,)),
+    ('(?U)\\b\\w', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U)a\\B', (6, 11)),
+    ('(?U)[\\w&&[^a-z]]', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+    ('(?U)[^\\w]', (7, 16, 17, 18)),
+    ('(?U)[\\d\\s]', (8, 10, 13)),
+    ('(?U)[\\W]', (7, 16, 17, 18)),
+    ('(?U)\\p{Alpha}', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17)),
+    ('(?U)^\\p{alpha}+$', (0, 1, 2, 3, 4, 5, 6, 9, 12, 14, 15)),
+    ('(?U)\\p{Lower}', (0, 1, 2, 6, 7, 8, 9, 11, 12, 17)),
+    ('(?U)\\p{Upper}', (1, 2, 13, 15)),
+    ('(?U)\\p{Punct}', (7, 8)),
+    ('(?U)\\p{ASCII}', (0, 1, 6, 7, 8, 11, 13, 17)),
+    ('(?U)\\p{L}', (0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 17)),
+    ('(?U)\\p{XDigit}', (0, 1, 6, 7, 8, 10, 11, 13, 17)),
+    ('(?U)\\p{Graph}', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U)^\\p{Print}+$', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U)\\p{Blank}', ()),
+    ('(?U)\\p{Cntrl}', ()),
+    ('(?U)\\p{Alnum}', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U:\\w)x', ()),
+    ('a(?U)\\w$|^\\w', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17)),
+    ('(?U)(?-U)\\w+$', (0, 1, 7, 8, 11, 13, 17)),
+    ('(?U-U)^\\w+$', (0, 8, 13)),
+    ('^(?:(?U)\\w)+$', (0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15)),
+    ('(?u)^\\w+$', (0, 8, 13)),
+    ('(?u)\\p{Alpha}', (0, 1, 6, 7, 8, 11, 13, 17)),
+    ('(?U)\\p{IsAlpha}', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17)),
+    ('(?U)\\p{javaLowerCase}', (0, 1, 2, 6, 7, 8, 9, 11, 12, 17)),
+    ('(?U)\\p{Lu}', (1, 2, 13, 15)),
+    ('(?U)\\p{alpha', 'Unclosed character family'),
+    ('(?U)[\\p{Punct}&&\\p{ASCII}]', (7, 8)),
+    ('(?i)(?-i)(?u)a', (1, 6, 11, 17)),
+    ('(?U)(?-i)(?-u)(?i)a', (1, 6, 11, 13, 17)),
 ]
 
 
@@ -354,10 +401,12 @@ def _words(description: str) -> str:
     return "".join("\\" + c if c in "{}[]()" else c for c in description)
 
 
-@pytest.mark.parametrize("pattern", [r"(?u)a", r"(?U)\w", r"(?x)a b", r"\Ga", r"a\X"])
+@pytest.mark.parametrize("pattern", [r"(?iu)a", r"(?U)(?i)a", r"(?i:(?U)a)", r"(?Ux)a", r"(?x)a b", r"\Ga",
+                                     r"a\X"])
 def test_what_java_takes_and_segstore_does_not_translate_is_refused(pattern):
-    """Unicode case folding, UNICODE_CHARACTER_CLASS, comments mode, \\G and grapheme clusters: Java runs
-    them, Python's re cannot alike: refused by name, never matched otherwise."""
+    """Unicode case folding (CASE_INSENSITIVE with UNICODE_CASE, which (?U) sets too), comments mode, \\G
+    and grapheme clusters: Java runs them, Python's re cannot alike: refused by name, never matched
+    otherwise."""
     with pytest.raises(ConfigError, match=r"segstore does not translate|segstore translates"):
         compile_java(pattern)
 
@@ -422,7 +471,8 @@ PROPERTIES = [
 def test_each_property_holds_the_code_points_java_17_gives_it(tmp_path):
     said = _run_java(tmp_path, "members", [_hex(p) for p in PROPERTIES])
     for pattern, line in zip(PROPERTIES, said, strict=True):
-        members, _ = javaregex._family(pattern, pattern.index("\\"), pattern.startswith("(?i)"))
+        mode = javaregex._Mode(case_insensitive=pattern.startswith("(?i)"))
+        members, _ = javaregex._family(pattern, pattern.index("\\"), mode)
         java = javachars.of((int(low, 16), int(high, 16)) for low, _, high in
                             (item.partition("-") for item in line.split()[1:]))
         assert (pattern, members) == (pattern, java)

@@ -598,13 +598,13 @@ def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_
 @pytest.mark.parametrize(("pattern", "found"), [
     ("a{", "Illegal repetition"), ("t{,2}", "Illegal repetition"),
     ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"Illegal/unsupported escape sequence"),
-    ("(?u)a", "inline flag 'u'"), (r"a\X", "segstore does not translate"),
+    ("(?iu)a", "Unicode case folding"), (r"a\X", "segstore does not translate"),
     (r"\p{IsKlingon}", r"Unknown character property name \{IsKlingon\}"),
 ])
 def test_subscribe_pattern_java_refuses_or_python_cannot_run_alike_is_refused(pattern, found):
     """Java's Pattern.compile refuses a stray '{', ``(?P<``, an undefined escape (Python took them as
-    literals or its own syntax); constructs Python cannot run alike (grapheme clusters, flags u/U/x) are
-    refused rather than matched differently, and so is a script Java 17 does not know
+    literals or its own syntax); constructs Python cannot run alike (grapheme clusters, flag i with u or U,
+    x) are refused rather than matched differently, and so is a script Java 17 does not know
     (tests/test_spark_javaregex.py has Java's own tables)."""
     with pytest.raises(ConfigError, match=rf"subscribePattern: .*expected a Java regular expression.*"
                                           rf"{found}"):
