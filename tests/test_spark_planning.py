@@ -562,7 +562,7 @@ def test_subscribe_or_assign_of_a_topic_the_store_lacks_fails_and_of_a_partition
     ({"subscribe": " , "}, "subscribe must name at least one topic"),
     ({"topics": ""}, "topics must name at least one topic"),
     ({"subscribePattern": "  "}, "subscribePattern must be a regular expression"),
-    ({"assign": ""}, "assign must be JSON"),
+    ({"assign": ""}, "assign must be a JSON object.*no topic partitions to assign"),
     ({"subscribe": "", "assign": '{"A": [0]}'}, "only one of subscribe"),
 ])
 def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragment):
@@ -583,6 +583,8 @@ def test_an_empty_topic_choice_is_refused_not_read_as_every_topic(options, fragm
     ("(?i)^ORDERS$", ["orders"], ["ördérs"]),
     ("^a(?i)b|c", ["aB", "C", "xcx"], ["Ab"]),
     (r"^t\d{2}\z", ["t12"], ["t123"]),
+    (r"^\p{IsLatin}+$", ["ördérs"], ["orders2", "заказы"]),
+    (r"\p{InCyrillic}", ["заказы"], ["ördérs"]),
 ])
 def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_read):
     """Spark 4 ConsumerStrategy.scala SubscribePatternStrategy.assignedTopicPartitions takes the topics in
@@ -596,12 +598,14 @@ def test_subscribe_pattern_is_a_java_regex_found_in_the_name(pattern, read, not_
 @pytest.mark.parametrize(("pattern", "found"), [
     ("a{", "Illegal repetition"), ("t{,2}", "Illegal repetition"),
     ("(?P<n>a)", "Java's Pattern refuses"), (r"\y", r"Illegal/unsupported escape sequence"),
-    ("(?u)a", "inline flag 'u'"), (r"\p{IsLatin}", "segstore does not translate"),
+    ("(?iu)a", "Unicode case folding"), (r"a\X", "segstore does not translate"),
+    (r"\p{IsKlingon}", r"Unknown character property name \{IsKlingon\}"),
 ])
 def test_subscribe_pattern_java_refuses_or_python_cannot_run_alike_is_refused(pattern, found):
     """Java's Pattern.compile refuses a stray '{', ``(?P<``, an undefined escape (Python took them as
-    literals or its own syntax); constructs Python cannot run alike (Unicode scripts, flags u/U/x) are
-    refused rather than matched differently (tests/test_spark_javaregex.py has Java's own table)."""
+    literals or its own syntax); constructs Python cannot run alike (grapheme clusters, flag i with u or U,
+    x) are refused rather than matched differently, and so is a script Java 17 does not know
+    (tests/test_spark_javaregex.py has Java's own tables)."""
     with pytest.raises(ConfigError, match=rf"subscribePattern: .*expected a Java regular expression.*"
                                           rf"{found}"):
         _opts(subscribePattern=pattern)

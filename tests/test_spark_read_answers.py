@@ -80,6 +80,9 @@ def test_store_time_filters_keep_rows_stored_after_the_clock_stepped_back(spark,
     ("endingOffsets", '{"t": {"0": -2}}', "endingOffsets for t-0 cannot be earliest"),
     ("subscribe", "", "subscribe must name at least one topic"),
     ("subscribePattern", " ", "subscribePattern must be a regular expression"),
+    # Jackson refuses a number past a long (Python's float is inf: OverflowError, a worker's traceback)
+    ("startingOffsets", '{"t": {"0": 1E400}}', "startingOffsets: t/0 must be an integer partition"),
+    ("subscribePattern", r"\p{IsKlingon}", r"Unknown character property name \{IsKlingon\}"),
 ])
 def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, option, value,  # noqa: F811
                                                     message):
@@ -89,6 +92,17 @@ def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, op
     to read everything, or nothing, instead."""
     with pytest.raises(Exception, match=f"ConfigError.*{message}"):
         source(spark, reader).option(option, value).load(kafka_logs).count()
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("subscribePattern", r"^\p{IsLatin}$"), ("subscribePattern", r"\p{blk=Basic Latin}"),
+    ("assign", '{"t": ["0"]} '), ("assign", '{"t": [0.9], "u": null}'),
+])
+def test_options_read_as_java_and_jackson_read_them(spark, reader, kafka_logs, option, value):  # noqa: F811
+    """A script or a block in subscribePattern (java.util.regex.Pattern, Java 17's tables) and assign as
+    Spark 4 JsonUtils' Jackson reads it (a numeric string, a float cut toward zero, a null topic, text after
+    the object) choose topic t on both readers; they were refused."""
+    assert source(spark, reader).option(option, value).load(kafka_logs).count() == 5
 
 
 def test_a_start_given_after_its_end_is_refused_by_both_readers(spark, reader, kafka_logs):  # noqa: F811

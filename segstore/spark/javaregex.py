@@ -10,29 +10,34 @@ Java's syntax is translated where Python's reads the same text otherwise, or not
 - ``\\w``, ``\\d``, ``\\s``, ``\\b`` and ``(?i)`` are ASCII in Java unless asked otherwise (compiled with
   :data:`re.ASCII`);
 - ``\\z`` is Python's ``\\Z``, Java's ``\\Z`` allows a final line terminator; ``\\h``, ``\\v``, ``\\R``,
-  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` are spelled out;
+  ``\\e``, ``\\cX``, ``\\0ooo`` (octal), ``\\x{h...h}`` are spelled out, and ``\\N{name}`` by Java's
+  ``Character.codePointOf`` (:func:`.javachars.code_point_of`);
 - a character class is evaluated as Java 17's ``Pattern.clazz`` builds it (nested classes as unions,
   ``&&`` intersections, ``^`` over the whole class, each member closed under ASCII case where
   CASE_INSENSITIVE is on) into explicit code point ranges (:mod:`.javachars`), and so are Unicode
-  properties: general categories (``\\p{L}``, ``\\p{Lu}``, ``\\p{IsLu}``, ``\\p{gc=Lu}``...), the POSIX
-  classes (``\\p{Alpha}``...: ASCII in Java), and the binary properties ``IsAlphabetic``, ``IsLetter``,
-  ``IsDigit``, ``IsLowercase``, ``IsUppercase``, ``IsTitlecase``, ``IsWhite_Space``, ``IsHex_Digit``,
-  ``IsPunctuation``, ``IsControl``, ``IsAssigned``;
+  properties, every name Java 17's ``Pattern.family`` takes, from Java 17's own tables
+  (:mod:`.javaunicode`): general categories (``\\p{L}``, ``\\p{Lu}``, ``\\p{IsLu}``, ``\\p{gc=Lu}``...), the
+  POSIX classes (``\\p{Alpha}``...: ASCII in Java; ``\\p{IsAlpha}``...: Unicode's), binary properties
+  (``\\p{IsAlphabetic}``, ``\\p{IsIdeographic}``...), ``java.lang.Character`` methods
+  (``\\p{javaLowerCase}``...), scripts (``\\p{IsLatin}``, ``\\p{sc=Grek}``) and blocks (``\\p{InGreek}``,
+  ``\\p{blk=Basic Latin}``), names matched as Java matches them;
 - an inline flag group ``(?i)`` after the start applies from there to the end of its group, every
   alternative after it included (Python takes global flags only at the start): scoped groups carry it.
+- UNICODE_CHARACTER_CLASS (``(?U)``, scoped as the other flags) makes ``\\w``, ``\\d``, ``\\s`` Java's
+  WORD, DIGIT and WHITE_SPACE sets, ``\\b``/``\\B`` boundaries of WORD (lookarounds) and the POSIX
+  classes Unicode's (``CharPredicates.forPOSIXName``); UNICODE_CASE (``(?u)``) alone changes nothing.
 
 What Python cannot express the same way is a :class:`ConfigError` naming it, never a different match:
-Unicode scripts and blocks (``\\p{IsLatin}``, ``\\p{InGreek}``), ``java.lang.Character`` properties
-(``\\p{javaLowerCase}``), the flags ``u``, ``U``, ``x`` and ``\\G``, ``\\X``; and text Java's
-``Pattern.compile`` refuses (a ``{`` that starts no repetition, ``(?P...)``, ``(?#...)``, an escaped
-letter Java gives no meaning, an unclosed class, a reversed range, an unknown property) is refused too,
-with Java's description.  Pure; thread-safe.
+Unicode case folding (``(?i)`` with ``(?u)`` or ``(?U)``), the flag ``x``, ``\\G``, ``\\X``; and text
+Java's ``Pattern.compile`` refuses (a ``{`` that starts no repetition, ``(?P...)``, ``(?#...)``, an escaped
+letter Java gives no meaning, an unclosed class, a reversed range, an unknown property, script or block
+name) is refused too, with Java's description.  Pure; thread-safe.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from . import javachars
@@ -43,6 +48,17 @@ _SAME = set("dDsSwWbBAtnrfa")
 _GROUP_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9]*")
 _QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")
 _FLAGS = re.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
+
+
+class _Mode(NamedTuple):
+    """The flags a part of a pattern is read under that change what it matches here."""
+
+    #: CASE_INSENSITIVE (``i``): ASCII letters in any case
+    case_insensitive: bool = False
+    #: UNICODE_CHARACTER_CLASS (``U``): ``\\w``, ``\\d``, ``\\s``, ``\\b`` and the POSIX classes Unicode's
+    unicode_class: bool = False
+    #: UNICODE_CASE (``u``, which ``U`` sets too): case-insensitivity beyond ASCII
+    unicode_case: bool = False
 
 
 def _refuse(pattern: str, pos: int, what: str) -> ConfigError:
@@ -61,13 +77,22 @@ def _escape(char: str) -> str:
         else f"\\U{ord(char):08x}"
 
 
-def _escape_at(pattern: str, pos: int, case_insensitive: bool) -> tuple[str, int]:
+def _escape_at(pattern: str, pos: int, mode: _Mode) -> tuple[str, int]:
     """The Python text of the escape at ``pattern[pos]`` (a backslash, outside a character class) and where
     the pattern goes on."""
     if pos + 1 >= len(pattern):
         raise _refuse(pattern, pos, "a trailing backslash")
     char = pattern[pos + 1]
     end = pos + 2
+    if mode.unicode_class and char in "dDsSwW":
+        members = javachars.unicode_class_escape(char.lower())
+        return javachars.python_class(javachars.complement(members) if char.isupper() else members), end
+    if mode.unicode_class and char in "bB":
+        # Java 17 Bound with UNICODE_CHARACTER_CLASS: a boundary between a WORD character and another
+        word = javachars.python_class(javachars.unicode_class_escape("w"))
+        if char == "b":
+            return f"(?:(?<={word})(?!{word})|(?<!{word})(?={word}))", end
+        return f"(?:(?<={word})(?={word})|(?<!{word})(?!{word}))", end
     if char in _SAME or (char.isdigit() and char != "0"):
         return "\\" + char, end
     if char == "z":
@@ -85,7 +110,7 @@ def _escape_at(pattern: str, pos: int, case_insensitive: bool) -> tuple[str, int
             raise _refuse(pattern, pos, "a malformed \\k<name>")
         return f"(?P={found.group(1)})", end + found.end()
     if char in "pP":
-        chosen, end = _family(pattern, pos, case_insensitive)
+        chosen, end = _family(pattern, pos, mode)
         return javachars.python_class(chosen), end
     code, end = _char_escape(pattern, pos)
     return _escape(chr(code)), end
@@ -132,10 +157,10 @@ def _char_escape(pattern: str, pos: int, in_class: bool = False) -> tuple[int, i
         found = re.match(r"\{([^}]*)\}", pattern[end:])
         if found is None:
             raise _java(pattern, pos, "Unclosed character name escape sequence")
-        try:
-            return ord(unicodedata.lookup(found.group(1))), end + found.end()
-        except KeyError:
-            raise _java(pattern, pos, f"Unknown character name [{found.group(1)}]") from None
+        named = javachars.code_point_of(found.group(1))
+        if named is None:
+            raise _java(pattern, pos, f"Unknown character name [{found.group(1)}]")
+        return named, end + found.end()
     if char == "c":
         if end >= len(pattern):
             raise _java(pattern, pos, "Illegal control escape sequence")
@@ -160,13 +185,16 @@ _CLASS_ESCAPES: dict[str, CharSet] = {
 }
 
 
-def _family(pattern: str, pos: int, case_insensitive: bool) -> tuple[CharSet, int]:
+def _family(pattern: str, pos: int, mode: _Mode) -> tuple[CharSet, int]:
     """The members of ``\\p{...}`` / ``\\P{...}`` (or ``\\pL``) at ``pattern[pos]``, as Java 17
-    ``Pattern.family`` names them, and where the pattern goes on.
+    ``Pattern.family`` names them, and where the pattern goes on: ``sc=``/``script=``, ``blk=``/``block=``,
+    ``gc=``/``general_category=`` (the key in any case); ``In`` a block; ``Is`` a binary property, then a
+    category, then a script; else (a POSIX class in its Unicode sense first under UNICODE_CHARACTER_CLASS)
+    a category, POSIX class or ``java.lang.Character`` method.
 
-    :raises ConfigError: Java's errors (unclosed, empty, an unknown name), or a script, block or
-        ``java.lang.Character`` property, which segstore does not translate.
+    :raises ConfigError: Java's errors (unclosed, empty, an unknown name).
     """
+    case_insensitive = mode.case_insensitive
     complement = pattern[pos + 1] == "P"
     start = pos + 2
     if pattern[start:start + 1] == "{":
@@ -183,31 +211,31 @@ def _family(pattern: str, pos: int, case_insensitive: bool) -> tuple[CharSet, in
     members: CharSet | None
     if "=" in name:
         key, _, value = name.partition("=")
-        if key.lower() not in ("gc", "general_category", "sc", "script", "blk", "block"):
-            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
-        if key.lower() not in ("gc", "general_category"):
-            raise _refuse(pattern, pos, f"the Unicode script or block {name!r}, which segstore does not "
-                                        "translate")
-        members = javachars.for_property(value, case_insensitive)
+        key = key.lower()
+        if key in ("sc", "script"):
+            members = javachars.script(value)
+        elif key in ("blk", "block"):
+            members = javachars.block(value)
+        elif key in ("gc", "general_category"):
+            members = javachars.for_property(value, case_insensitive)
+        else:
+            members = None
         if members is None:
-            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key.lower()}>, value=<{value}>}}")
+            raise _java(pattern, pos, f"Unknown Unicode property {{name=<{key}>, value=<{value}>}}")
     elif name.startswith("In"):
-        raise _refuse(pattern, pos, f"the Unicode block {name!r}, which segstore does not translate")
+        members = javachars.block(name[2:])
     elif name.startswith("Is"):
         members = javachars.for_unicode_property(name[2:], case_insensitive)
         if members is None:
             members = javachars.for_property(name[2:], case_insensitive)
-        if members is None and not re.fullmatch(r"\w+", name[2:]):
-            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
         if members is None:
-            raise _refuse(pattern, pos, f"the character property {name!r} (a Unicode script, or one segstore "
-                                        "does not translate)")
+            members = javachars.script(name[2:])
     else:
-        members = javachars.for_property(name, case_insensitive)
-        if members is None and name.startswith("java"):
-            raise _refuse(pattern, pos, f"the character property {name!r}, which segstore does not translate")
+        members = javachars.for_posix_name(name, case_insensitive) if mode.unicode_class else None
         if members is None:
-            raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
+            members = javachars.for_property(name, case_insensitive)
+    if members is None:
+        raise _java(pattern, pos, f"Unknown character property name {{{name}}}")
     return (javachars.complement(members) if complement else members), end
 
 
@@ -255,9 +283,10 @@ class _Class:
     closed under ASCII case where CASE_INSENSITIVE is on (``bits.add``, ``CIRange``).
     """
 
-    def __init__(self, pattern: str, case_insensitive: bool) -> None:
+    def __init__(self, pattern: str, mode: _Mode) -> None:
         self.pattern = pattern
-        self.ci = case_insensitive
+        self.mode = mode
+        self.ci = mode.case_insensitive
         self.i = 0
 
     def _peek(self) -> str:
@@ -334,11 +363,12 @@ class _Class:
         if self._peek() == "\\":
             kind = self.pattern[self.i + 1:self.i + 2]
             if kind in ("p", "P"):
-                members, self.i = _family(self.pattern, self.i, self.ci)
+                members, self.i = _family(self.pattern, self.i, self.mode)
                 return False, members
             if kind.lower() in _CLASS_ESCAPES:
                 self.i += 2
-                members = _CLASS_ESCAPES[kind.lower()]
+                members = javachars.unicode_class_escape(kind.lower()) \
+                    if self.mode.unicode_class and kind.lower() in "dsw" else _CLASS_ESCAPES[kind.lower()]
                 return False, javachars.complement(members) if kind.isupper() else members
             code, self.i = _char_escape(self.pattern, self.i, in_class=True)
         else:
@@ -363,9 +393,9 @@ class _Class:
         return True, self._member(((code, code),))
 
 
-def _class_at(pattern: str, pos: int, case_insensitive: bool) -> tuple[str, int]:
+def _class_at(pattern: str, pos: int, mode: _Mode) -> tuple[str, int]:
     """The Python text of the character class at ``pattern[pos]`` (``[``) and where the pattern goes on."""
-    parser = _Class(pattern, case_insensitive)
+    parser = _Class(pattern, mode)
     parser.i = pos
     return javachars.python_class(parser.parse(True)), parser.i
 
@@ -381,8 +411,8 @@ def translate(pattern: str) -> str:
     scoped: list[int] = [0]
     #: per open group: the flag groups opened in it, to reopen after a ``|``
     flags: list[list[str]] = [[]]
-    #: per open group: whether CASE_INSENSITIVE is on there now (classes and properties depend on it)
-    case: list[bool] = [False]
+    #: per open group: the flags on there now (classes, escapes and properties depend on them)
+    case: list[_Mode] = [_Mode()]
     i = 0
     while i < len(pattern):
         char = pattern[i]
@@ -421,10 +451,10 @@ def translate(pattern: str) -> str:
 
 
 def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: list[list[str]],
-                case: list[bool]) -> int:
+                case: list[_Mode]) -> int:
     """Translate the group opening at ``pattern[i]``; return where the pattern goes on.  ``case``: per open
-    group, whether CASE_INSENSITIVE is on (a group starts with its enclosing group's; ``(?i)`` turns it on
-    to the group's end, ``(?i:...)`` inside its own)."""
+    group, the flags on there (a group starts with its enclosing group's; ``(?i)`` turns one on to the
+    group's end, ``(?i:...)`` inside its own)."""
     if not pattern.startswith("(?", i):
         out.append("(")
         scoped.append(0)
@@ -452,24 +482,43 @@ def _open_group(pattern: str, i: int, out: list[str], scoped: list[int], flags: 
         raise _refuse(pattern, i, f"the group {pattern[i:i + 4]!r}..., which Java's Pattern refuses")
     on, off, kind = found.group(1), found.group(2) or "", found.group(3)
     for flag in on + off:
-        if flag not in "idms":
-            raise _refuse(pattern, i, f"the inline flag {flag!r} (segstore translates i, d, m and s)")
-    # d (UNIX_LINES) only changes which line terminators . ^ $ see: a topic name holds none
-    on, off = on.replace("d", ""), off.replace("d", "")
-    insensitive = False if "i" in off else True if "i" in on else case[-1]
+        if flag not in "idmsuU":
+            raise _refuse(pattern, i, f"the inline flag {flag!r} (segstore translates i, d, m, s, u and U)")
+    mode = _flagged(case[-1], on, off)
+    if mode.case_insensitive and mode.unicode_case:
+        raise _refuse(pattern, i, "CASE_INSENSITIVE with UNICODE_CASE (the inline flags i and u or U): "
+                                  "Unicode case folding, which segstore does not translate")
+    # d (UNIX_LINES) only changes which line terminators . ^ $ see: a topic name holds none; u and U are the
+    # mode (what \w... and classes are translated to), no flag of Python's re
+    on, off = (re.sub("[duU]", "", text) for text in (on, off))
     opener = f"(?{on}{'-' + off if off else ''}:" if on or off else "(?:"
     if kind == ":":
         out.append(opener)
         scoped.append(0)
         flags.append([])
-        case.append(insensitive)
+        case.append(mode)
     else:
         # (?i) holds to the end of the enclosing group, the alternatives after a | included
         out.append(opener)
         scoped[-1] += 1
         flags[-1].append(opener)
-        case[-1] = insensitive
+        case[-1] = mode
     return found.end()
+
+
+def _flagged(mode: _Mode, on: str, off: str) -> _Mode:
+    """``mode`` with the inline flags ``on`` set and ``off`` cleared, as Java 17's ``Pattern.addFlag`` /
+    ``subFlag`` (``U`` sets and clears UNICODE_CASE with UNICODE_CHARACTER_CLASS)."""
+    ci, unicode_class, unicode_case = mode
+    for flag in on:
+        ci = ci or flag == "i"
+        unicode_class = unicode_class or flag == "U"
+        unicode_case = unicode_case or flag in "uU"
+    for flag in off:
+        ci = ci and flag != "i"
+        unicode_class = unicode_class and flag != "U"
+        unicode_case = unicode_case and flag not in "uU"
+    return _Mode(ci, unicode_class, unicode_case)
 
 
 def compile_java(pattern: str) -> re.Pattern[str]:

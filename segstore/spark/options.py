@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext
-from ..errors import ConfigError, ReadOnlyError, did_you_mean
+from ..errors import ConfigError, ReadOnlyError, cut, did_you_mean
 from ..files import is_url
 from ..javatext import java_trim, parse_int, parse_long
 from .javaregex import compile_java
@@ -318,18 +318,70 @@ def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in parsed.items()))
 
 
-def _json_long(value: Any) -> int:
-    """A JSON offset or timestamp as the connector reads it into a ``Long`` (Spark 4 JsonUtils, Jackson):
-    an integer, never a boolean (Python's ``int(True)`` is 1; Jackson refuses a boolean for a long).
+#: What Jackson skips before a JSON value (ReaderBasedJsonParser: space, tab, line feed, carriage return).
+_JSON_BLANKS = " \t\n\r"
 
-    :raises TypeError, ValueError: not such a value.
+
+def _refuse_constant(name: str) -> Any:
+    # NaN and Infinity: Jackson refuses them (JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS is off)
+    raise ValueError(f"{name} is no JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _jackson_object(text: str, what: str) -> dict[str, Any]:
+    """``text`` as Spark 4's JsonUtils reads a JSON option into a Scala ``Map`` (``ObjectMapper`` with
+    ``DefaultScalaModule``, jackson-databind 2.21 in PySpark 4.3): the first JSON value, after blanks;
+    whatever follows it is never read (``FAIL_ON_TRAILING_TOKENS`` is off: ``{"t": [0]} x`` is
+    ``{"t": [0]}``); ``null`` is an empty map.  ``O(len(text))``.
+
+    :raises ConfigError: no JSON object there: ``what`` (what was expected) and the text.
     """
-    if isinstance(value, bool):
-        raise TypeError(f"expected an integer, found {value!r}")
-    number = int(value)
-    if not -(1 << 63) <= number < 1 << 63:
-        raise ValueError(f"expected a Java long, found {value!r}")
-    return number
+    start = len(text) - len(text.lstrip(_JSON_BLANKS))
+    try:
+        value, _ = _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError) as err:
+        raise ConfigError(f"{what}, found {cut(text)}") from err
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{what}, found {cut(text)}")
+    return value
+
+
+def _jackson_number(value: Any, bits: int = 64) -> int:
+    """A JSON value read into a Scala ``Long`` (``bits=64``: an offset, a time) or ``Int`` (32: an
+    assigned partition) as Jackson 2.21 reads one (``NumberDeserializers``, default coercions; Spark 4
+    JsonUtils): an integer within range; a float within range, cut toward zero (``ACCEPT_FLOAT_AS_INT``;
+    a long saturates as Java's cast: ``9.223372036854776E18`` is the largest long); ``null``, a string of
+    blanks (chars up to U+0020) and the string ``"null"`` are 0; another string ``String.trim``-ed and read
+    by ``Long.parseLong`` (``" 5"`` and ``"\u0665"`` are 5; ``"1_000"``, ``"\xa05"``, ``"5.0"`` no number),
+    within range.  A boolean, an array or an object is none.
+
+    :raises TypeError, ValueError: no such number.
+    """
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if value is None:
+        return 0
+    if isinstance(value, bool) or isinstance(value, (list, dict)):
+        raise TypeError(f"expected a number, found {value!r}")
+    if isinstance(value, float):
+        # Jackson compares the double with the bounds as doubles, then casts (saturating)
+        if value < float(low) or value > float(high):
+            raise ValueError(f"expected a number within {low}..{high}, found {value!r}")
+        return max(low, min(high, int(value)))
+    if isinstance(value, str):
+        if all(char <= " " for char in value):
+            return 0
+        text = java_trim(value)
+        number = 0 if text == "null" else parse_long(text)
+        if number is None:
+            raise ValueError(f"expected a number, found {value!r}")
+        value = number
+    if not low <= value <= high:
+        raise ValueError(f"expected a number within {low}..{high}, found {value!r}")
+    return int(value)
 
 
 def _json_partition(key: str) -> int:
@@ -351,17 +403,18 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
     named = _NAMED.get(java_trim(text).lower())     # .trim, toLowerCase(Locale.ROOT)
     if named is not None:
         return Bound(named)
-    spec = jsontext.loads_object(text, f'option {name} must be earliest, latest or a JSON object like '
-                                       f'{{"topic": {{"0": 5}}}}')
+    # trimmed, as the connector trims it before Jackson reads it (getKafkaOffsetRangeLimit)
+    spec = _jackson_object(java_trim(text), f'option {name} must be earliest, latest or a JSON object like '
+                                            f'{{"topic": {{"0": 5}}}}')
     # keyed as the connector's Map[Int, Long]: a partition named twice ("0" and "00") keeps its last value
     entries: dict[tuple[str, int], int] = {}
     for topic, partitions in spec.items():
-        if not isinstance(partitions, dict):
+        if not isinstance(partitions, dict) and partitions is not None:
             raise ConfigError(f"option {name}: topic {topic!r} must map partitions to offsets, "
                               f"found {partitions!r}")
-        for partition, offset in partitions.items():
+        for partition, offset in (partitions or {}).items():
             try:
-                key, value = (str(topic), _json_partition(partition)), _json_long(offset)
+                key, value = (str(topic), _json_partition(partition)), _jackson_number(offset)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition "
                                   f"with an integer offset, found {offset!r}") from err
@@ -442,47 +495,54 @@ def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
     return jsontext.loads_object(text, f"option {name} must be a JSON object of {what}")
 
 
-def _json(text: str, name: str, shape: str) -> object:
-    return jsontext.loads(text, f"option {name} must be JSON like {shape}")
-
-
 def _topic_list(text: str) -> tuple[str, ...]:
     # as the connector splits it: split(",").map(_.trim).filter(_.nonEmpty)
     return tuple(sorted({java_trim(t) for t in text.split(",") if java_trim(t)}))
 
 
 def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
-    """``assign``: JSON ``{"topicA": [0, 1], "topicB": [2]}`` -> sorted (topic, partition) pairs."""
-    spec = _json(text, "assign", '{"topicA": [0, 1]}')
-    if not isinstance(spec, dict) or not all(isinstance(ps, list) for ps in spec.values()):
-        raise ConfigError('option assign must be a JSON object of partition lists like '
-                          f'{{"topicA": [0, 1]}}, found {text!r}')
+    """``assign``: JSON ``{"topicA": [0, 1], "topicB": [2]}`` -> sorted (topic, partition) pairs, read as
+    the connector reads it: it must start with ``{`` once trimmed (Spark 4
+    KafkaSourceProvider.validateGeneralOptions), then Jackson reads the untrimmed text into a
+    ``Map[String, Seq[Int]]`` (JsonUtils.partitions: :func:`_jackson_object`, :func:`_jackson_number`;
+    ``null`` is no partition)."""
+    if not java_trim(text).startswith("{"):
+        raise ConfigError(f"option assign must be a JSON object of partition lists like "
+                          f"{{\"topicA\": [0, 1]}}: no topic partitions to assign in {cut(text)}")
+    spec = _jackson_object(text, "option assign must be a JSON object of partition lists like "
+                                 '{"topicA": [0, 1]}')
     pairs = set()
     for topic, partitions in spec.items():
-        for partition in partitions:
+        if not isinstance(partitions, list) and partitions is not None:
+            raise ConfigError('option assign must be a JSON object of partition lists like '
+                              f'{{"topicA": [0, 1]}}, found {partitions!r} for {topic!r}')
+        for partition in partitions or ():
             # any Java int, as the connector's Seq[Int] (Spark 4 JsonUtils.partitions): one the topic lacks,
             # a negative one too, is not read (planning.selected)
-            if not isinstance(partition, int) or isinstance(partition, bool) \
-                    or not -(1 << 31) <= partition < 1 << 31:
+            try:
+                pairs.add((str(topic), _jackson_number(partition, bits=32)))
+            except (TypeError, ValueError) as err:
                 raise ConfigError(f"option assign: partitions of {topic!r} must be integers (Java ints), "
-                                  f"found {partition!r}")
-            pairs.add((str(topic), partition))
+                                  f"found {partition!r}") from err
     return tuple(sorted(pairs))
 
 
 def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int], ...] | None:
-    """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: ``{"topic": {"0": ms}}``."""
+    """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: ``{"topic": {"0": ms}}``, trimmed then
+    read by Jackson as the connector reads it (Spark 4 getKafkaOffsetRangeLimit, JsonUtils
+    .partitionTimestamps: a ``Map[String, Map[Int, Long]]``, :func:`_jackson_object`)."""
     if text is None:
         return None
-    spec = _json(text, name, '{"topic": {"0": 1700000000000}}')
-    if not isinstance(spec, dict) or not all(isinstance(ps, dict) for ps in spec.values()):
-        raise ConfigError(f'option {name} must be a JSON object like {{"topic": {{"0": 1700000000000}}}}, '
-                          f"found {text!r}")
+    spec = _jackson_object(java_trim(text), f'option {name} must be a JSON object like '
+                                            f'{{"topic": {{"0": 1700000000000}}}}')
     entries: dict[tuple[str, int], int] = {}       # a partition named twice keeps its last value (Map)
     for topic, partitions in spec.items():
-        for partition, ms in partitions.items():
+        if not isinstance(partitions, dict) and partitions is not None:
+            raise ConfigError(f'option {name} must be a JSON object like {{"topic": {{"0": 1700000000000}}}}'
+                              f", found {partitions!r} for {topic!r}")
+        for partition, ms in (partitions or {}).items():
             try:
-                key, value = (str(topic), _json_partition(partition)), _json_long(ms)
+                key, value = (str(topic), _json_partition(partition)), _jackson_number(ms)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
                                   f"timestamp in ms, found {ms!r}") from err
