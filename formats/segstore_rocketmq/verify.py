@@ -48,6 +48,7 @@ from .indexfile import (
     INVALID_INDEX,
     IndexHeader,
     IndexRequest,
+    file_size,
     index_key_hash,
     index_keys,
 )
@@ -655,6 +656,13 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
     problems.extend(cover.unindexed_problems(index.directory))
     for path, message in index.refused:
         problems.append(Problem(path, None, message))
+    size = file_size(index.slot_num, index.index_num)
+    for path, actual in index.longer:
+        problems.append(Problem(path, size, (
+            f"expected an index file of {size} bytes ({index.slot_num} slots, {index.index_num} entries), "
+            f"found {actual} bytes: the broker maps only the first {size} (IndexFile's MappedFile), the "
+            f"{actual - size} past them are never read (segstore recover cuts them, keeping them in "
+            ".segstore/cut/index/)")))
     for path in index.strays:
         name = os.path.basename(path)
         problems.append(Problem(path, None, (

@@ -362,15 +362,19 @@ class IndexFile:
 
     @classmethod
     def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False,
-             zero_tail: bool = False) -> IndexFile:
+             zero_tail: bool = False, past_end: bool = False) -> IndexFile:
         """The file at ``path``.  ``zero_tail`` (read-only): a file shorter than its size reads as the
         broker's ``IndexFile`` maps one (``MappedFile`` maps ``fileTotalSize`` bytes): its bytes, then
-        zeros (:attr:`files.MappedFile.short`).
+        zeros (:attr:`files.MappedFile.short`).  ``past_end``: a file longer than its size is its
+        first ``fileTotalSize`` bytes, as that mapping reads it (the bytes past them are neither read
+        nor changed).
 
         :raises CorruptIndexError: the file is not ``slot_num`` slots and ``index_num`` entries long
-            (nor shorter, with ``zero_tail``).
+            (nor shorter, with ``zero_tail``; nor longer, with ``past_end``).
         """
-        size = file_size(slot_num, index_num) if zero_tail and not writable else None
+        expected = file_size(slot_num, index_num)
+        size = expected if (zero_tail and not writable) or (past_end and files.file_size(path) > expected) \
+            else None
         return cls(files.MappedFile(path, size, writable=writable, reserve=writable, zero_tail=zero_tail),
                    slot_num, index_num)
 
@@ -807,6 +811,7 @@ class IndexService:
 
     :param clock: milliseconds since the epoch, used to name new files.
     :param zero_fill_short: a reader queries a file shorter than its size zero-filled (:meth:`load`).
+    :param past_end: a file longer than its size is read and written as its first bytes (:meth:`load`).
     Thread-safety: one writer; queries may run concurrently with it.
     """
 
@@ -822,8 +827,10 @@ class IndexService:
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_file_full: Callable[[int], None] | None = None,
         zero_fill_short: bool = False,
+        past_end: bool = False,
     ) -> None:
         self.directory = directory
+        self.past_end = past_end
         #: a reader's :meth:`load` queries a short file zero-filled (given where its geometry is known)
         self.zero_fill_short = zero_fill_short and not writable
         self.slot_num = slot_num
@@ -835,6 +842,9 @@ class IndexService:
         #: ``(path, error message)`` of each file :meth:`load` could not open (wrong size): left out of
         #: queries, reported by verify, set aside and rebuilt by recovery (:meth:`set_aside_refused`)
         self.refused: list[tuple[str, str]] = []
+        #: ``(path, its size)`` of each file :meth:`load` opened as its first bytes (``past_end``): the
+        #: bytes past them are never read (reported by verify, kept aside and cut by :meth:`cut_past_end`)
+        self.longer: list[tuple[str, int]] = []
         #: paths in the directory not named as index files (17 digits): the broker's
         #: ``IndexService.load`` opens every file there as one (reported by verify, set aside by
         #: recovery: :meth:`set_aside_strays`)
@@ -847,15 +857,22 @@ class IndexService:
         (its ``MappedFile`` maps the whole size, zeros past the file's end: keys whose slot and chain lie
         in the bytes held are found), read into memory with nothing written (:meth:`IndexFile.open`
         ``zero_tail``); it is refused all the same (verify reports it, recovery rebuilds it).
+        With ``past_end``, a file longer than its size is opened as its first bytes, as that mapping
+        reads and writes it (:attr:`longer`).
         """
         bad = []
+        size = file_size(self.slot_num, self.index_num)
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
             if len(name) != FILE_NAME_LENGTH or not name.isdigit():
                 self.strays.append(path)
                 continue
             try:
-                self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
+                opened = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable,
+                                        past_end=self.past_end)
+                self.files.append(opened)
+                if self.past_end and (actual := files.file_size(path)) > size:
+                    self.longer.append((path, actual))
             except CorruptIndexError as err:
                 bad.append(name)
                 self.refused.append((path, err.message))
@@ -891,6 +908,32 @@ class IndexService:
                 why = dict(self.refused).get(path, "after a refused file")
                 lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
         self.refused = []
+        return lines
+
+    def cut_past_end(self, into: str) -> list[str]:
+        """Cut each file :meth:`load` opened as its first bytes (:attr:`longer`) to its size, the non-zero
+        bytes past it kept in ``into`` first (a directory the broker never lists); the recovery lines.
+        The broker's mapping never reads those bytes, so what it reads is the same after.
+        ``O(bytes past the sizes)``."""
+        lines = []
+        size = file_size(self.slot_num, self.index_num)
+        held = {f.path: i for i, f in enumerate(self.files)}
+        for path, actual in self.longer:
+            at = held.get(path)
+            if at is None:      # moved aside whole (set_aside_refused): kept as it is
+                continue
+            self.files[at].close()
+            kept, _ = files.save_range_aside(path, size, into=into)
+            mapped = files.MappedFile(path, writable=True)
+            try:
+                mapped.resize(size)
+            finally:
+                mapped.close()
+            self.files[at] = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable)
+            saved = f", saved in {kept}" if kept is not None else " (zeros)"
+            lines.append(f"{path}:{size}: cut {actual - size} bytes past the index file's {size} (the broker "
+                         f"maps only those){saved}")
+        self.longer = []
         return lines
 
     def set_aside_strays(self, into: str) -> list[str]:
