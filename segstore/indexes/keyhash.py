@@ -76,6 +76,8 @@ HEADER = struct.Struct(
 )
 assert HEADER.size == 40
 INDEX_COUNT_POS = struct.calcsize(">qqqqi")
+#: the header's times and offsets: the fields before the two counts
+ENDS_SIZE = struct.calcsize(">qqqq")
 
 SLOT_DTYPE = np.dtype(">i4")
 assert SLOT_DTYPE.itemsize == 4
@@ -411,6 +413,11 @@ class IndexFile:
 
     def write_header(self) -> None:
         self.file.write(0, self.header.pack())
+
+    def write_ends(self) -> None:
+        """Write the header's times and offsets only: its counts stay as they are on disk (an unused
+        file's ``indexCount`` 0, as the broker leaves it)."""
+        self.file.write(0, self.header.pack()[:ENDS_SIZE])
 
     def flush(self) -> None:
         """Make the whole file durable (the broker forces the whole map).  The header is written as
