@@ -211,3 +211,41 @@ def test_a_longer_last_index_file_is_read_at_the_geometry_of_a_full_one(tmp_path
         assert (s.index.slot_num, s.index.index_num) == (4, 8)
         found = {key: [m.keys for m in s.query_by_key("T1", key)] for key in KEYS}
         assert found == {key: [[key]] for key in KEYS}
+
+
+@pytest.mark.parametrize("name", ["20990101000000000", "20000101000000000"], ids=["after", "before"])
+def test_a_directory_among_the_index_files_stops_loading_there_as_the_broker_does(whole, tmp_path, capsys,
+                                                                                  name):
+    """4.9.7 ``IndexService.load`` opens the files of ``index/`` in name order; ``new IndexFile`` on a
+    directory throws (``RandomAccessFile``: "Is a directory"), and ``load`` logs it and returns false
+    there, leaving the files after it unloaded; ``DefaultMessageStore.load`` ignores that result and the
+    broker starts.  The oracle: with the directory named after the IndexFile all 20 keys found, named
+    before it none.  segstore's open failed ("expected a regular file, found a directory"), so the store
+    could not be read, verified or recovered at all."""
+    store = tmp_path / "s"
+    shutil.copytree(whole, store)
+    [index_file] = (store / "index").iterdir()
+    data = index_file.read_bytes()
+    (store / "index" / name).mkdir()
+    after = name > index_file.name
+    with segstore.open(str(store), **GEOMETRY) as s:
+        assert [f.name for f in s.index.files] == ([index_file.name] if after else [])
+        refused = [str(store / "index" / name)] + ([] if after else [str(index_file)])
+        assert sorted(p for p, _ in s.index.refused) == sorted(refused)
+        if after:
+            assert all([m.keys for m in s.query_by_key("T1", key)] == [[key]] for key in KEYS)
+    config = ["--config", f"maxHashSlotNum={SLOTS}", "--config", f"maxIndexNum={ENTRIES}"]
+    assert cli.main(["verify", *config, str(store)]) == 1
+    assert (f"{store / 'index' / name}: expected an index file, found a directory: the broker's "
+            "IndexService.load stops there") in capsys.readouterr().out
+    assert cli.main(["recover", *config, str(store)]) == 0
+    assert (store / ".segstore" / "cut" / "index" / name).is_dir()
+    assert cli.main(["verify", *config, str(store)]) == 0
+    if after:       # its entries kept; only the directory moved
+        assert [p.name for p in (store / "index").iterdir()] == [index_file.name]
+        assert index_file.read_bytes() == data
+    else:           # set aside with the directory (the broker loads neither) and rebuilt
+        assert (store / ".segstore" / "cut" / "index" / index_file.name).read_bytes() == data
+        assert len(list((store / "index").iterdir())) == 1
+    with segstore.open(str(store), **GEOMETRY) as s:
+        assert all([m.keys for m in s.query_by_key("T1", key)] == [[key]] for key in KEYS)

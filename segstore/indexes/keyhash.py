@@ -884,10 +884,24 @@ class IndexService:
         """
         bad = []
         size = file_size(self.slot_num, self.index_num)
+        stopped_at: str | None = None
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
             if len(name) != FILE_NAME_LENGTH or not name.isdigit():
                 self.strays.append(path)
+                continue
+            kind = files.not_regular(path) if stopped_at is None else None
+            if kind is not None or stopped_at is not None:
+                # 4.9.7 IndexService.load: new IndexFile throws IOException (RandomAccessFile, or the map,
+                # refuses it) and load returns false there, the files after it left unloaded (the broker
+                # starts all the same: DefaultMessageStore.load ignores that result)
+                bad.append(name)
+                self.refused.append((path, f"expected an index file, found {kind}: the broker's "
+                                           "IndexService.load stops there (new IndexFile throws), loading "
+                                           "none of the files after it" if kind is not None else
+                                     f"expected an index file the broker loads, found it after {stopped_at}, "
+                                     "where the broker's IndexService.load stops"))
+                stopped_at = stopped_at or name
                 continue
             try:
                 opened = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable,
