@@ -255,18 +255,46 @@ def test_begin_and_end_timestamps_of_the_header(rocketmq, capsys):
 
 
 def test_a_file_in_index_that_is_not_an_index_file_and_recover_sets_it_aside(rocketmq, capsys):
-    """``IndexService.load`` opens every file of ``index/`` as an index file; ``garbage`` sorts after
-    the real ones and would become the file the broker writes keys into."""
+    """4.9.7 ``IndexService.load`` skips ``garbage`` (``MappedFile.init``'s ``Long.parseLong`` throws
+    ``NumberFormatException``, logged at each start: the oracle's ERROR "load file .../garbage error") and
+    opens a file of any number as an index file; verify names both, recover sets them aside."""
     stray = rocketmq / "index" / "garbage"
     stray.write_bytes(b"hello")
     rc, out = _verify(capsys, rocketmq)
     assert rc == 1 and f"{stray}: expected only index files named by their creation time (17 digits) in " \
-                       f"index/, found 'garbage'" in out
+                       "index/, found 'garbage': the broker's IndexService.load skips it (its name is no " \
+                       "number)" in out
     assert cli.main(["recover", str(rocketmq)]) == 0
     aside = rocketmq / ".segstore" / "cut" / "index" / "garbage"
     assert f"{stray}: moved to {aside}" in capsys.readouterr().out
     assert (rocketmq / ".segstore" / "cut" / "index" / "garbage").read_bytes() == b"hello"
     assert _verify(capsys, rocketmq)[0] == 0
+
+
+def test_a_file_in_index_named_by_a_number_is_what_the_broker_opens(rocketmq, capsys):
+    """A name ``Long.parseLong`` reads (``MappedFile.init``) is opened by 4.9.7 ``IndexService.load`` as an
+    IndexFile, a short one grown to its size (the oracle: ``123`` of 10 bytes loaded, grown to
+    ``fileTotalSize``)."""
+    stray = rocketmq / "index" / "123"
+    stray.write_bytes(bytes(10))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{stray}: expected only index files named by their creation time (17 digits) in " \
+                       "index/, found '123': the broker's IndexService.load opens it as an index file" in out
+
+
+def test_index_end_times_are_read_from_the_files_the_broker_loads(tmp_path):
+    """``end_timestamps`` (``messageIndexEnable`` off: the headers recovery bounds ``indexMsgTimestamp``
+    by) reads the files 4.9.7 ``IndexService.load`` loads: a name ``Long.parseLong`` refuses is skipped
+    (``NumberFormatException``), a directory stops the load (``IOException``: load returns false).  It read
+    ``garbage``'s header and went on past the directory."""
+    def header(end: int) -> bytes:
+        return HEADER.pack(0, end, 0, 0, 0, 0)
+    (tmp_path / "123").write_bytes(header(7))
+    (tmp_path / "20240101000000000").write_bytes(header(11))
+    (tmp_path / "20990101000000000").mkdir()
+    (tmp_path / "21000101000000000").write_bytes(header(55))
+    (tmp_path / "garbage").write_bytes(header(99))
+    assert keyhash.end_timestamps(str(tmp_path)) == [7, 11]
 
 
 def test_the_last_index_file_cut_short_is_named_not_the_full_one_before_it(tmp_path, capsys):

@@ -53,6 +53,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import ConfigError, CorruptIndexError, TruncatedDataError
+from segstore.javatext import parse_long
 
 from .javahash import string_hash, string_hashes
 
@@ -810,15 +811,19 @@ def end_timestamps(directory: str) -> list[int]:
     """The header ``endTimestamp`` of every file in ``directory``, an ``index/`` no :class:`IndexService`
     loaded (``messageIndexEnable`` off): 4.9.7 ``IndexService.load`` opens every file there as an IndexFile
     whatever the config, and reads its header from the start (a file shorter than the header reads
-    zeros past its end: the broker maps it at the configured size).  Only the 40 header bytes are read;
+    zeros past its end: the broker maps it at the configured size); it skips a name ``Long.parseLong``
+    refuses (``MappedFile.init`` throws ``NumberFormatException``, logged) and stops at an entry it cannot
+    map (a directory: ``IOException``, ``load`` returns false).  Only the 40 header bytes are read;
     ``[]`` without the directory."""
     if not files.is_dir(directory):
         return []
     ends = []
     for name in files.list_dir(directory):
         path = os.path.join(directory, name)
-        if not files.is_file(path):
+        if parse_long(name) is None:
             continue
+        if not files.is_file(path):
+            break
         mapped = files.MappedFile(path)
         try:
             head = mapped.pread(0, HEADER.size)
@@ -868,8 +873,8 @@ class IndexService:
         #: bytes past them are never read (reported by verify, kept aside and cut by :meth:`cut_past_end`)
         self.longer: list[tuple[str, int]] = []
         #: paths in the directory not named as index files (17 digits): the broker's
-        #: ``IndexService.load`` opens every file there as one (reported by verify, set aside by
-        #: recovery: :meth:`set_aside_strays`)
+        #: ``IndexService.load`` opens those named by a number as one and skips the others (reported by
+        #: verify, set aside by recovery: :meth:`set_aside_strays`)
         self.strays: list[str] = []
 
     def load(self) -> list[str]:
