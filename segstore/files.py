@@ -1442,14 +1442,14 @@ def save_aside(path: str | os.PathLike[str], pos: int, data: Any, *,
     return target
 
 
-def save_range_aside(path: str | os.PathLike[str], start: int,
-                     end: int | None = None) -> tuple[str | None, int]:
+def save_range_aside(path: str | os.PathLike[str], start: int, end: int | None = None, *,
+                     into: str | os.PathLike[str] | None = None) -> tuple[str | None, int]:
     """Keep bytes ``[start, end)`` of ``path`` (to its end when None) that recovery is about to cut, as
-    :func:`save_aside` does, byte for byte, without reading or writing its zeros: a file preallocated
-    to its full size (Kafka's ``preallocate``, a 1 GiB segment) and cut after a crash ends in a zero
-    tail.  Copied a window at a time, an all-zero window (or a hole) left a hole of the copy, so neither
-    memory nor disk grows with the zeros.  A range of zeros only holds nothing to keep: no file.
-    Returns ``(the path kept in, bytes kept)``; ``(None, 0)`` for zeros only.
+    :func:`save_aside` does (``into`` as there), byte for byte, without reading or writing its zeros: a
+    file preallocated to its full size (Kafka's ``preallocate``, a 1 GiB segment) and cut after a crash
+    ends in a zero tail.  Copied a window at a time, an all-zero window (or a hole) left a hole of the
+    copy, so neither memory nor disk grows with the zeros.  A range of zeros only holds nothing to keep:
+    no file.  Returns ``(the path kept in, bytes kept)``; ``(None, 0)`` for zeros only.
     ``O(data bytes in the range)``.
     """
     import numpy as np
@@ -1471,7 +1471,11 @@ def save_range_aside(path: str | os.PathLike[str], start: int,
                         chunk = os.pread(fd, size, at)
                     if np.frombuffer(chunk, np.uint8).any():
                         if out is None:
-                            base = f"{path}.cut-{start}"
+                            if into is not None:
+                                make_dirs(into)
+                            beside = path if into is None else os.path.join(os.fspath(into),
+                                                                            os.path.basename(path))
+                            base = f"{beside}.cut-{start}"
                             target, n = base, 1
                             while os.path.exists(target):
                                 target, n = f"{base}.{n}", n + 1

@@ -9,8 +9,11 @@ throws (and the broker's ``ConfigManager.load`` fails), a typed error naming the
 
 from __future__ import annotations
 
+import json
+
 import damage
 import pytest
+from segstore_rocketmq import topicconfig
 
 import segstore
 from segstore import cli
@@ -201,3 +204,45 @@ def test_a_missing_or_null_topic_field_is_topic_configs_default(tmp_path, capsys
     assert summary["read_queue_nums"] == expected["readQueueNums"]
     assert summary["perm"] == ("RW-" if expected["perm"] == 6 else "R--")
     assert summary["order"] is False and summary["topic_sys_flag"] == 0
+
+
+# TopicConfig.topicFilterType as the oracle's fastjson 1.2.69 read each (TopicConfigSerializeWrapper.fromJson,
+# rocketmq-all-4.9.7): EnumDeserializer.deserialze takes an ordinal, a name matched by its FNV hash as it is
+# or with A-Z lowered, and reads "" and any unknown name as null; TopicConfigSerializeWrapper.toJson (what
+# TopicConfigManager.persist writes) leaves a null field out.  segstore kept each value as read and wrote
+# it back ("" stayed "", 1 stayed 1).
+FILTER_TYPES = [
+    ('""', None), ('" "', None), ('"BOGUS"', None), ('"SINGLE_TAG "', None), ('"\\uff2dULTI_TAG"', None),
+    ("null", None), ('"single_tag"', "SINGLE_TAG"), ('"Multi_Tag"', "MULTI_TAG"),
+    ('"MULTI_TAG"', "MULTI_TAG"), ("0", "SINGLE_TAG"), ("1", "MULTI_TAG"),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), FILTER_TYPES, ids=[v for v, _ in FILTER_TYPES])
+def test_a_topic_filter_type_reads_and_persists_as_fastjson_does(tmp_path, value, expected):
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    path = store / "config" / TOPICS
+    path.write_text('{"topicConfigTable":{"TopicA":{"perm":6,"readQueueNums":4,"topicFilterType":' + value
+                    + ',"topicName":"TopicA","writeQueueNums":4}}}')
+    with segstore.open(str(store)) as s:
+        assert s.topic_configs.topics["TopicA"]["topicFilterType"] == expected
+    with segstore.open(str(store), mode="a") as s:
+        s.append({"topic": "Added", "queue_id": 0, "body": b"x"})       # a new topic: the table persisted
+    written = json.loads(path.read_text())["topicConfigTable"]["TopicA"]
+    bean = {"order": False, "perm": 6, "readQueueNums": 4, "topicName": "TopicA", "topicSysFlag": 0,
+            "writeQueueNums": 4, **({"topicFilterType": expected} if expected is not None else {})}
+    assert written == bean and list(written) == sorted(bean)
+
+
+@pytest.mark.parametrize("value", ["2", "-1", "4294967297", "1.0", "true", "{}", "[]"])
+def test_a_topic_filter_type_fastjson_throws_on_is_refused(tmp_path, value):
+    """An ordinal past the constants, or a value neither string, integer nor null: the oracle's fastjson
+    throws ``JSONException`` ("parse enum org.apache.rocketmq.common.TopicFilterType error"), so the
+    broker's ``ConfigManager.load`` fails.  segstore kept it as read."""
+    path = tmp_path / TOPICS
+    path.write_text('{"topicConfigTable":{"T":{"topicFilterType":' + value + ',"topicName":"T"}}}')
+    with pytest.raises(CorruptDataError) as caught:
+        topicconfig.read_topics(str(path))
+    assert caught.value.path == str(path)
+    assert "expected topicFilterType of topic 'T' (a TopicFilterType: a name, or an ordinal 0 to 1)" \
+        in str(caught.value)

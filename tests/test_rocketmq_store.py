@@ -261,7 +261,11 @@ def test_an_int_config_past_a_java_int_is_refused(tmp_path, name, value):
     assert (code, out) == (2, "")
     assert "Traceback" not in err and f"expected a valid value for {name}" in err
     assert not (tmp_path / "s").exists()
-    assert BrokerConfig.from_mapping({name: "2147483647"}).as_dict()[name] == 2147483647
+    if name in ("maxHashSlotNum", "maxIndexNum"):   # a Java int, but not an IndexFile size that is one
+        with pytest.raises(ConfigError, match=r"IndexFile size \(40 \+ 4 \* slots \+ 20 \* entries\)"):
+            BrokerConfig.from_mapping({name: "2147483647"})
+    else:
+        assert BrokerConfig.from_mapping({name: "2147483647"}).as_dict()[name] == 2147483647
 
 
 @pytest.mark.parametrize("value", [4096.5, True])

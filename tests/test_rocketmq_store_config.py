@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from segstore_rocketmq import config
 from segstore_rocketmq.config import BrokerConfig
 from segstore_rocketmq.flush import FlushPolicy
 
 import segstore
+from segstore.errors import ConfigError
+from segstore.indexes import keyhash
 
 
 def _wait(condition, seconds: float = 5.0) -> bool:
@@ -51,8 +54,6 @@ def test_a_short_thorough_interval_flushes_a_message_below_the_least_pages(tmp_p
 
 @pytest.mark.parametrize("name", ["flushCommitLogThoroughInterval", "flushConsumeQueueThoroughInterval"])
 def test_a_thorough_interval_is_a_java_int(name):
-    from segstore.errors import ConfigError
-
     with pytest.raises(ConfigError, match=f"expected a valid value for {name}, found '2147483648'"):
         BrokerConfig.from_mapping({name: "2147483648"})
 
@@ -265,3 +266,25 @@ def test_a_flush_disk_type_not_spelled_as_the_enum_is_refused(tmp_path, value):
     code, out, err = cli_run("recover", tmp_path / "s", "--config", f"flushDiskType={value}")
     assert (code, out) == (2, "") and "expected a valid value for flushDiskType" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("slots", "entries"), [(5_000_000, 107_374_182), (536_870_912, 2), (1, 2**31 - 1)])
+def test_an_index_geometry_whose_file_size_is_past_a_java_int_is_refused(tmp_path, slots, entries):
+    """4.9.7 ``IndexFile``: ``int fileTotalSize = IndexHeader.INDEX_HEADER_SIZE + (hashSlotNum * hashSlotSize)
+    + (indexNum * indexSize)`` in int arithmetic: past ``Integer.MAX_VALUE`` it wraps, so the broker maps a
+    file of another size (a negative one throws) and ``putKey`` writes past it.  segstore made a sparse
+    file of the full size (2.1 GB for 107,374,182 entries at the default slots) that no broker reads."""
+    with pytest.raises(ConfigError, match=r"IndexFile size \(40 \+ 4 \* slots \+ 20 \* entries\) is at most "
+                                          r"2147483647"):
+        segstore.open(str(tmp_path / "s"), format="rocketmq", mode="a", maxHashSlotNum=slots,
+                      maxIndexNum=entries)
+    assert not (tmp_path / "s" / "index").exists()
+
+
+def test_the_largest_index_geometry_a_java_int_holds_is_taken():
+    """40 + 4 * 1 + 20 * 107,374,180 = 2,147,483,644: the broker's int holds it."""
+    made = BrokerConfig.from_mapping({"maxHashSlotNum": 1, "maxIndexNum": 107_374_180})
+    assert (made.maxHashSlotNum, made.maxIndexNum) == (1, 107_374_180)
+    # the sizes this module checks with are the layout's (segstore.indexes.keyhash)
+    assert (config.INDEX_HEADER_SIZE, config.INDEX_SLOT_SIZE, config.INDEX_ENTRY_SIZE) == \
+        (keyhash.HEADER.size, keyhash.SLOT_DTYPE.itemsize, keyhash.ENTRY_DTYPE.itemsize)

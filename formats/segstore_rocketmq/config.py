@@ -24,6 +24,9 @@ from segstore.javatext import parse_int, parse_long
 CQ_UNIT_SIZE = 20
 #: ``IndexHeader``'s ``indexCount`` starts at 1: an IndexFile never uses entry 0.
 INDEX_FIRST_ENTRY = 1
+#: ``IndexHeader.INDEX_HEADER_SIZE``, ``IndexFile.hashSlotSize`` and ``IndexFile.indexSize`` (the layout
+#: itself: :mod:`segstore.indexes.keyhash`, which this module does not load)
+INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ENTRY_SIZE = 40, 4, 20
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -418,7 +421,18 @@ class BrokerConfig:
                 values[name] = _PARSERS[name](value)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"expected a valid value for {name}, found {value!r} ({err})") from err
-        return cls(**values)
+        made = cls(**values)
+        index_size = (INDEX_HEADER_SIZE + made.maxHashSlotNum * INDEX_SLOT_SIZE
+                      + made.maxIndexNum * INDEX_ENTRY_SIZE)
+        if index_size > JAVA_INT_MAX:
+            # 4.9.7 IndexFile: int fileTotalSize = 40 + hashSlotNum * 4 + indexNum * 20, in int arithmetic:
+            # past Integer.MAX_VALUE it wraps, and the broker maps a file of another size (or none: a
+            # negative size throws) and puts entries past its end
+            raise ConfigError(f"expected maxHashSlotNum and maxIndexNum whose IndexFile size (40 + 4 * slots "
+                              f"+ 20 * entries) is at most {JAVA_INT_MAX} (IndexFile computes it as a Java "
+                              f"int), found {index_size} ({made.maxHashSlotNum} slots, {made.maxIndexNum} "
+                              "entries)")
+        return made
 
     @property
     def consume_queue_file_size(self) -> int:

@@ -232,7 +232,8 @@ class LifecycleMixin:
         resized = checkpoint.repairs + [line for q in self.queues.values() for line in q.repairs]
         if self.index is not None:
             aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
-            resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
+            resized += (self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
+                        + self.index.cut_past_end(aside))
 
             def index_file_full(end_timestamp: int) -> None:
                 """A file the recovery's re-indexing fills records its end, as 4.9.7's dispatch through

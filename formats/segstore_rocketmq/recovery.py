@@ -1425,6 +1425,9 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     assert index is not None
     # slots first: the entries put again below link to what their slots hold
     lines.extend(_fix_slots(index))
+    # the header's ends next: re-indexing resumes from them (_resume_point), and a put skips what lies
+    # below the last file's endPhyOffset
+    lines.extend(_fix_header_ends(ctx, index))
     bad = _first_bad_entry(ctx.commitlog, index, w.start, w.end)
     lost = _lost_file(ctx, index, len(index.files) if bad is None else bad[0] + 1)
     if lost is not None:
@@ -1490,6 +1493,46 @@ def _fix_begin_offsets(index: IndexService) -> list[str]:
                          f"{int(entries['phy_offset'][0])}")
             f.header.begin_phy_offset = int(entries["phy_offset"][0])
             f.write_header()
+    return lines
+
+
+def _fix_header_ends(ctx: RecoveryContext, index: IndexService) -> list[str]:
+    """Give each file the times and offsets 4.9.7 ``IndexFile.putKey`` leaves over the entries its
+    ``indexCount`` holds: ``beginTimestamp`` the store time of the first entry's message (the time diffs
+    are counted from it), ``endPhyOffset``/``endTimestamp`` the last entry's offset and its message's
+    store time; a file without entries what ``IndexFile``'s constructor writes, the previous file's
+    ends (``getAndCreateLastIndexFile``).  A damaged field there misleads the broker: ``selectPhyOffset``
+    stops at an entry whose time reads before the query's begin (a negative ``beginTimestamp`` hid every
+    older key of its chains), ``isTimeMatched`` picks files by the times, ``buildIndex`` skips messages
+    below the last file's ``endPhyOffset``, and an end past a damaged (lowered) ``indexCount`` made
+    segstore's re-indexing resume past the messages that count left out.  A time is taken only from a
+    message that reads (two a file); the counts are left as they are on disk.  The recovery lines."""
+    lines = []
+    prev: IndexFile | None = None
+    for f in index.files:
+        h = f.header
+        entries = f.entries
+        if len(entries):
+            begin_phy, end_phy = int(entries["phy_offset"][0]), int(entries["phy_offset"][-1])
+            begin_ts = _store_time(ctx, begin_phy) or h.begin_timestamp
+            end_ts = _store_time(ctx, end_phy) or h.end_timestamp
+            begin_phy = h.begin_phy_offset      # _fix_begin_offsets, once the index is rebuilt
+        elif prev is not None:
+            begin_phy = end_phy = prev.header.end_phy_offset
+            begin_ts = end_ts = prev.header.end_timestamp
+        else:
+            begin_phy = end_phy = h.begin_phy_offset
+            begin_ts = end_ts = h.begin_timestamp
+        held = (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset)
+        wanted = (begin_ts, end_ts, begin_phy, end_phy)
+        if wanted != held:
+            names = ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset")
+            changed = ", ".join(f"{name} {old} -> {new}"
+                                for name, old, new in zip(names, held, wanted, strict=True) if old != new)
+            lines.append(f"{f.path}: {changed} (what IndexFile.putKey leaves over its {f.count} entries)")
+            h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset = wanted
+            f.write_ends()
+        prev = f
     return lines
 
 

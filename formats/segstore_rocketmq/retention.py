@@ -213,7 +213,7 @@ def _clean_index(store: Any, phy_min: int, dry_run: bool) -> list[str]:
     if not files.is_dir(directory):
         return []
     service = IndexService(directory, store.config.maxHashSlotNum, store.config.maxIndexNum,
-                           writable=not dry_run)
+                           writable=not dry_run, past_end=True)
     try:
         service.load()
         return list(service.delete_expired(phy_min, dry_run=dry_run))

@@ -597,13 +597,9 @@ class RocketMQStore(LifecycleMixin, Store):
                  *, clock: Any = None) -> None:
         super().__init__(os.fspath(path), mode)
         self.indexes = None     # the member hides Store.indexes, the class default
-        #: whether the IndexFiles' geometry was given or read off a whole file: only then is a short one
-        #: read zero-filled as the broker maps it (at a default geometry its slots would be misread)
-        self._index_geometry_known = True
         if not isinstance(config, BrokerConfig):
             given = dict(config or {})
             on_disk = _sizes_on_disk(self.path, given)
-            self._index_geometry_known = all(name in given or name in on_disk for name in _INDEX_GEOMETRY)
             config = BrokerConfig.from_mapping({**on_disk, **given})
             _check_given_sizes(self.path, given, config)
         self.config = config
@@ -674,15 +670,22 @@ class RocketMQStore(LifecycleMixin, Store):
                 self.commitlog.set_end(self._written_end(max(self._covered_end(),
                                                              self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
-                self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
-                                          self.config.maxIndexNum, writable=writable,
-                                          zero_fill_short=self._index_geometry_known)
+                self.index = self._index_service(writable)
                 self.index.load()
             if writable:
                 self._open_for_append()
         except BaseException:
             self._release()
             raise
+
+    def _index_service(self, writable: bool) -> IndexService:
+        """``index/`` as 4.9.7 ``IndexService.load`` opens it: every file as ``new IndexFile(path,
+        maxHashSlotNum, maxIndexNum, 0, 0)``, whose ``MappedFile`` maps ``fileTotalSize`` bytes of it
+        whatever its length (``FileChannel.map``).  A longer file is its first bytes; a reader queries a
+        shorter one zero-filled (a writer's recovery rebuilds it), at the geometry given, read off the
+        files, or else the broker's defaults (what a broker started without them maps it at)."""
+        return IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
+                            self.config.maxIndexNum, writable=writable, zero_fill_short=True, past_end=True)
 
     def _covered_end(self) -> int:
         """Where a reader's walk for the data end starts: the largest end of a queue's last entry whose
@@ -2294,8 +2297,7 @@ class RocketMQStore(LifecycleMixin, Store):
             if not files.is_dir(directory):
                 raise UnsupportedOperationError("expected the broker's index/ directory "
                                                 "(messageIndexEnable), found none", self.path)
-            service = owned = IndexService(directory, self.config.maxHashSlotNum, self.config.maxIndexNum,
-                                           zero_fill_short=self._index_geometry_known)
+            service = owned = self._index_service(False)
             service.load()
 
         def message(phys: int) -> RocketMQMessage | None:

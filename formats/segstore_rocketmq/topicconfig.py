@@ -505,7 +505,7 @@ class TopicConfigs(_ManagedFile):
         version = {**(self.document.get("dataVersion") or {}), "counter": self.counter,
                    "timestamp": self.timestamp if timestamp is None else timestamp}
         return dumps_fastjson({**self.document, "dataVersion": version,
-                               "topicConfigTable": {name: topics[name] for name in order}})
+                               "topicConfigTable": {name: _bean(topics[name]) for name in order}})
 
     def _write(self, text: str) -> None:
         files.make_dirs(os.path.dirname(self.path))
@@ -549,7 +549,7 @@ def _new_entry(topic: str, queue_count: int) -> dict[str, Any]:
     """A topic's entry as the broker's ``TopicConfig`` with ``queue_count`` read and write queues."""
     return {
         "order": False, "perm": DEFAULT_PERM, "readQueueNums": queue_count,
-        "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
+        "topicFilterType": DEFAULT_TOPIC_FILTER_TYPE, "topicName": topic, "topicSysFlag": 0,
         "writeQueueNums": queue_count,
     }
 
@@ -705,11 +705,52 @@ def read_subscription_group_file(path: str) -> dict[str, dict[str, Any]]:
 #: ``TopicConfig``'s int fields and their defaults (rocketmq-all-4.9.7 common ``TopicConfig``:
 #: ``defaultReadQueueNums``/``defaultWriteQueueNums`` 16, ``PERM_READ | PERM_WRITE``, 0)
 _TOPIC_INT_FIELDS = {"readQueueNums": 16, "writeQueueNums": 16, "perm": DEFAULT_PERM, "topicSysFlag": 0}
-#: ``TopicConfig``'s other fields and their defaults, and whether a member read as ``null`` leaves the
-#: default too: the primitive ``order`` does (``castToBoolean`` reads ``null``, ``""``, ``"null"``,
-#: ``"NULL"`` as null), the enum ``topicFilterType`` only where missing (a ``null`` sets it to null);
-#: any other value of theirs is kept as read
-_TOPIC_OTHER_DEFAULTS = {"order": (False, True), "topicFilterType": ("SINGLE_TAG", False)}
+#: ``TopicConfig.order`` where missing or read as ``null`` (``castToBoolean`` reads ``null``, ``""``,
+#: ``"null"``, ``"NULL"`` as null): the primitive's default; any other value is kept as read
+_ORDER_DEFAULT = False
+#: ``TopicFilterType`` (rocketmq-all-4.9.7 common), in ordinal order, and ``TopicConfig.topicFilterType``'s
+#: default where the member is missing
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+DEFAULT_TOPIC_FILTER_TYPE = TOPIC_FILTER_TYPES[0]
+_FNV_OFFSET, _FNV_PRIME, _LONG_MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
+
+
+def _fnv_hashes(text: str) -> tuple[int, int]:
+    """fastjson 1.2.69 ``EnumDeserializer``'s two 64-bit FNV-1a hashes of a name over its UTF-16 chars:
+    as it is, and with ``A``-``Z`` lowered (no other letter)."""
+    units = np.frombuffer(text.encode("utf-16-be", "surrogatepass"), ">u2").tolist()
+    exact = lower = _FNV_OFFSET
+    for unit in units:
+        exact = ((exact ^ unit) * _FNV_PRIME) & _LONG_MASK
+        lower = ((lower ^ (unit + 32 if 0x41 <= unit <= 0x5A else unit)) * _FNV_PRIME) & _LONG_MASK
+    return exact, lower
+
+
+#: the names ``EnumDeserializer`` matches: each constant's name hash and its lowered name's hash
+_FILTER_TYPE_BY_HASH = {h: name for name in TOPIC_FILTER_TYPES for h in _fnv_hashes(name)}
+
+
+def _filter_type(value: Any, what: str, path: str) -> str | None:
+    """``value`` as fastjson 1.2.69 ``EnumDeserializer.deserialze`` reads it into ``TopicFilterType``:
+    an integer literal the constant of that ordinal; a string the constant whose name hashes as it does,
+    as it is or with ``A``-``Z`` lowered (``"multi_tag"``, ``"Multi_Tag"``), else null (``""``, an unknown
+    name: ``ErrorOnEnumNotMatch`` is off); ``null`` null.  Checked with the oracle's fastjson (``""``,
+    ``" "``, ``"BOGUS"`` null; ``0``/``1`` the constants).
+
+    :raises CorruptDataError: an ordinal out of range, or any other value (a decimal, a boolean, an
+        object, an array): the ``JSONException`` the broker's ``ConfigManager.load`` fails on.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(TOPIC_FILTER_TYPES):
+        return TOPIC_FILTER_TYPES[value]
+    if isinstance(value, str) and not isinstance(value, RawNumber):
+        if not value:
+            return None
+        exact, lower = _fnv_hashes(value)
+        return _FILTER_TYPE_BY_HASH.get(exact) or _FILTER_TYPE_BY_HASH.get(lower)
+    raise CorruptDataError(f"expected {what} (a TopicFilterType: a name, or an ordinal 0 to "
+                           f"{len(TOPIC_FILTER_TYPES) - 1}), found {cut(json.dumps(value))}", path)
 
 
 def _topic_config(entry: dict[str, Any], name: str, path: str) -> dict[str, Any]:
@@ -726,12 +767,27 @@ def _topic_config(entry: dict[str, Any], name: str, path: str) -> dict[str, Any]
             number = java_cast(entry[field_name], f"{field_name} of topic {cut(name)}", path, long=False)
         filled |= number is None
         entry[field_name] = default if number is None else number
-    for field_name, (fallback, if_null) in _TOPIC_OTHER_DEFAULTS.items():
-        value = entry.get(field_name)
-        if field_name not in entry or (if_null and (value is None or value in _NULL_TEXTS)):
-            entry[field_name] = fallback
-            filled = True
+    order = entry.get("order")
+    if "order" not in entry or order is None or order in _NULL_TEXTS:
+        entry["order"] = _ORDER_DEFAULT
+        filled = True
+    held = entry.get("topicFilterType", DEFAULT_TOPIC_FILTER_TYPE)
+    read = _filter_type(held, f"topicFilterType of topic {cut(name)}", path) if "topicFilterType" in entry \
+        else held
+    if "topicFilterType" not in entry or read != held:
+        entry["topicFilterType"] = read
+        filled = True
     return dict(sorted(entry.items())) if filled else entry
+
+
+def _bean(entry: dict[str, Any]) -> dict[str, Any]:
+    """A topic's entry as ``TopicConfigManager.persist`` writes the ``TopicConfig`` bean: fastjson leaves
+    out a null field (``WriteMapNullValue`` is off), so a null ``topicFilterType`` is no member, which
+    the next load reads as ``SINGLE_TAG`` (checked with the oracle's
+    ``TopicConfigSerializeWrapper.toJson``)."""
+    if "topicFilterType" in entry and entry["topicFilterType"] is None:
+        return {k: v for k, v in entry.items() if k != "topicFilterType"}
+    return entry
 
 
 def read_topics(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int, int]:

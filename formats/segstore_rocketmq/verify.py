@@ -28,7 +28,7 @@ import numpy as np
 from segstore import files, overlap, progress
 from segstore.arrays import unique
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
-from segstore.javatext import parse_int
+from segstore.javatext import parse_int, parse_long
 from segstore.search import Bound, search
 from segstore.store import Problem
 
@@ -48,6 +48,7 @@ from .indexfile import (
     INVALID_INDEX,
     IndexHeader,
     IndexRequest,
+    file_size,
     index_key_hash,
     index_keys,
 )
@@ -655,12 +656,24 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
     problems.extend(cover.unindexed_problems(index.directory))
     for path, message in index.refused:
         problems.append(Problem(path, None, message))
+    size = file_size(index.slot_num, index.index_num)
+    for path, actual in index.longer:
+        problems.append(Problem(path, size, (
+            f"expected an index file of {size} bytes ({index.slot_num} slots, {index.index_num} entries), "
+            f"found {actual} bytes: the broker maps only the first {size} (IndexFile's MappedFile), the "
+            f"{actual - size} past them are never read (segstore recover cuts them, keeping them in "
+            ".segstore/cut/index/)")))
     for path in index.strays:
         name = os.path.basename(path)
+        # 4.9.7 IndexService.load: new IndexFile -> MappedFile.init parses the name (Long.parseLong);
+        # the NumberFormatException is logged and the file skipped, any number is opened as an IndexFile
+        broker = ("the broker's IndexService.load opens it as an index file, growing a short one to its "
+                  "size" if parse_long(name) is not None else
+                  "the broker's IndexService.load skips it (its name is no number), logging an error at "
+                  "each start")
         problems.append(Problem(path, None, (
             f"expected only index files named by their creation time (17 digits) in index/, found {name!r}: "
-            "the broker's IndexService.load opens every file there as an index file (segstore recover moves "
-            "it to .segstore/cut/index/)")))
+            f"{broker} (segstore recover moves it to .segstore/cut/index/)")))
     prev_phy = -1
     for f, confirmed, chained in zip(index.files, cover.index_bits, chains, strict=True):
         h = f.header

@@ -53,6 +53,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import ConfigError, CorruptIndexError, TruncatedDataError
+from segstore.javatext import parse_long
 
 from .javahash import string_hash, string_hashes
 
@@ -76,6 +77,8 @@ HEADER = struct.Struct(
 )
 assert HEADER.size == 40
 INDEX_COUNT_POS = struct.calcsize(">qqqqi")
+#: the header's times and offsets: the fields before the two counts
+ENDS_SIZE = struct.calcsize(">qqqq")
 
 SLOT_DTYPE = np.dtype(">i4")
 assert SLOT_DTYPE.itemsize == 4
@@ -89,6 +92,8 @@ assert ENTRY.size == ENTRY_DTYPE.itemsize
 SMALL_PUT = 16
 #: Slots :meth:`IndexFile.slots_past_entries` compares at a time (its temporaries stay this small).
 SLOT_CHUNK = 1 << 18
+#: Entries :func:`_chain_facts_reference` chains at a time (its temporaries: about 50 bytes an entry).
+CHAIN_CHUNK = 1 << 15
 
 INVALID_INDEX = 0
 FIRST_ENTRY = 1  # entry 0 is never used
@@ -362,15 +367,19 @@ class IndexFile:
 
     @classmethod
     def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False,
-             zero_tail: bool = False) -> IndexFile:
+             zero_tail: bool = False, past_end: bool = False) -> IndexFile:
         """The file at ``path``.  ``zero_tail`` (read-only): a file shorter than its size reads as the
         broker's ``IndexFile`` maps one (``MappedFile`` maps ``fileTotalSize`` bytes): its bytes, then
-        zeros (:attr:`files.MappedFile.short`).
+        zeros (:attr:`files.MappedFile.short`).  ``past_end``: a file longer than its size is its
+        first ``fileTotalSize`` bytes, as that mapping reads it (the bytes past them are neither read
+        nor changed).
 
         :raises CorruptIndexError: the file is not ``slot_num`` slots and ``index_num`` entries long
-            (nor shorter, with ``zero_tail``).
+            (nor shorter, with ``zero_tail``; nor longer, with ``past_end``).
         """
-        size = file_size(slot_num, index_num) if zero_tail and not writable else None
+        expected = file_size(slot_num, index_num)
+        size = expected if (zero_tail and not writable) or (past_end and files.file_size(path) > expected) \
+            else None
         return cls(files.MappedFile(path, size, writable=writable, reserve=writable, zero_tail=zero_tail),
                    slot_num, index_num)
 
@@ -405,6 +414,11 @@ class IndexFile:
 
     def write_header(self) -> None:
         self.file.write(0, self.header.pack())
+
+    def write_ends(self) -> None:
+        """Write the header's times and offsets only: its counts stay as they are on disk (an unused
+        file's ``indexCount`` 0, as the broker leaves it)."""
+        self.file.write(0, self.header.pack()[:ENDS_SIZE])
 
     def flush(self) -> None:
         """Make the whole file durable (the broker forces the whole map).  The header is written as
@@ -728,32 +742,45 @@ def chain_facts(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tup
 
 
 def _chain_facts_reference(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tuple[int, ...]:
-    """:func:`chain_facts` in numpy: the entries sorted by slot (stable), each chained to the one
-    before it in its slot."""
-    hashes = entries["hash"].astype(np.int64)
-    numbers = np.arange(FIRST_ENTRY, FIRST_ENTRY + len(entries), dtype=np.int64)
-    negative = np.flatnonzero(hashes < 0)
-    slot_of = hashes % len(slots)
-    order = np.argsort(slot_of, kind="stable")
-    in_slot = slot_of[order]
-    first = np.ones(len(order), bool)
-    first[1:] = in_slot[1:] != in_slot[:-1]
-    chained = np.empty(len(order), np.int64)
-    chained[1:] = numbers[order][:-1]
-    chained[first] = INVALID_INDEX
-    expected_prev = np.empty(len(order), np.int64)
-    expected_prev[order] = chained
-    links = np.flatnonzero(entries["prev"].astype(np.int64) != expected_prev)
-    last = np.ones(len(order), bool)
-    last[:-1] = first[1:]
-    expected_slots = np.zeros(len(slots), np.int64)
-    expected_slots[in_slot[last]] = numbers[order][last]
-    held = slots.astype(np.int64)
-    wrong = np.flatnonzero((held != expected_slots) & (held < index_count))
-    link, slot = (int(links[0]) if len(links) else -1), (int(wrong[0]) if len(wrong) else -1)
-    return (int(negative[0]) if len(negative) else -1, len(links), link,
-            int(expected_prev[link]) if len(links) else -1,
-            len(wrong), slot, int(expected_slots[slot]) if len(wrong) else -1)
+    """:func:`chain_facts` in numpy, as the C pass runs: entries in order, :data:`CHAIN_CHUNK` at a time,
+    each chained to the newest entry before it in its slot (within a chunk by a stable sort on the slot,
+    across chunks by the newest entry number of each slot so far, one int32 per slot), then each slot
+    compared with its newest entry.  ``O(e log CHAIN_CHUNK + s)`` time, ``O(s + CHAIN_CHUNK)`` memory
+    (the whole table sorted at once took 1.3 GB for the broker's 20M entries)."""
+    slot_num = len(slots)
+    newest = np.zeros(slot_num, np.int32)
+    negative, links, link, expected_link = -1, 0, -1, -1
+    for lo in range(0, len(entries), CHAIN_CHUNK):
+        chunk = entries[lo:lo + CHAIN_CHUNK]
+        hashes = chunk["hash"].astype(np.int64)
+        if negative < 0 and (below := np.flatnonzero(hashes < 0)).size:
+            negative = lo + int(below[0])
+        slot_of = hashes % slot_num
+        order = np.argsort(slot_of, kind="stable")
+        in_slot = slot_of[order]
+        numbers = order + (FIRST_ENTRY + lo)            # each sorted entry's number
+        first = np.ones(len(order), bool)
+        first[1:] = in_slot[1:] != in_slot[:-1]
+        chained = np.empty(len(order), np.int64)
+        chained[1:] = numbers[:-1]
+        chained[first] = newest[in_slot[first]]
+        expected_prev = np.empty(len(order), np.int64)
+        expected_prev[order] = chained
+        wrong = np.flatnonzero(chunk["prev"] != expected_prev)
+        if len(wrong) and not links:
+            link, expected_link = lo + int(wrong[0]), int(expected_prev[wrong[0]])
+        links += len(wrong)
+        last = np.ones(len(order), bool)
+        last[:-1] = first[1:]
+        newest[in_slot[last]] = numbers[last]
+    wrong_slots, slot, expected_slot = 0, -1, -1
+    for lo in range(0, slot_num, SLOT_CHUNK):
+        held, expected = slots[lo:lo + SLOT_CHUNK], newest[lo:lo + SLOT_CHUNK]
+        wrong = np.flatnonzero((held != expected) & (held < index_count))
+        if len(wrong) and not wrong_slots:
+            slot, expected_slot = lo + int(wrong[0]), int(expected[wrong[0]])
+        wrong_slots += len(wrong)
+    return negative, links, link, expected_link, wrong_slots, slot, expected_slot
 
 
 @dataclass(slots=True)
@@ -784,15 +811,19 @@ def end_timestamps(directory: str) -> list[int]:
     """The header ``endTimestamp`` of every file in ``directory``, an ``index/`` no :class:`IndexService`
     loaded (``messageIndexEnable`` off): 4.9.7 ``IndexService.load`` opens every file there as an IndexFile
     whatever the config, and reads its header from the start (a file shorter than the header reads
-    zeros past its end: the broker maps it at the configured size).  Only the 40 header bytes are read;
+    zeros past its end: the broker maps it at the configured size); it skips a name ``Long.parseLong``
+    refuses (``MappedFile.init`` throws ``NumberFormatException``, logged) and stops at an entry it cannot
+    map (a directory: ``IOException``, ``load`` returns false).  Only the 40 header bytes are read;
     ``[]`` without the directory."""
     if not files.is_dir(directory):
         return []
     ends = []
     for name in files.list_dir(directory):
         path = os.path.join(directory, name)
-        if not files.is_file(path):
+        if parse_long(name) is None:
             continue
+        if not files.is_file(path):
+            break
         mapped = files.MappedFile(path)
         try:
             head = mapped.pread(0, HEADER.size)
@@ -807,6 +838,7 @@ class IndexService:
 
     :param clock: milliseconds since the epoch, used to name new files.
     :param zero_fill_short: a reader queries a file shorter than its size zero-filled (:meth:`load`).
+    :param past_end: a file longer than its size is read and written as its first bytes (:meth:`load`).
     Thread-safety: one writer; queries may run concurrently with it.
     """
 
@@ -822,8 +854,10 @@ class IndexService:
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_file_full: Callable[[int], None] | None = None,
         zero_fill_short: bool = False,
+        past_end: bool = False,
     ) -> None:
         self.directory = directory
+        self.past_end = past_end
         #: a reader's :meth:`load` queries a short file zero-filled (given where its geometry is known)
         self.zero_fill_short = zero_fill_short and not writable
         self.slot_num = slot_num
@@ -835,9 +869,12 @@ class IndexService:
         #: ``(path, error message)`` of each file :meth:`load` could not open (wrong size): left out of
         #: queries, reported by verify, set aside and rebuilt by recovery (:meth:`set_aside_refused`)
         self.refused: list[tuple[str, str]] = []
+        #: ``(path, its size)`` of each file :meth:`load` opened as its first bytes (``past_end``): the
+        #: bytes past them are never read (reported by verify, kept aside and cut by :meth:`cut_past_end`)
+        self.longer: list[tuple[str, int]] = []
         #: paths in the directory not named as index files (17 digits): the broker's
-        #: ``IndexService.load`` opens every file there as one (reported by verify, set aside by
-        #: recovery: :meth:`set_aside_strays`)
+        #: ``IndexService.load`` opens those named by a number as one and skips the others (reported by
+        #: verify, set aside by recovery: :meth:`set_aside_strays`)
         self.strays: list[str] = []
 
     def load(self) -> list[str]:
@@ -847,15 +884,36 @@ class IndexService:
         (its ``MappedFile`` maps the whole size, zeros past the file's end: keys whose slot and chain lie
         in the bytes held are found), read into memory with nothing written (:meth:`IndexFile.open`
         ``zero_tail``); it is refused all the same (verify reports it, recovery rebuilds it).
+        With ``past_end``, a file longer than its size is opened as its first bytes, as that mapping
+        reads and writes it (:attr:`longer`).
         """
         bad = []
+        size = file_size(self.slot_num, self.index_num)
+        stopped_at: str | None = None
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
             if len(name) != FILE_NAME_LENGTH or not name.isdigit():
                 self.strays.append(path)
                 continue
+            kind = files.not_regular(path) if stopped_at is None else None
+            if kind is not None or stopped_at is not None:
+                # 4.9.7 IndexService.load: new IndexFile throws IOException (RandomAccessFile, or the map,
+                # refuses it) and load returns false there, the files after it left unloaded (the broker
+                # starts all the same: DefaultMessageStore.load ignores that result)
+                bad.append(name)
+                self.refused.append((path, f"expected an index file, found {kind}: the broker's "
+                                           "IndexService.load stops there (new IndexFile throws), loading "
+                                           "none of the files after it" if kind is not None else
+                                     f"expected an index file the broker loads, found it after {stopped_at}, "
+                                     "where the broker's IndexService.load stops"))
+                stopped_at = stopped_at or name
+                continue
             try:
-                self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
+                opened = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable,
+                                        past_end=self.past_end)
+                self.files.append(opened)
+                if self.past_end and (actual := files.file_size(path)) > size:
+                    self.longer.append((path, actual))
             except CorruptIndexError as err:
                 bad.append(name)
                 self.refused.append((path, err.message))
@@ -891,6 +949,32 @@ class IndexService:
                 why = dict(self.refused).get(path, "after a refused file")
                 lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
         self.refused = []
+        return lines
+
+    def cut_past_end(self, into: str) -> list[str]:
+        """Cut each file :meth:`load` opened as its first bytes (:attr:`longer`) to its size, the non-zero
+        bytes past it kept in ``into`` first (a directory the broker never lists); the recovery lines.
+        The broker's mapping never reads those bytes, so what it reads is the same after.
+        ``O(bytes past the sizes)``."""
+        lines = []
+        size = file_size(self.slot_num, self.index_num)
+        held = {f.path: i for i, f in enumerate(self.files)}
+        for path, actual in self.longer:
+            at = held.get(path)
+            if at is None:      # moved aside whole (set_aside_refused): kept as it is
+                continue
+            self.files[at].close()
+            kept, _ = files.save_range_aside(path, size, into=into)
+            mapped = files.MappedFile(path, writable=True)
+            try:
+                mapped.resize(size)
+            finally:
+                mapped.close()
+            self.files[at] = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable)
+            saved = f", saved in {kept}" if kept is not None else " (zeros)"
+            lines.append(f"{path}:{size}: cut {actual - size} bytes past the index file's {size} (the broker "
+                         f"maps only those){saved}")
+        self.longer = []
         return lines
 
     def set_aside_strays(self, into: str) -> list[str]:
