@@ -1052,6 +1052,43 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
         assert (part / f"{SEG0}{suffix}").stat().st_size == 0
 
 
+@pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
+def test_recover_keeps_the_batches_before_an_index_entry_at_the_base_offset_as_kafkas_truncate_to_does(
+        tmp_path: Path, index: str) -> None:
+    """Kafka 3.8.0 ``LogLoader.recoverLog`` answers ``InvalidOffsetException`` from ``recoverSegment`` with
+    ``segment.truncateTo(segment.baseOffset)``, and ``LogSegment.truncateTo`` cuts at
+    ``translateOffset(baseOffset)``: ``OffsetIndex.lookup`` in the index ``recover`` half rebuilt, then the
+    first batch from there whose last offset reaches the base offset.  Where that index's first entry
+    names the base offset itself (batch B of offset 0 after A of 0..5: the entry (0, 721)), the cut is at
+    B and A stays.  The storage oracle's classes (``LogSegment.recover``, ``truncateTo``): "truncateTo(base)
+    cut 342", segment 0 of 721 bytes, next offset 6, both indexes empty, segment 40 deleted.  segstore cut
+    all 1,063 bytes at 0 (offsets 0..5 gone); now 342 at 721, kept aside."""
+    a = encode_batch([(b"k", b"v" * 100, 1_000 + i) for i in range(6)], base_offset=0)
+    b = encode_batch([(b"k", b"w" * 100, 500)], base_offset=0)
+    # the offset index goes back at C (offset 0 again); the forced time entry at D (max timestamp 3000 of
+    # offset 3, below the entry (1005, 5) made at B)
+    tail = (encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=0) if index == "offset index entry"
+            else encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=3))
+    later = encode_batch([(b"k", b"y", 4_000)], base_offset=40)
+    part, log = _one_segment(tmp_path, a + b + tail)
+    next_log = part / "00000000000000000040.log"
+    next_log.write_bytes(later)
+    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
+        for suffix in (".index", ".timeindex"):
+            (part / f"{name}{suffix}").write_bytes(b"")
+    # 721-, 171- and 171-byte batches: B gets the first entry; C another (50), or D none (300)
+    config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
+    with segstore.open(part, format="kafka", mode="a", **config) as store:
+        lines = store.recover()
+        assert store.offset_range("t", 0) == (0, 6)
+        assert [r.offset for r in store.scan()] == list(range(6))
+    assert "InvalidOffsetException" in lines[0] and f"cut 342 bytes at {len(a)}" in lines[0]
+    assert log.read_bytes() == a and Path(f"{log}.cut-{len(a)}").read_bytes() == b + tail
+    assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
+    for suffix in (".index", ".timeindex"):
+        assert (part / f"{SEG0}{suffix}").stat().st_size == 0
+
+
 @pytest.mark.parametrize("type_id", [2, 9])
 def test_a_producers_control_batch_of_another_type_is_named_and_kept_as_kafka_cannot_load_it(
         tmp_path: Path, type_id: int) -> None:

@@ -846,7 +846,7 @@ class LogSegment:
                 else:
                     gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
                     if gone_back is not None:
-                        valid, error, emptied = 0, gone_back, True
+                        valid, error, emptied = self._truncate_to_base_at(), gone_back, True
                         break
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
@@ -872,15 +872,16 @@ class LogSegment:
             # the time index entry forced in below (outside Kafka's catch, inside LogLoader's)
             gone_back = self._index_gone_back(last_batch, None, self._max_ts)
             if gone_back is not None:
-                valid, error, emptied = 0, gone_back, True
+                valid, error, emptied = self._truncate_to_base_at(), gone_back, True
         del buf
         if emptied:
             # LogLoader.recoverLog catches the InvalidOffsetException and calls segment.truncateTo(its base
-            # offset): the whole segment goes (kept aside here), its indexes with it
+            # offset) (:meth:`_truncate_to_base_at`: the whole segment but where the rebuilt index's first
+            # entry names the base offset), kept aside here; its indexes lose every entry (each names the
+            # base offset or later) and get no max timestamp forced in (truncateTo appends none)
             self.offset_index.reset(self.max_index_size)
             self.time_index.reset(self.max_index_size)
             self.txn_index.reset()
-            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         truncated = self.log.size - valid
         saved = None
         if truncated:
@@ -888,10 +889,25 @@ class LogSegment:
             saved, _ = files.save_range_aside(self.path, valid)
             self.log.truncate(valid)
         self.offset_index.trim()
-        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        if emptied:
+            self._max_ts = None         # of the bytes kept, read again where asked (max_timestamp_so_far)
+        else:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
+
+    def _truncate_to_base_at(self) -> int:
+        """Where Kafka 3.8.0 ``LogSegment.truncateTo(baseOffset)`` cuts a segment whose recovery threw
+        ``InvalidOffsetException`` (what ``LogLoader.recoverLog`` calls then), with the offset index as
+        ``recover`` left it: ``translateOffset(baseOffset)`` looks the base offset up in that index
+        (``OffsetIndex.lookup``: the largest entry at or below it, else position 0) and cuts at the first
+        batch from there whose last offset reaches it.  Every batch recovery walked reaches it (one below
+        throws ``LogSegmentOffsetOverflowException`` first), so that is position 0, but where the rebuilt
+        index's first entry names the base offset itself (a batch of last offset ``baseOffset`` after
+        batches of higher offsets): there the cut is at that entry's batch, and the batches before it stay.
+        ``O(log entries)``."""
+        return self.offset_index.lookup_offset(self.base).position
 
     def _index_gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset
                          ) -> CorruptDataError | None:
@@ -900,8 +916,8 @@ class LogSegment:
         end) would
         name an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
         ``OffsetIndex.append`` (offset not above the last) and ``TimeIndex.maybeAppend`` (offset below the
-        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to empty the
-        segment.  None where the entries go forward."""
+        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to truncate the
+        segment to its base offset (:meth:`_truncate_to_base_at`).  None where the entries go forward."""
         last_time = self.time_index.last_entry.offset if len(self.time_index) else None
         if entry is not None and len(self.offset_index) and entry <= self.offset_index.last_offset:
             index, last, found = self.offset_index.path, self.offset_index.last_offset, entry
@@ -912,8 +928,8 @@ class LogSegment:
         return CorruptDataError(
             f"expected offsets going forward, found a batch of offsets {batch.base_offset}.."
             f"{batch.last_offset} that makes {os.path.basename(index)} go back from {last} to {found}: "
-            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog empties the "
-            "segment (truncateTo its base offset)",
+            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog truncates the "
+            "segment to its base offset (LogSegment.truncateTo)",
             self.path, batch.position)
 
     def first_torn_batch(self, start: int, from_offset: int) -> CorruptDataError | None:
