@@ -151,6 +151,53 @@ def test_c_valid_v2_end_equals_the_reference(entries: list[tuple[int, str]], see
         assert codec._valid_v2_end_py(data, 0) == expected
 
 
+#: v2 header fields a writer may set to anything the CRC then covers: (struct format, offset in the batch)
+_CRC_COVERED = {"attributes": (">h", 21), "last_offset_delta": (">i", 23), "base_timestamp": (">q", 27),
+                "max_timestamp": (">q", 35), "producer_id": (">q", 43), "producer_epoch": (">h", 51),
+                "base_sequence": (">i", 53), "record_count": (">i", 57)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200),
+                          st.sampled_from(["none", "field", "length", "flip", "magic", "legacy"]),
+                          st.sampled_from(sorted(_CRC_COVERED)), st.integers(-2**63, 2**63 - 1)),
+                max_size=6),
+       st.integers(0, 2**32 - 1), st.integers(0, 70))
+def test_iter_batches_refuses_nothing_valid_v2_end_skips(entries: list[tuple[int, str, str, int]], seed: int,
+                                                         cut: int) -> None:
+    """What ``LogSegment.first_torn_batch`` fast-forwards past in C (``valid_v2_end``) is what its Python
+    walk (``iter_batches``, CRC checked: Kafka 3.8.0 ``FileLogInputStream.nextBatch`` framing and
+    ``DefaultRecordBatch.ensureValid``) takes whole: batches whose header fields hold anything under a CRC
+    written over them (a codec id of 5 to 7, a negative record count or delta, any timestamps or producer),
+    after batches whose length, CRC or magic fail or which are legacy; the walk over the skipped bytes
+    raises nothing and ends where ``valid_v2_end`` stopped."""
+    rnd = random.Random(seed)
+    parts = []
+    for i, (size, damage, name, value) in enumerate(entries):
+        if damage == "legacy":
+            parts.append(_legacy_set(1, 0, 1 + size % 3, i))
+            continue
+        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=i))
+        if damage == "field":
+            fmt, at = _CRC_COVERED[name]
+            bits = struct.calcsize(fmt) * 8
+            struct.pack_into(fmt, one, at, (value + 2**(bits - 1)) % 2**bits - 2**(bits - 1))
+            struct.pack_into(">I", one, codec.CRC_OFFSET, crc32c.crc32c(bytes(one[codec.ATTRIBUTES_OFFSET:])))
+        elif damage == "length":
+            struct.pack_into(">i", one, 8, value % 2**31 if value % 3 else -(value % 2**31))
+        elif damage == "flip":
+            one[rnd.randrange(len(one))] ^= 1 << rnd.randrange(8)
+        elif damage == "magic":
+            one[codec.MAGIC_OFFSET] = rnd.choice([0xFF, 0, 1, 3])
+        parts.append(bytes(one))
+    data = b"".join(parts)
+    data = data[:len(data) - cut] if cut < len(data) else data
+    end = codec.valid_v2_end(data, 0)
+    assert end == codec._valid_v2_end_py(data, 0)
+    walked = sum(batch.size for batch in codec.iter_batches(memoryview(data)[:end], check_crc=True))
+    assert walked == end
+
+
 def test_xxh32_matches_liblz4_header_checksums() -> None:
     for block_size in (lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX4MB):
         for store_size in (False, True):

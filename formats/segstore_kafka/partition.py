@@ -1354,16 +1354,13 @@ class Partition:
         in an earlier segment needs no roll: at or past the recovery point the open cut it (a torn
         write), below it the broker's recovery never reaches it once the recovery point moves past it.
         ``O(active segment bytes)`` once per appending open (at most ``segment.bytes``): v2 batches framed
-        and CRC-checked in C (:func:`.batch.valid_v2_end`), legacy ones and what follows a bad one in
-        Python; nothing where the open recovered the active segment already."""
+        and CRC-checked in C (:meth:`LogSegment.first_torn_batch`), legacy ones and what follows a bad one
+        in Python; nothing where the open recovered the active segment already."""
         if self._active_checked:
             return False
         self._active_checked = True
         active = self.active_segment()
-        # the whole v2 batches whose CRC holds skipped in C; what follows them walked as Kafka frames it
-        with active.log.view() as view:     # released before an append may grow the file
-            start = codec.valid_v2_end(view, 0)
-        return active.first_torn_batch(start, active.base) is not None
+        return active.first_torn_batch(0, active.base) is not None
 
     @property
     def log_append_time(self) -> bool:
