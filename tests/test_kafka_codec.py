@@ -115,20 +115,25 @@ def test_c_crc32c_equals_the_reference(data: bytes, start: int) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 300), st.sampled_from(["none", "legacy", "flip", "short", "magic"])),
+@given(st.lists(st.tuples(st.integers(0, 300),
+                          st.sampled_from(["none", "legacy", "flip", "short", "magic", "back"])),
                 max_size=6),
        st.integers(0, 2**32 - 1), st.integers(0, 70))
 def test_c_valid_v2_end_equals_the_reference(entries: list[tuple[int, str]], seed: int, cut: int) -> None:
     """``valid_v2_end`` skips whole v2 batches whose CRC holds and stops at anything else: a legacy entry,
-    a flipped byte, a length below the header or past the buffer, another magic; C and the Python
-    reference agree on where, from any start (a batch boundary or not)."""
+    a flipped byte, a length below the header or past the buffer, another magic, and with ``rising`` a
+    batch whose last offset is not above the last one's (``back``: the base offset, which no CRC covers,
+    moved back; or near Long.MAX_VALUE, a last offset wrapping negative); C and the Python reference
+    agree on where, from any start (a batch boundary or not)."""
     rnd = random.Random(seed)
     parts = []
     for i, (size, damage) in enumerate(entries):
         if damage == "legacy":
             parts.append(_legacy_set(1, 0, 1 + size % 3, i))
             continue
-        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=i))
+        base = i if damage != "back" else rnd.choice([i - 2, i - 1, 2**63 - 1, -5])
+        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=max(base, 0)))
+        struct.pack_into(">q", one, 0, base)
         if damage == "flip":
             one[rnd.randrange(len(one))] ^= 1 << rnd.randrange(8)
         elif damage == "short":
@@ -139,12 +144,14 @@ def test_c_valid_v2_end_equals_the_reference(entries: list[tuple[int, str]], see
     data = b"".join(parts)
     data = data[:len(data) - cut] if cut < len(data) else data
     for start in (0, rnd.randrange(len(data) + 1), len(parts[0]) if parts else 0):
-        assert _accelerator().valid_v2_end(data, start) == codec._valid_v2_end_py(data, start)
+        for rising in (False, True):
+            assert (_accelerator().valid_v2_end(data, start, rising)
+                    == codec._valid_v2_end_py(data, start, rising))
     # the reference itself: it ends after the intact batches that lie whole in the buffer, at the first
     # damaged one (a flipped byte may leave a batch valid: the offset and leader epoch are not covered)
     expected = 0
     for part, (_, damage) in zip(parts, entries, strict=True):
-        if damage != "none" or expected + len(part) > len(data):
+        if damage not in ("none", "back") or expected + len(part) > len(data):
             break
         expected += len(part)
     if not any(damage == "flip" for _, damage in entries[:len(parts)]):

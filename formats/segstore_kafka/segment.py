@@ -913,14 +913,21 @@ class LogSegment:
                          ) -> CorruptDataError | None:
         """Where the entry ``recover`` is about to add (an offset index entry for ``entry``, and the time
         index's for ``max_ts``, the max timestamp so far; ``entry`` None: only the latter, forced in at the
-        end) would
-        name an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
+        end) would name an offset below the last one's (:meth:`_gone_back`), as the indexes stand."""
+        return self._gone_back(batch, entry, max_ts,
+                               self.offset_index.last_offset if len(self.offset_index) else None,
+                               self.time_index.last_entry.offset if len(self.time_index) else None)
+
+    def _gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset,
+                   last_offset: int | None, last_time: int | None) -> CorruptDataError | None:
+        """Where an offset index entry for ``entry`` (None: none added) after one of ``last_offset``, or a
+        time index entry for ``max_ts`` after one naming ``last_time`` (None: an empty index), would name
+        an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
         ``OffsetIndex.append`` (offset not above the last) and ``TimeIndex.maybeAppend`` (offset below the
         last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to truncate the
         segment to its base offset (:meth:`_truncate_to_base_at`).  None where the entries go forward."""
-        last_time = self.time_index.last_entry.offset if len(self.time_index) else None
-        if entry is not None and len(self.offset_index) and entry <= self.offset_index.last_offset:
-            index, last, found = self.offset_index.path, self.offset_index.last_offset, entry
+        if entry is not None and last_offset is not None and entry <= last_offset:
+            index, last, found = self.offset_index.path, last_offset, entry
         elif last_time is not None and max_ts.offset < last_time:
             index, last, found = self.time_index.path, last_time, max_ts.offset
         else:
@@ -931,6 +938,44 @@ class LogSegment:
             "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog truncates the "
             "segment to its base offset (LogSegment.truncateTo)",
             self.path, batch.position)
+
+    def index_gone_back(self) -> CorruptDataError | None:
+        """The batch at which :meth:`recover` meets the indexes it rebuilds going back (Kafka 3.8.0
+        ``LogSegment.recover`` throwing ``InvalidOffsetException``, on which ``LogLoader.recoverLog`` cuts
+        the segment: :meth:`_truncate_to_base_at`), or None.
+
+        Where the last offsets of the segment's batches rise, no entry can go back (the offset index's
+        are some of them; the time index's, those of the batches holding its rising maxima): checked in C
+        (:func:`.batch.valid_v2_end` with ``rising``), nothing more.  Elsewhere (offsets that do not rise,
+        legacy batches, damage) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are
+        followed over the batches it walks (framing and CRC holding), Python per batch; an index filling
+        up (``segment.index.bytes``) and records that stop the walk early are not counted, so a segment
+        named here may yet recover whole.  ``O(bytes)``."""
+        with self.log.view() as view:   # released at once: a writer's append may grow the file
+            if codec.valid_v2_end(view, 0, rising=True) >= len(view):
+                return None
+        last_entry = 0
+        last_offset: int | None = None
+        last_time: int | None = None
+        last_stamp = NO_TIMESTAMP
+        max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
+        batch: codec.RecordBatch | None = None
+        try:
+            for batch in self.batches():
+                if not self.indexable(batch.last_offset):
+                    continue
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if batch.position - last_entry > self.index_interval_bytes:
+                    gone_back = self._gone_back(batch, batch.last_offset, max_ts, last_offset, last_time)
+                    if gone_back is not None:
+                        return gone_back
+                    last_offset, last_entry = batch.last_offset, batch.position
+                    if max_ts.timestamp > last_stamp:
+                        last_stamp, last_time = max_ts
+        except CorruptDataError:
+            pass                        # where recover's walk ends (a torn or corrupt batch)
+        return None if batch is None else self._gone_back(batch, None, max_ts, last_offset, last_time)
 
     def first_torn_batch(self, start: int, from_offset: int) -> CorruptDataError | None:
         """The first batch from byte ``start`` (a batch boundary) that a crash may have torn, or None: one
