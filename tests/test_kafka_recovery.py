@@ -1501,24 +1501,25 @@ def _offsets_going_back(part: Path) -> bytes:
     return data
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 50), st.integers(0, 200)),
                 min_size=1, max_size=8),
-       st.integers(0, 400), st.integers(0, 1))
+       st.integers(0, 400), st.integers(-1, 2**20))
 def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
         tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[int, int, int, int]], interval: int,
-        crc_flip: int) -> None:
+        flip: int) -> None:
     """``LogSegment.index_gone_back`` (the open's and the first append's look for what Kafka 3.8.0
     ``LogSegment.recover`` throws ``InvalidOffsetException`` on) names a batch exactly where ``recover``
     cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times and
-    ``index.interval.bytes``, a CRC failing in the last one or not (where recover's walk ends); and it
-    names the batch recover's error names."""
+    ``index.interval.bytes``, a byte flipped anywhere or not (a CRC or framing failing where recover's
+    walk ends, or an offset moved); and it names the batch recover's error names."""
     part = tmp_path_factory.mktemp("gone") / "t-0"
     part.mkdir()
     data = b"".join(encode_batch([(b"k", b"v" * size, stamp) for _ in range(count + 1)], base_offset=base)
                     for base, count, stamp, size in batches)
-    if crc_flip:
-        data = data[:-1] + bytes([data[-1] ^ 1])
+    if flip >= 0:
+        at = flip % len(data)
+        data = data[:at] + bytes([data[at] ^ 1 << flip % 8]) + data[at + 1:]
     (part / f"{SEG0}.log").write_bytes(data)
     for suffix in (".index", ".timeindex"):
         (part / f"{SEG0}{suffix}").write_bytes(b"")

@@ -303,6 +303,12 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._max_ts: TimestampOffset | None = None
         self._rolling_ts: int | None = None
+        #: (log size, :meth:`index_gone_back`'s answer at that size)
+        self._gone_back_kept: tuple[int, CorruptDataError | None] | None = None
+        #: the log size at which a walk from its start found every batch a whole v2 one, its CRC holding
+        #: and its last offset above the one before (no torn batch, no index going back: nothing to walk
+        #: again while the size stays; only appends grow it, and recover forgets it)
+        self._intact_size: int | None = None
 
     @property
     def indexes_read(self) -> bool:
@@ -820,6 +826,8 @@ class LogSegment:
         self.missing_indexes = []
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         self._rolling_ts = None
+        self._gone_back_kept = None
+        self._intact_size = None
         buf = self.log.view()
         valid, error = codec.valid_prefix(buf, path=self.path)
         last_entry = 0
@@ -946,13 +954,31 @@ class LogSegment:
 
         Where the last offsets of the segment's batches rise, no entry can go back (the offset index's
         are some of them; the time index's, those of the batches holding its rising maxima): checked in C
-        (:func:`.batch.valid_v2_end` with ``rising``), nothing more.  Elsewhere (offsets that do not rise,
-        legacy batches, damage) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are
-        followed over the batches it walks (framing and CRC holding), Python per batch; an index filling
-        up (``segment.index.bytes``) and records that stop the walk early are not counted, so a segment
-        named here may yet recover whole.  ``O(bytes)``."""
+        (:func:`.batch.valid_v2_end` with ``rising``) up to the first batch whose framing or CRC fails,
+        where ``recover``'s walk ends, nothing more.  Elsewhere (offsets that do not rise, legacy
+        batches) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are followed over
+        the batches it walks, Python per batch; an index filling up (``segment.index.bytes``) and records
+        that stop the walk early are not counted, so a segment named here may yet recover whole.  The
+        answer is kept until the log's size changes.  ``O(bytes)``."""
+        if self._intact_size == self.log.size:
+            return None
+        if self._gone_back_kept is not None and self._gone_back_kept[0] == self.log.size:
+            return self._gone_back_kept[1]
+        found = self._find_index_gone_back()
+        self._gone_back_kept = (self.log.size, found)
+        return found
+
+    def _find_index_gone_back(self) -> CorruptDataError | None:
+        """:meth:`index_gone_back`, not kept."""
         with self.log.view() as view:   # released at once: a writer's append may grow the file
-            if codec.valid_v2_end(view, 0, rising=True) >= len(view):
+            stop = codec.valid_v2_end(view, 0, rising=True)
+            if stop >= len(view):
+                self._intact_size = len(view)
+                return None
+            # a tail or v2 batch whose framing or CRC fails: recover's walk ends there
+            if len(view) - stop <= codec.HEADER_UP_TO_MAGIC or (
+                    view[stop + codec.MAGIC_OFFSET] == codec.MAGIC_V2
+                    and codec.valid_v2_end(view, stop) == stop):
                 return None
         last_entry = 0
         last_offset: int | None = None
@@ -990,12 +1016,21 @@ class LogSegment:
         CRC fails is damage, not a write a crash tore: not named (``verify`` names it, readers stop at it).
         ``O(bytes from start)``: the whole v2 batches whose CRC holds skipped in C
         (:func:`.batch.valid_v2_end`, which skips none :func:`.batch.iter_batches` refuses), what follows
-        walked in Python (a legacy wrapper's inner set inflated where it is walked)."""
+        walked in Python (a legacy wrapper's inner set inflated where it is walked); from the log's start
+        the walk checks the offsets rising too (:meth:`index_gone_back`'s), and a log found intact is not
+        walked again while its size stays."""
         if start > self.log.size:
             return TruncatedDataError(f"expected the batch at {start}, found the log ending at "
                                       f"{self.log.size}", self.path, start)
         with self.log.view() as view:   # released at once: a writer's append may grow the file
-            start = codec.valid_v2_end(view, start)
+            if self._intact_size == len(view):
+                return None
+            # from the log's start, the offsets checked on the way (index_gone_back's walk, done once)
+            end = codec.valid_v2_end(view, start, rising=start == 0)
+            if start == 0 and end >= len(view):
+                self._intact_size = len(view)
+                return None
+            start = codec.valid_v2_end(view, end) if start == 0 else end
         try:
             for batch in self.batches(start, check_crc=False):
                 if batch.last_offset >= from_offset and not batch.is_valid():
