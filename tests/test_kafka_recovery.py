@@ -1058,14 +1058,16 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
 @pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
 def test_recover_keeps_the_batches_before_an_index_entry_at_the_base_offset_as_kafkas_truncate_to_does(
         tmp_path: Path, index: str) -> None:
-    """Kafka 3.8.0 ``LogLoader.recoverLog`` answers ``InvalidOffsetException`` from ``recoverSegment`` with
-    ``segment.truncateTo(segment.baseOffset)``, and ``LogSegment.truncateTo`` cuts at
-    ``translateOffset(baseOffset)``: ``OffsetIndex.lookup`` in the index ``recover`` half rebuilt, then the
-    first batch from there whose last offset reaches the base offset.  Where that index's first entry
+    """Kafka 3.8.0 ``LogLoader.recoverLog`` (core/src/main/scala/kafka/log/LogLoader.scala) answers
+    ``InvalidOffsetException`` from ``recoverSegment`` with ``segment.truncateTo(segment.baseOffset)``,
+    and ``LogSegment.truncateTo``
+    (storage/src/main/java/org/apache/kafka/storage/internals/log/LogSegment.java) cuts at
+    ``translateOffset(baseOffset)``: ``OffsetIndex.lookup`` in the index ``recover`` half rebuilt, then
+    the first batch from there whose last offset reaches the base offset. Where that index's first entry
     names the base offset itself (batch B of offset 0 after A of 0..5: the entry (0, 721)), the cut is at
-    B and A stays.  The storage oracle's classes (``LogSegment.recover``, ``truncateTo``): "truncateTo(base)
-    cut 342", segment 0 of 721 bytes, next offset 6, both indexes empty, segment 40 deleted.  segstore cut
-    all 1,063 bytes at 0 (offsets 0..5 gone); now 342 at 721, kept aside."""
+    B and A stays. The storage oracle's classes (``LogSegment.recover``, ``truncateTo``):
+    "truncateTo(base) cut 342", segment 0 of 721 bytes, next offset 6, both indexes empty, segment 40
+    deleted. segstore cut all 1,063 bytes at 0 (offsets 0..5 gone); now 342 at 721, kept aside."""
     a = encode_batch([(b"k", b"v" * 100, 1_000 + i) for i in range(6)], base_offset=0)
     b = encode_batch([(b"k", b"w" * 100, 500)], base_offset=0)
     # the offset index goes back at C (offset 0 again); the forced time entry at D (max timestamp 3000 of
@@ -1435,13 +1437,13 @@ def _three_segments(root: Path) -> Path:
 def test_a_partition_opened_alone_after_a_crash_is_recovered_from_offset_0_before_an_append(
         tmp_path: Path) -> None:
     """A partition directory opened alone, its log dir naming no recovery point for it: Kafka 3.8.0
-    ``LogManager.loadLogs`` hands ``LogLoader`` 0 (``recoveryPoints.getOrElse(topicPartition, 0L)``), and
-    after a crash (no ``.kafka_cleanshutdown``) ``recoverLog`` recovers every segment from there, cuts at
-    the first batch ``ensureValid`` fails and deletes every later segment.  segstore checked only the
-    active segment's tail and appended offset 15 to segment 10: the storage oracle's ``LogSegment.recover``
-    then cut segment 0 (506 bytes) and deleted segments 5 and 10, the appended record with them.  Now the
-    open recovers from offset 0 as the broker's load does (what it cuts kept aside) and the append lands
-    after what the broker keeps."""
+    ``LogManager.loadLogs`` (core/src/main/scala/kafka/log/LogManager.scala) hands ``LogLoader`` 0
+    (``recoveryPoints.getOrElse(topicPartition, 0L)``), and after a crash (no ``.kafka_cleanshutdown``)
+    ``recoverLog`` recovers every segment from there, cuts at the first batch ``ensureValid`` fails and
+    deletes every later segment. segstore checked only the active segment's tail and appended offset 15 to
+    segment 10: the storage oracle's ``LogSegment.recover`` then cut segment 0 (506 bytes) and deleted
+    segments 5 and 10, the appended record with them. Now the open recovers from offset 0 as the broker's
+    load does (what it cuts kept aside) and the append lands after what the broker keeps."""
     log = _three_segments(tmp_path / "logs")
     damaged = {p.name: p.read_bytes() for p in log.parent.glob("*.log")}
     assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) == (log.name, 17)
