@@ -1019,6 +1019,20 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
     assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
 
 
+def _with_a_later_segment(tmp_path: Path, data: bytes) -> tuple[Path, Path, Path, bytes]:
+    """``tmp_path/t-0`` of segment 0 holding ``data`` and segment 40 holding one batch, their indexes
+    trimmed and empty as a clean shutdown left them: the directory, the two ``.log`` files and the later
+    one's bytes."""
+    later = encode_batch([(b"k", b"w", 4_000)], base_offset=40)
+    part, log = _one_segment(tmp_path, data)
+    next_log = part / "00000000000000000040.log"
+    next_log.write_bytes(later)
+    for name in (SEG0, "00000000000000000040"):
+        for suffix in (".index", ".timeindex"):
+            (part / f"{name}{suffix}").write_bytes(b"")
+    return part, log, next_log, later
+
+
 @pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
 def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas_loader_does(
         tmp_path: Path, index: str) -> None:
@@ -1033,15 +1047,7 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
     offsets = [0, 10, 20, 5, 30] if index == "offset index entry" else [0, 10, 20, 5]
     data = b"".join(encode_batch([(b"k", b"v" * 100, 1_000 + i)], base_offset=o)
                     for i, o in enumerate(offsets))
-    later = encode_batch([(b"k", b"w", 2_000)], base_offset=40)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log, next_log = part / f"{SEG0}.log", part / "00000000000000000040.log"
-    log.write_bytes(data)
-    next_log.write_bytes(later)
-    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
-        for suffix in (".index", ".timeindex"):
-            (part / f"{name}{suffix}").write_bytes(b"")
+    part, log, next_log, later = _with_a_later_segment(tmp_path, data)
     # 171-byte batches: an entry for every batch after the first, or only for the one of offset 20
     config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
     with segstore.open(part, format="kafka", mode="a", **config) as store:
@@ -1074,13 +1080,7 @@ def test_recover_keeps_the_batches_before_an_index_entry_at_the_base_offset_as_k
     # offset 3, below the entry (1005, 5) made at B)
     tail = (encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=0) if index == "offset index entry"
             else encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=3))
-    later = encode_batch([(b"k", b"y", 4_000)], base_offset=40)
-    part, log = _one_segment(tmp_path, a + b + tail)
-    next_log = part / "00000000000000000040.log"
-    next_log.write_bytes(later)
-    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
-        for suffix in (".index", ".timeindex"):
-            (part / f"{name}{suffix}").write_bytes(b"")
+    part, log, next_log, later = _with_a_later_segment(tmp_path, a + b + tail)
     # 721-, 171- and 171-byte batches: B gets the first entry; C another (50), or D none (300)
     config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
     with segstore.open(part, format="kafka", mode="a", **config) as store:
