@@ -1394,8 +1394,8 @@ class Partition:
             if found is not None:
                 raise UnrepairedDataError(
                     f"expected no batch Kafka's next load cuts the partition at before an append, found "
-                    f"{found.message}: with no recovery point for it (recovery-point-offset-checkpoint in "
-                    "its log dir) and no clean-shutdown marker after a write, the broker recovers every "
+                    f"one ({found.message}): with no recovery point for it (recovery-point-offset-checkpoint "
+                    "in its log dir) and no clean-shutdown marker after a write, the broker recovers every "
                     "segment from offset 0, cuts there and deletes every later segment, appends with it; "
                     "run recover first (it cuts the damage and keeps what it cuts)",
                     found.path or seg.path, found.pos)
