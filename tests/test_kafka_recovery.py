@@ -1397,6 +1397,29 @@ def test_appends_after_damage_below_the_recovery_point_go_to_a_new_segment(
     assert len(list(log.parent.glob("*.log"))) == 2
 
 
+def test_a_flush_moves_a_partition_directorys_recovery_point_past_the_damage_it_rolled_over(
+        tmp_path: Path) -> None:
+    """A partition directory whose log dir's recovery point (5) was left behind by a killed writer, its
+    active segment holding a CRC failing below it (damage the open keeps): the first append rolls
+    (``Partition.active_holds_damage``), but only the close moved the checkpointed point, so a writer
+    killed after ``flush`` left 5 there and Kafka 3.8.0's next load (``LogLoader.recoverLog`` from the
+    segment holding it, core/src/main/scala/kafka/log/LogLoader.scala) cut segment 0 at the damage and
+    deleted segment 15, the flushed append with it.  A flush now writes the point as a log directory's
+    flush writes its checkpoints (``LogManager.checkpointRecoveryOffsetsInDir`` after flushing)."""
+    log = _log_dir_of_batches(tmp_path / "logs")
+    checkpoint = tmp_path / "logs" / "recovery-point-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 15", "t 0 5"))
+    first, second = _positions(log)[:2]
+    _flip(log, second - 10)                                 # a record byte of batch 0 (offsets 0..4)
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) == (log.name, first + 17)
+    store = segstore.open(str(log.parent), format="kafka", mode="a")
+    assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    store.flush()
+    store.abandon()                                         # killed: no close
+    assert "t 0 16" in checkpoint.read_text()
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+
+
 def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
     """A CRC failing in a segment before the active one, below the recovery point: the appends go to the
     active segment as they would, and the recovery point the close checkpoints (the log end) lies past the

@@ -2984,6 +2984,11 @@ class KafkaStore(Store):
         self._check_open()
         if self._part is not None:
             self._part.flush()
+            if self._part.writable:
+                # what is flushed is recovered no more (LogManager.checkpointRecoveryOffsetsInDir after a
+                # flush; a log dir's flush writes its checkpoints alike): a writer killed after it leaves
+                # the broker no recovery point below what it appended, past damage kept below it
+                write_recovery_point(self._part)
         else:
             self._log_dir.flush()
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
