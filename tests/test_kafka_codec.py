@@ -115,20 +115,25 @@ def test_c_crc32c_equals_the_reference(data: bytes, start: int) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 300), st.sampled_from(["none", "legacy", "flip", "short", "magic"])),
+@given(st.lists(st.tuples(st.integers(0, 300),
+                          st.sampled_from(["none", "legacy", "flip", "short", "magic", "back"])),
                 max_size=6),
        st.integers(0, 2**32 - 1), st.integers(0, 70))
 def test_c_valid_v2_end_equals_the_reference(entries: list[tuple[int, str]], seed: int, cut: int) -> None:
     """``valid_v2_end`` skips whole v2 batches whose CRC holds and stops at anything else: a legacy entry,
-    a flipped byte, a length below the header or past the buffer, another magic; C and the Python
-    reference agree on where, from any start (a batch boundary or not)."""
+    a flipped byte, a length below the header or past the buffer, another magic, and with ``rising`` a
+    batch whose last offset is not above the last one's (``back``: the base offset, which no CRC covers,
+    moved back; or near Long.MAX_VALUE, a last offset wrapping negative); C and the Python reference
+    agree on where, from any start (a batch boundary or not)."""
     rnd = random.Random(seed)
     parts = []
     for i, (size, damage) in enumerate(entries):
         if damage == "legacy":
             parts.append(_legacy_set(1, 0, 1 + size % 3, i))
             continue
-        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=i))
+        base = i if damage != "back" else rnd.choice([i - 2, i - 1, 2**63 - 1, -5])
+        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=max(base, 0)))
+        struct.pack_into(">q", one, 0, base)
         if damage == "flip":
             one[rnd.randrange(len(one))] ^= 1 << rnd.randrange(8)
         elif damage == "short":
@@ -139,16 +144,65 @@ def test_c_valid_v2_end_equals_the_reference(entries: list[tuple[int, str]], see
     data = b"".join(parts)
     data = data[:len(data) - cut] if cut < len(data) else data
     for start in (0, rnd.randrange(len(data) + 1), len(parts[0]) if parts else 0):
-        assert _accelerator().valid_v2_end(data, start) == codec._valid_v2_end_py(data, start)
+        for rising in (False, True):
+            assert (_accelerator().valid_v2_end(data, start, rising)
+                    == codec._valid_v2_end_py(data, start, rising))
     # the reference itself: it ends after the intact batches that lie whole in the buffer, at the first
     # damaged one (a flipped byte may leave a batch valid: the offset and leader epoch are not covered)
     expected = 0
     for part, (_, damage) in zip(parts, entries, strict=True):
-        if damage != "none" or expected + len(part) > len(data):
+        if damage not in ("none", "back") or expected + len(part) > len(data):
             break
         expected += len(part)
     if not any(damage == "flip" for _, damage in entries[:len(parts)]):
         assert codec._valid_v2_end_py(data, 0) == expected
+
+
+#: v2 header fields a writer may set to anything the CRC then covers: (struct format, offset in the batch)
+_CRC_COVERED = {"attributes": (">h", 21), "last_offset_delta": (">i", 23), "base_timestamp": (">q", 27),
+                "max_timestamp": (">q", 35), "producer_id": (">q", 43), "producer_epoch": (">h", 51),
+                "base_sequence": (">i", 53), "record_count": (">i", 57)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200),
+                          st.sampled_from(["none", "field", "length", "flip", "magic", "legacy"]),
+                          st.sampled_from(sorted(_CRC_COVERED)), st.integers(-2**63, 2**63 - 1)),
+                max_size=6),
+       st.integers(0, 2**32 - 1), st.integers(0, 70))
+def test_iter_batches_refuses_nothing_valid_v2_end_skips(entries: list[tuple[int, str, str, int]], seed: int,
+                                                         cut: int) -> None:
+    """What ``LogSegment.first_torn_batch`` fast-forwards past in C (``valid_v2_end``) is what its Python
+    walk (``iter_batches``, CRC checked: Kafka 3.8.0 ``FileLogInputStream.nextBatch`` framing and
+    ``DefaultRecordBatch.ensureValid``) takes whole: batches whose header fields hold anything under a CRC
+    written over them (a codec id of 5 to 7, a negative record count or delta, any timestamps or producer),
+    after batches whose length, CRC or magic fail or which are legacy; the walk over the skipped bytes
+    raises nothing and ends where ``valid_v2_end`` stopped."""
+    rnd = random.Random(seed)
+    parts = []
+    for i, (size, damage, name, value) in enumerate(entries):
+        if damage == "legacy":
+            parts.append(_legacy_set(1, 0, 1 + size % 3, i))
+            continue
+        one = bytearray(codec.encode_batch([(None, rnd.randbytes(size), 1)], base_offset=i))
+        if damage == "field":
+            fmt, at = _CRC_COVERED[name]
+            bits = struct.calcsize(fmt) * 8
+            struct.pack_into(fmt, one, at, (value + 2**(bits - 1)) % 2**bits - 2**(bits - 1))
+            struct.pack_into(">I", one, codec.CRC_OFFSET, crc32c.crc32c(bytes(one[codec.ATTRIBUTES_OFFSET:])))
+        elif damage == "length":
+            struct.pack_into(">i", one, 8, value % 2**31 if value % 3 else -(value % 2**31))
+        elif damage == "flip":
+            one[rnd.randrange(len(one))] ^= 1 << rnd.randrange(8)
+        elif damage == "magic":
+            one[codec.MAGIC_OFFSET] = rnd.choice([0xFF, 0, 1, 3])
+        parts.append(bytes(one))
+    data = b"".join(parts)
+    data = data[:len(data) - cut] if cut < len(data) else data
+    end = codec.valid_v2_end(data, 0)
+    assert end == codec._valid_v2_end_py(data, 0)
+    walked = sum(batch.size for batch in codec.iter_batches(memoryview(data)[:end], check_crc=True))
+    assert walked == end
 
 
 def test_xxh32_matches_liblz4_header_checksums() -> None:

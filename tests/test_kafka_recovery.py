@@ -11,6 +11,8 @@ import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_messages import marked_transaction
 from segstore_kafka.batch import (
     CRC_OFFSET,
@@ -21,6 +23,7 @@ from segstore_kafka.batch import (
     iter_batches,
 )
 from segstore_kafka.offsetindex import OFFSET_ENTRY
+from segstore_kafka.segment import LogSegment
 from segstore_kafka.timeindex import TIME_ENTRY
 
 import segstore
@@ -1016,6 +1019,20 @@ def test_recover_cuts_nothing_at_a_compressed_marker_whose_stream_does_not_infla
     assert log.read_bytes() == data + bytes(marker) + after and list(part.glob("*.cut-*")) == []
 
 
+def _with_a_later_segment(tmp_path: Path, data: bytes) -> tuple[Path, Path, Path, bytes]:
+    """``tmp_path/t-0`` of segment 0 holding ``data`` and segment 40 holding one batch, their indexes
+    trimmed and empty as a clean shutdown left them: the directory, the two ``.log`` files and the later
+    one's bytes."""
+    later = encode_batch([(b"k", b"w", 4_000)], base_offset=40)
+    part, log = _one_segment(tmp_path, data)
+    next_log = part / "00000000000000000040.log"
+    next_log.write_bytes(later)
+    for name in (SEG0, "00000000000000000040"):
+        for suffix in (".index", ".timeindex"):
+            (part / f"{name}{suffix}").write_bytes(b"")
+    return part, log, next_log, later
+
+
 @pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
 def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas_loader_does(
         tmp_path: Path, index: str) -> None:
@@ -1030,15 +1047,7 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
     offsets = [0, 10, 20, 5, 30] if index == "offset index entry" else [0, 10, 20, 5]
     data = b"".join(encode_batch([(b"k", b"v" * 100, 1_000 + i)], base_offset=o)
                     for i, o in enumerate(offsets))
-    later = encode_batch([(b"k", b"w", 2_000)], base_offset=40)
-    part = tmp_path / "t-0"
-    part.mkdir()
-    log, next_log = part / f"{SEG0}.log", part / "00000000000000000040.log"
-    log.write_bytes(data)
-    next_log.write_bytes(later)
-    for name in (SEG0, "00000000000000000040"):         # trimmed, empty: as a clean shutdown left them
-        for suffix in (".index", ".timeindex"):
-            (part / f"{name}{suffix}").write_bytes(b"")
+    part, log, next_log, later = _with_a_later_segment(tmp_path, data)
     # 171-byte batches: an entry for every batch after the first, or only for the one of offset 20
     config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
     with segstore.open(part, format="kafka", mode="a", **config) as store:
@@ -1050,6 +1059,40 @@ def test_recover_empties_a_segment_whose_offsets_make_an_index_go_back_as_kafkas
     assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
     for suffix in (".index", ".timeindex"):
         assert (part / f"{SEG0}{suffix}").stat().st_size == 0
+
+
+@pytest.mark.parametrize("index", ["offset index entry", "time index entry forced in at the end"])
+def test_recover_keeps_the_batches_before_an_index_entry_at_the_base_offset_as_kafkas_truncate_to_does(
+        tmp_path: Path, index: str) -> None:
+    """Kafka 3.8.0 ``LogLoader.recoverLog`` (core/src/main/scala/kafka/log/LogLoader.scala) answers
+    ``InvalidOffsetException`` from ``recoverSegment`` with ``segment.truncateTo(segment.baseOffset)``,
+    and ``LogSegment.truncateTo``
+    (storage/src/main/java/org/apache/kafka/storage/internals/log/LogSegment.java) cuts at
+    ``translateOffset(baseOffset)``: ``OffsetIndex.lookup`` in the index ``recover`` half rebuilt, then
+    the first batch from there whose last offset reaches the base offset. Where that index's first entry
+    names the base offset itself (batch B of offset 0 after A of 0..5: the entry (0, 721)), the cut is at
+    B and A stays. The storage oracle's classes (``LogSegment.recover``, ``truncateTo``):
+    "truncateTo(base) cut 342", segment 0 of 721 bytes, next offset 6, both indexes empty, segment 40
+    deleted. segstore cut all 1,063 bytes at 0 (offsets 0..5 gone); now 342 at 721, kept aside."""
+    a = encode_batch([(b"k", b"v" * 100, 1_000 + i) for i in range(6)], base_offset=0)
+    b = encode_batch([(b"k", b"w" * 100, 500)], base_offset=0)
+    # the offset index goes back at C (offset 0 again); the forced time entry at D (max timestamp 3000 of
+    # offset 3, below the entry (1005, 5) made at B)
+    tail = (encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=0) if index == "offset index entry"
+            else encode_batch([(b"k", b"x" * 100, 3_000)], base_offset=3))
+    part, log, next_log, later = _with_a_later_segment(tmp_path, a + b + tail)
+    # 721-, 171- and 171-byte batches: B gets the first entry; C another (50), or D none (300)
+    config = {"index.interval.bytes": 50 if index == "offset index entry" else 300}
+    with segstore.open(part, format="kafka", mode="a", **config) as store:
+        lines = store.recover()
+        assert store.offset_range("t", 0) == (0, 6)
+        assert [r.offset for r in store.scan()] == list(range(6))
+    assert "InvalidOffsetException" in lines[0] and f"cut 342 bytes at {len(a)}" in lines[0]
+    assert log.read_bytes() == a and Path(f"{log}.cut-{len(a)}").read_bytes() == b + tail
+    assert not next_log.exists() and Path(f"{next_log}.cut-0").read_bytes() == later
+    # truncateTo left both indexes empty; the close forces the max timestamp in (LogSegment.close)
+    assert (part / f"{SEG0}.index").read_bytes() == b""
+    assert (part / f"{SEG0}.timeindex").read_bytes() == struct.pack(">qi", 1_005, 5)
 
 
 @pytest.mark.parametrize("type_id", [2, 9])
@@ -1308,7 +1351,8 @@ def _kafka_unclean_load_cuts_at(log_dir: Path, topic: str, partition: int) -> tu
     on (``LogSegments.values``: ``floorKey(from)``), each by ``LogSegment.recover``, which truncates at the
     first batch ``ensureValid`` fails; every later segment is deleted.  None: nothing is cut."""
     point = 0
-    for line in (log_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:]:
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    for line in checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []:
         name, number, offset = line.split()
         if (name, int(number)) == (topic, partition):
             point = int(offset)
@@ -1353,6 +1397,29 @@ def test_appends_after_damage_below_the_recovery_point_go_to_a_new_segment(
     assert len(list(log.parent.glob("*.log"))) == 2
 
 
+def test_a_flush_moves_a_partition_directorys_recovery_point_past_the_damage_it_rolled_over(
+        tmp_path: Path) -> None:
+    """A partition directory whose log dir's recovery point (5) was left behind by a killed writer, its
+    active segment holding a CRC failing below it (damage the open keeps): the first append rolls
+    (``Partition.active_holds_damage``), but only the close moved the checkpointed point, so a writer
+    killed after ``flush`` left 5 there and Kafka 3.8.0's next load (``LogLoader.recoverLog`` from the
+    segment holding it, core/src/main/scala/kafka/log/LogLoader.scala) cut segment 0 at the damage and
+    deleted segment 15, the flushed append with it.  A flush now writes the point as a log directory's
+    flush writes its checkpoints (``LogManager.checkpointRecoveryOffsetsInDir`` after flushing)."""
+    log = _log_dir_of_batches(tmp_path / "logs")
+    checkpoint = tmp_path / "logs" / "recovery-point-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 15", "t 0 5"))
+    first, second = _positions(log)[:2]
+    _flip(log, second - 10)                                 # a record byte of batch 0 (offsets 0..4)
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) == (log.name, first + 17)
+    store = segstore.open(str(log.parent), format="kafka", mode="a")
+    assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    store.flush()
+    store.abandon()                                         # killed: no close
+    assert "t 0 16" in checkpoint.read_text()
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+
+
 def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
     """A CRC failing in a segment before the active one, below the recovery point: the appends go to the
     active segment as they would, and the recovery point the close checkpoints (the log end) lies past the
@@ -1374,6 +1441,155 @@ def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
     assert log.read_bytes() == damaged
     assert sorted(p.name[:20] for p in log.parent.glob("*.log")) == [SEG0, f"{5:020d}", f"{10:020d}"]
     assert _kafka_unclean_load_cuts_at(root, "t", 0) is None
+
+
+def _three_segments(root: Path) -> Path:
+    """``root/t-0`` of three segments (0, 5, 10) of one 5-record batch each, the last batch of the first
+    flipped in a record byte, as a partition directory opened alone sees it: its log dir names no
+    recovery point for it (``recovery-point-offset-checkpoint`` gone).  Returns the first ``.log``."""
+    for i in range(3):
+        with segstore.open(str(root), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v%d-%d" % (i, j) * 20}
+                                for j in range(5)])
+    (root / "recovery-point-offset-checkpoint").unlink()
+    log = root / "t-0" / f"{SEG0}.log"
+    _flip(log, log.stat().st_size - 10)
+    return log
+
+
+def test_a_partition_opened_alone_after_a_crash_is_recovered_from_offset_0_before_an_append(
+        tmp_path: Path) -> None:
+    """A partition directory opened alone, its log dir naming no recovery point for it: Kafka 3.8.0
+    ``LogManager.loadLogs`` (core/src/main/scala/kafka/log/LogManager.scala) hands ``LogLoader`` 0
+    (``recoveryPoints.getOrElse(topicPartition, 0L)``), and after a crash (no ``.kafka_cleanshutdown``)
+    ``recoverLog`` recovers every segment from there, cuts at the first batch ``ensureValid`` fails and
+    deletes every later segment. segstore checked only the active segment's tail and appended offset 15 to
+    segment 10: the storage oracle's ``LogSegment.recover`` then cut segment 0 (506 bytes) and deleted
+    segments 5 and 10, the appended record with them. Now the open recovers from offset 0 as the broker's
+    load does (what it cuts kept aside) and the append lands after what the broker keeps."""
+    log = _three_segments(tmp_path / "logs")
+    damaged = {p.name: p.read_bytes() for p in log.parent.glob("*.log")}
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) == (log.name, 17)
+    with segstore.open(str(log.parent), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 0
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+    assert {p.name[:-len(".cut-0")]: p.read_bytes() for p in log.parent.glob("*.cut-0")} == damaged
+
+
+def test_a_partition_opened_alone_refuses_appends_after_damage_a_clean_shutdown_left(tmp_path: Path) -> None:
+    """The same partition after a clean shutdown (``.kafka_cleanshutdown``: Kafka 3.8.0 ``LogLoader.load``
+    recovers nothing, so the damage is no torn write and the open keeps it).  segstore removes the marker,
+    and with no recovery point for the partition the broker's next load recovered it from offset 0, cut
+    segment 0 and deleted the segment the append went to (storage oracle, as above).  No roll can keep an
+    append from that: the first append is refused, naming the damage, and nothing is written; after
+    ``recover`` (which cuts it, kept aside) appends go on."""
+    log = _three_segments(tmp_path / "logs")
+    (tmp_path / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in log.parent.iterdir()}
+    with segstore.open(str(log.parent), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.append({"topic": "t", "partition": 0, "value": b"after"})
+        assert (info.value.path, info.value.pos) == (str(log), 17)
+        assert "recovers every segment from offset 0" in info.value.message
+    assert {p.name: p.read_bytes() for p in log.parent.iterdir()} == before
+    with segstore.open(str(log.parent), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+        store.recover()
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 0
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+
+
+def test_damage_in_an_earlier_segment_is_left_where_the_close_checkpoints_the_recovery_point(
+        tmp_path: Path) -> None:
+    """The clean-shutdown case of a partition its log dir's checkpoint names (at 0): the close moves that
+    entry to the log end (``write_recovery_point``), so the broker's next load recovers none of the
+    earlier segments and an append is safe; the damage is kept and the append goes to the active
+    segment."""
+    log = _three_segments(tmp_path / "logs")
+    (tmp_path / "logs" / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    (tmp_path / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+    damaged = log.read_bytes()
+    with segstore.open(str(log.parent), format="kafka", mode="a", **{"segment.bytes": 600}) as store:
+        assert store.append({"topic": "t", "partition": 0, "value": b"after"}).offset == 15
+    assert log.read_bytes() == damaged
+    assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
+
+
+def _offsets_going_back(part: Path) -> bytes:
+    """One segment of batches at offsets 0, 10, 20, 5, 30 (171 bytes each: an index entry for each after
+    the first at ``index.interval.bytes`` 50, the one of 5 not above 20's), trimmed empty indexes."""
+    data = b"".join(encode_batch([(b"k", b"v" * 100, 1_000 + i)], base_offset=o)
+                    for i, o in enumerate([0, 10, 20, 5, 30]))
+    part.mkdir(parents=True)
+    (part / f"{SEG0}.log").write_bytes(data)
+    for suffix in (".index", ".timeindex"):
+        (part / f"{SEG0}{suffix}").write_bytes(b"")
+    return data
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 50), st.integers(0, 200)),
+                min_size=1, max_size=8),
+       st.integers(0, 400), st.integers(-1, 2**20))
+def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
+        tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[int, int, int, int]], interval: int,
+        flip: int) -> None:
+    """``LogSegment.index_gone_back`` (the open's and the first append's look for what Kafka 3.8.0
+    ``LogSegment.recover`` throws ``InvalidOffsetException`` on) names a batch exactly where ``recover``
+    cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times and
+    ``index.interval.bytes``, a byte flipped anywhere or not (a CRC or framing failing where recover's
+    walk ends, or an offset moved); and it names the batch recover's error names."""
+    part = tmp_path_factory.mktemp("gone") / "t-0"
+    part.mkdir()
+    data = b"".join(encode_batch([(b"k", b"v" * size, stamp) for _ in range(count + 1)], base_offset=base)
+                    for base, count, stamp, size in batches)
+    if flip >= 0:
+        at = flip % len(data)
+        data = data[:at] + bytes([data[at] ^ 1 << flip % 8]) + data[at + 1:]
+    (part / f"{SEG0}.log").write_bytes(data)
+    for suffix in (".index", ".timeindex"):
+        (part / f"{SEG0}{suffix}").write_bytes(b"")
+    seg = LogSegment(str(part), 0, index_interval_bytes=interval, max_index_size=1 << 20, writable=True)
+    try:
+        found = seg.index_gone_back()
+        result = seg.recover()
+    finally:
+        seg.close()
+    invalid = result.error is not None and "InvalidOffsetException" in result.error
+    assert (found is not None) is invalid
+    if found is not None:
+        assert str(found) == result.error
+
+
+@pytest.mark.parametrize("clean_shutdown", [False, True])
+def test_an_active_segment_whose_recovery_throws_invalid_offset_takes_no_append(
+        tmp_path: Path, clean_shutdown: bool) -> None:
+    """An active segment whose offsets go back so that Kafka 3.8.0 ``LogSegment.recover``'s rebuilt
+    offset index goes back (``OffsetIndex.append``: ``InvalidOffsetException``): ``LogLoader.recoverLog``
+    truncates it to its base offset (``LogSegment.truncateTo``).  segstore's open looked for torn and CRC
+    failing batches only, appended offset 31 to the segment and checkpointed the recovery point (32)
+    in it: the storage oracle's ``recover`` then threw, ``truncateTo(0)`` cut all 928 bytes, the append
+    with them.  After a crash the open now recovers the segment as the broker's load does (cut and kept,
+    :meth:`LogSegment.index_gone_back`); after a clean shutdown it keeps it and the first append rolls
+    (:meth:`Partition.active_holds_damage`), the recovery point then naming the new segment."""
+    part = tmp_path / "logs" / "t-0"
+    data = _offsets_going_back(part)
+    (tmp_path / "logs" / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 1\n")
+    if clean_shutdown:
+        (tmp_path / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+    log = part / f"{SEG0}.log"
+    config = {"index.interval.bytes": 50, "segment.ms": 2**62}    # no roll for the records' 1970 times
+    with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+        at = store.append({"topic": "t", "partition": 0, "value": b"after"})
+    if clean_shutdown:
+        assert (at.offset, log.read_bytes()) == (31, data)
+        assert (part / "00000000000000000031.log").exists()
+        assert "t 0 32" in (tmp_path / "logs" / "recovery-point-offset-checkpoint").read_text()
+    else:
+        assert at.offset == 0 and Path(f"{log}.cut-0").read_bytes() == data
+    with segstore.open(str(part), format="kafka", mode="a", **config) as store:
+        segments = store.partition_of("t", 0).segments
+        last = segments[-1]
+        assert last.index_gone_back() is None and last.first_torn_batch(0, last.base) is None
 
 
 @pytest.mark.parametrize("append", [False, True])

@@ -240,7 +240,8 @@ static PyMethodDef methods[] = {
     {"init_message", init_message, METH_O, "init_message(Message): the slots dataclass plain items may be."},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data, crc=0) -> int: CRC-32C, as the crc32c package."},
     {"valid_v2_end", valid_v2_end, METH_VARARGS,
-     "valid_v2_end(buf, start) -> int: the end of the run of whole v2 batches whose CRC holds."},
+     "valid_v2_end(buf, start, rising=0) -> int: the end of the run of whole v2 batches whose CRC holds "
+     "(and, rising, whose last offsets rise)."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
     {"json_lines", json_lines, METH_VARARGS,

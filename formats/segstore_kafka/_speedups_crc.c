@@ -163,20 +163,24 @@ crc32c_py(PyObject *module, PyObject *args)
     return PyLong_FromUnsignedLong(out);
 }
 
-/* valid_v2_end(buf, start) -> int: batch.py's _valid_v2_end_py (the reference) in C: from ``start``,
- * skip whole v2 batches (magic 2, a length holding at least the 61-byte header, inside the buffer)
- * whose stored CRC-32C is that of their bytes from the attributes on; the position of the first entry
- * that is not one, or the buffer's end.  O(bytes), the GIL released over the walk. */
+/* valid_v2_end(buf, start, rising=0) -> int: batch.py's _valid_v2_end_py (the reference) in C: from
+ * ``start``, skip whole v2 batches (magic 2, a length holding at least the 61-byte header, inside the
+ * buffer) whose stored CRC-32C is that of their bytes from the attributes on (and, ``rising``, whose last
+ * offset, baseOffset + lastOffsetDelta as Java's long sum wraps, is above the last one's); the position of
+ * the first entry that is not one, or the buffer's end.  O(bytes), the GIL released over the walk. */
 static PyObject *
 valid_v2_end(PyObject *module, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "y*n", &view, &start)) {
+    int rising = 0;
+    if (!PyArg_ParseTuple(args, "y*n|p", &view, &start, &rising)) {
         return NULL;
     }
     const uint8_t *p = view.buf;
     Py_ssize_t end = view.len, pos = start < 0 ? 0 : start;
+    int first = 1;
+    uint64_t previous = 0;
     Py_BEGIN_ALLOW_THREADS
     while (end - pos >= 61) {
         const uint8_t *b = p + pos;
@@ -184,6 +188,20 @@ valid_v2_end(PyObject *module, PyObject *args)
                                    | ((uint32_t)b[10] << 8) | b[11]);
         if (b[16] != 2 || length < 61 - 12 || (Py_ssize_t)length + 12 > end - pos) {
             break;
+        }
+        if (rising) {
+            uint64_t base = 0;
+            for (int i = 0; i < 8; i++) {
+                base = (base << 8) | b[i];
+            }
+            int32_t delta = (int32_t)(((uint32_t)b[23] << 24) | ((uint32_t)b[24] << 16)
+                                      | ((uint32_t)b[25] << 8) | b[26]);
+            uint64_t last = base + (uint64_t)(int64_t)delta;       /* wraps as Java's long sum */
+            if (!first && (int64_t)last <= (int64_t)previous) {
+                break;
+            }
+            first = 0;
+            previous = last;
         }
         uint32_t stored = ((uint32_t)b[17] << 24) | ((uint32_t)b[18] << 16) | ((uint32_t)b[19] << 8) | b[20];
         if (crc32c(0, b + 21, (Py_ssize_t)length + 12 - 21) != stored) {

@@ -747,14 +747,21 @@ def read_batch_header(buf, pos: int, *, path: str = "<memory>", base_pos: int = 
     return _read_entry(view, pos, path=path, base_pos=base_pos, check_crc=False)
 
 
-def _valid_v2_end_py(buf, start: int) -> int:
+def _valid_v2_end_py(buf, start: int, rising: bool = False) -> int:
     """:func:`valid_v2_end`'s reference (the C path is tested equal to it)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) or buf.format != "B" else buf
     pos, end = max(start, 0), len(view)
+    previous: int | None = None
     while end - pos >= RECORD_BATCH_OVERHEAD:
         size = ENTRY_PREFIX.unpack_from(view, pos)[1] + LOG_OVERHEAD
         if view[pos + MAGIC_OFFSET] != MAGIC_V2 or not RECORD_BATCH_OVERHEAD <= size <= end - pos:
             break
+        if rising:
+            fields = HEADER.unpack_from(view, pos)
+            last = (fields[0] + fields[6] + 2**63) % 2**64 - 2**63     # Java's long sum wraps
+            if previous is not None and last <= previous:
+                break
+            previous = last
         (stored,) = CRC_FIELD.unpack_from(view, pos + CRC_OFFSET)
         if _crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) != stored:
             break
@@ -762,15 +769,18 @@ def _valid_v2_end_py(buf, start: int) -> int:
     return min(pos, end)
 
 
-def valid_v2_end(buf, start: int = 0) -> int:
+def valid_v2_end(buf, start: int = 0, *, rising: bool = False) -> int:
     """The end of the run of whole v2 batches from byte ``start`` (a batch boundary) whose length holds a
     batch inside ``buf`` and whose CRC-32C holds: the position of the first entry that is not one (a
     legacy entry, a bad length or CRC, the buffer ending inside it), or ``len(buf)``.  A fast forward
     for a walk that checks CRCs (:func:`iter_batches` names what is at the returned position).
+    ``rising``: also stop at a batch whose last offset (``baseOffset + lastOffsetDelta``, wrapping as
+    Java's long sum) is not above the one before it (from ``start``): where the indexes Kafka's recovery
+    rebuilds may go back (``LogSegment.index_gone_back``).
     ``O(bytes)``, no Python per batch where the C accelerator is built."""
     if _speedups is not None:
-        return int(_speedups.valid_v2_end(buf, start))
-    return _valid_v2_end_py(buf, start)
+        return int(_speedups.valid_v2_end(buf, start, rising))
+    return _valid_v2_end_py(buf, start, rising)
 
 
 def valid_prefix(buf, *, path: str = "<memory>", base_pos: int = 0) -> tuple[int, SegstoreError | None]:

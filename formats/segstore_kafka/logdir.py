@@ -492,15 +492,14 @@ def write_log_start(part: Partition) -> None:
     write_checkpoint_entry(part, LOG_START_OFFSET_CHECKPOINT, part.log_start_offset if past else None)
 
 
-def recovery_point_in(log_dir: str, topic: str, partition: int) -> int:
-    """A partition's ``recovery-point-offset-checkpoint`` entry in ``log_dir`` as Kafka 3.8.0
-    ``LogManager.loadLogs`` takes it for ``LogLoader``: 0 where there is none, or where the file is
-    malformed ("resetting" it, as :class:`LogDir` reads it)."""
+def recovery_point_in(log_dir: str, topic: str, partition: int) -> int | None:
+    """A partition's ``recovery-point-offset-checkpoint`` entry in ``log_dir``; None where there is none,
+    or where the file is malformed (Kafka 3.8.0 ``LogManager.loadLogs`` then hands ``LogLoader`` 0, and
+    :func:`write_recovery_point` writes none)."""
     try:
-        found = offset_of(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT), (topic, partition))
+        return offset_of(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT), (topic, partition))
     except CorruptDataError:
-        return 0
-    return 0 if found is None else found
+        return None
 
 
 def write_recovery_point(part: Partition) -> None:

@@ -43,6 +43,7 @@ from segstore.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     ReadOnlyError,
+    UnrepairedDataError,
     cut,
     did_you_mean,
 )
@@ -778,6 +779,10 @@ class Partition:
     :param clock: milliseconds now (LogAppendTime, ``segment.ms``, ``retention.ms``).
     :param recovery_point: the partition's ``recovery-point-offset-checkpoint`` entry (0 when there is
         none): a writable partition a crash left recovers from the segment holding it.
+    :param recovery_point_kept: the owner writes the partition's recovery point (its log end) into its
+        log dir's checkpoint at close (a log directory's store: every partition's; a partition
+        directory's: where that file names it); False: the broker's next load recovers it from offset 0
+        whatever is appended (:meth:`_refuse_appends_after_damage`).
     :param lock: a writable partition locks its directory (False: its owner holds the lock of the log
         directory around it, which every writer of one of its partitions takes, :class:`.KafkaStore`;
         a directory lock is a descriptor held from open to close, and a store may write thousands of
@@ -786,7 +791,8 @@ class Partition:
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
                  clock: Callable[[], int] = now_ms, recovery_point: int = 0,
-                 unwritable: str | None = None, lock: bool = True, clean_shutdown: bool = False) -> None:
+                 unwritable: str | None = None, lock: bool = True, clean_shutdown: bool = False,
+                 recovery_point_kept: bool = True) -> None:
         """``clean_shutdown``: its log dir holds the marker of a broker's clean shutdown (Kafka 3.8.0
         ``LogLoader.load`` then recovers no segment, ``hadCleanShutdown``): a writable open checks no
         batch's CRC to find a torn one (a batch whose CRC fails there is damage, not a write a crash cut
@@ -801,6 +807,7 @@ class Partition:
         self.path = path
         self.unwritable = unwritable
         self.recovery_point = recovery_point
+        self.recovery_point_kept = recovery_point_kept
         self.clean_shutdown = clean_shutdown
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
@@ -972,6 +979,9 @@ class Partition:
         # stops there), not cut.
         if damaged is None and not self.clean_shutdown:
             damaged = self._first_torn_past_recovery_point()
+            # from offset 0 every segment was walked as the first append's checks walk them
+            # (active_holds_damage): nothing is left for them to find
+            self._active_checked = damaged is None and self.recovery_point == 0
         # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
         # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
         # forces into the time index would go backwards.
@@ -990,32 +1000,28 @@ class Partition:
     def _first_torn_past_recovery_point(self) -> int | None:
         """The index of the first segment holding a batch a crash may have torn past the recovery point
         (:meth:`LogSegment.first_torn_batch`: the log ending inside it, its framing or, at or past the
-        recovery point, its CRC failing), or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every
-        batch from the recovery point (``LogSegment.recover``: ``ensureValid``) and truncates the log at
-        the first bad one, so a page a power loss zeroed inside what the last writer appended (its
-        recovery point not moved to its end by a clean close) would drop whatever is appended after it.
-        The walk starts at the offset index entry at or below the recovery point (Kafka recovers the
+        recovery point, its CRC failing), or whose recovery throws (:meth:`LogSegment.index_gone_back`),
+        or None.  Kafka 3.8.0 ``LogLoader.recoverLog`` validates every batch from the recovery point
+        (``LogSegment.recover``: ``ensureValid``) and truncates the log at the first bad one, or truncates
+        a segment whose rebuilt indexes go back (``InvalidOffsetException``) to its base offset, and
+        deletes every later segment; so a page a power loss zeroed inside what the last writer appended
+        (its recovery point not moved to its end by a clean close) would drop whatever is appended after
+        it.  The walk starts at the offset index entry at or below the recovery point (Kafka recovers the
         whole segment holding it, but the batches below the point were flushed: a CRC failing there is
         damage, which ``verify`` names, readers stop at and the consumer-groups tool refuses to write
-        past).  With no recovery point known (0: the log dir's checkpoint does not name the partition,
-        or a partition directory's parent holds none) only the active segment's tail is checked, from
-        its last index entry.
-        ``O(bytes past the recovery point)``: nothing past it after a clean close (the last index entry
-        on)."""
+        past).  With no recovery point known (0: the log dir's checkpoint does not name the partition, or
+        a partition directory's parent holds none) every segment is walked from its start, as the broker
+        recovers them all.
+        ``O(bytes past the recovery point)``, intact v2 batches in C."""
         segments = self.segments
-        if self.recovery_point == 0:
-            if not segments:
-                return None
-            tail = segments[-1]
-            found = tail.first_torn_batch(tail.last_indexed_position(), tail.base)
-            return None if found is None else len(segments) - 1
-        first = self._recovery_point_segment(self.recovery_point)
+        point = self.recovery_point
+        first = self._recovery_point_segment(point)
         for i in range(first, len(segments)):
             seg = segments[i]
             start = 0
-            if i == first and len(seg.offset_index) and seg.offset_index.base_offset <= self.recovery_point:
-                start = seg.offset_index.lookup_offset(self.recovery_point).position
-            if seg.first_torn_batch(start, self.recovery_point) is not None:
+            if i == first and point and len(seg.offset_index) and seg.base <= point:
+                start = seg.offset_index.lookup_offset(point).position
+            if seg.first_torn_batch(start, point) is not None or seg.index_gone_back() is not None:
                 return i
         return None
 
@@ -1341,8 +1347,9 @@ class Partition:
 
     def active_holds_damage(self) -> bool:
         """Whether the active segment holds a batch Kafka 3.8.0's recovery would cut the log at (its CRC or
-        framing failing: :meth:`LogSegment.first_torn_batch` from its start), checked once per open, at
-        its first append (:meth:`append_encoded` then rolls, so the appends land in a segment after it).
+        framing failing: :meth:`LogSegment.first_torn_batch` from its start; or its rebuilt indexes going
+        back: :meth:`LogSegment.index_gone_back`), checked once per open, at its first append
+        (:meth:`append_encoded` then rolls, so the appends land in a segment after it).
 
         A CRC failing below the recovery point is damage a writable open keeps (:meth:`_recover_crashed`);
         segstore closes without the clean-shutdown marker, and the broker's next load recovers from the
@@ -1353,17 +1360,45 @@ class Partition:
         all the broker recovers; the damage stays where it was, for ``verify`` to name.  A damaged batch
         in an earlier segment needs no roll: at or past the recovery point the open cut it (a torn
         write), below it the broker's recovery never reaches it once the recovery point moves past it.
+        Where no recovery point is kept no roll helps: :meth:`_refuse_appends_after_damage`.
         ``O(active segment bytes)`` once per appending open (at most ``segment.bytes``): v2 batches framed
-        and CRC-checked in C (:func:`.batch.valid_v2_end`), legacy ones and what follows a bad one in
-        Python; nothing where the open recovered the active segment already."""
+        and CRC-checked in C (:meth:`LogSegment.first_torn_batch`), legacy ones and what follows a bad one
+        in Python; nothing where the open recovered the active segment already.
+
+        :raises UnrepairedDataError: no recovery point is kept, and a segment holds such damage.
+        """
         if self._active_checked:
             return False
         self._active_checked = True
+        if not self.recovery_point_kept:
+            self._refuse_appends_after_damage()
         active = self.active_segment()
-        # the whole v2 batches whose CRC holds skipped in C; what follows them walked as Kafka frames it
-        with active.log.view() as view:     # released before an append may grow the file
-            start = codec.valid_v2_end(view, 0)
-        return active.first_torn_batch(start, active.base) is not None
+        return active.first_torn_batch(0, active.base) is not None or active.index_gone_back() is not None
+
+    def _refuse_appends_after_damage(self) -> None:
+        """Refuse the appends of a partition whose recovery point no checkpoint keeps
+        (:attr:`recovery_point_kept`: a partition directory opened alone whose log dir's
+        ``recovery-point-offset-checkpoint`` does not name it, or that has none) holding a batch Kafka
+        3.8.0's recovery cuts at (:meth:`active_holds_damage`'s checks, in any segment): segstore leaves no
+        clean-shutdown marker (a writable open removes the broker's), so the broker's next load recovers
+        every segment from offset 0 (``LogManager.loadLogs``: ``recoveryPoints.getOrElse(topicPartition,
+        0L)``), cuts there and deletes every later segment, and would take whatever is appended with it.
+        Where the writable open recovered after a crash it cut such batches already (torn writes); one
+        left here is damage a clean shutdown left, which only ``recover`` cuts (keeping it).
+        ``O(partition bytes)``, intact v2 batches in C.
+
+        :raises UnrepairedDataError: naming the damage.
+        """
+        for seg in self.segments:
+            found = seg.first_torn_batch(0, 0) or seg.index_gone_back()
+            if found is not None:
+                raise UnrepairedDataError(
+                    f"expected no batch Kafka's next load cuts the partition at before an append, found "
+                    f"one ({found.message}): with no recovery point for it (recovery-point-offset-checkpoint "
+                    "in its log dir) and no clean-shutdown marker after a write, the broker recovers every "
+                    "segment from offset 0, cuts there and deletes every later segment, appends with it; "
+                    "run recover first (it cuts the damage and keeps what it cuts)",
+                    found.path or seg.path, found.pos)
 
     @property
     def log_append_time(self) -> bool:

@@ -303,6 +303,12 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._max_ts: TimestampOffset | None = None
         self._rolling_ts: int | None = None
+        #: (log size, :meth:`index_gone_back`'s answer at that size)
+        self._gone_back_kept: tuple[int, CorruptDataError | None] | None = None
+        #: the log size at which a walk from its start found every batch a whole v2 one, its CRC holding
+        #: and its last offset above the one before (no torn batch, no index going back: nothing to walk
+        #: again while the size stays; only appends grow it, and recover forgets it)
+        self._intact_size: int | None = None
 
     @property
     def indexes_read(self) -> bool:
@@ -820,6 +826,8 @@ class LogSegment:
         self.missing_indexes = []
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         self._rolling_ts = None
+        self._gone_back_kept = None
+        self._intact_size = None
         buf = self.log.view()
         valid, error = codec.valid_prefix(buf, path=self.path)
         last_entry = 0
@@ -846,7 +854,7 @@ class LogSegment:
                 else:
                     gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
                     if gone_back is not None:
-                        valid, error, emptied = 0, gone_back, True
+                        valid, error, emptied = self._truncate_to_base_at(), gone_back, True
                         break
                     self.offset_index.append_entry(batch.last_offset, batch.position)
                     self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
@@ -872,15 +880,16 @@ class LogSegment:
             # the time index entry forced in below (outside Kafka's catch, inside LogLoader's)
             gone_back = self._index_gone_back(last_batch, None, self._max_ts)
             if gone_back is not None:
-                valid, error, emptied = 0, gone_back, True
+                valid, error, emptied = self._truncate_to_base_at(), gone_back, True
         del buf
         if emptied:
             # LogLoader.recoverLog catches the InvalidOffsetException and calls segment.truncateTo(its base
-            # offset): the whole segment goes (kept aside here), its indexes with it
+            # offset) (:meth:`_truncate_to_base_at`: the whole segment but where the rebuilt index's first
+            # entry names the base offset), kept aside here; its indexes lose every entry (each names the
+            # base offset or later) and get no max timestamp forced in (truncateTo appends none)
             self.offset_index.reset(self.max_index_size)
             self.time_index.reset(self.max_index_size)
             self.txn_index.reset()
-            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         truncated = self.log.size - valid
         saved = None
         if truncated:
@@ -888,23 +897,45 @@ class LogSegment:
             saved, _ = files.save_range_aside(self.path, valid)
             self.log.truncate(valid)
         self.offset_index.trim()
-        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        if emptied:
+            self._max_ts = None         # of the bytes kept, read again where asked (max_timestamp_so_far)
+        else:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
+
+    def _truncate_to_base_at(self) -> int:
+        """Where Kafka 3.8.0 ``LogSegment.truncateTo(baseOffset)`` cuts a segment whose recovery threw
+        ``InvalidOffsetException`` (what ``LogLoader.recoverLog`` calls then), with the offset index as
+        ``recover`` left it: ``translateOffset(baseOffset)`` looks the base offset up in that index
+        (``OffsetIndex.lookup``: the largest entry at or below it, else position 0) and cuts at the first
+        batch from there whose last offset reaches it.  Every batch recovery walked reaches it (one below
+        throws ``LogSegmentOffsetOverflowException`` first), so that is position 0, but where the rebuilt
+        index's first entry names the base offset itself (a batch of last offset ``baseOffset`` after
+        batches of higher offsets): there the cut is at that entry's batch, and the batches before it stay.
+        ``O(log entries)``."""
+        return self.offset_index.lookup_offset(self.base).position
 
     def _index_gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset
                          ) -> CorruptDataError | None:
         """Where the entry ``recover`` is about to add (an offset index entry for ``entry``, and the time
         index's for ``max_ts``, the max timestamp so far; ``entry`` None: only the latter, forced in at the
-        end) would
-        name an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
+        end) would name an offset below the last one's (:meth:`_gone_back`), as the indexes stand."""
+        return self._gone_back(batch, entry, max_ts,
+                               self.offset_index.last_offset if len(self.offset_index) else None,
+                               self.time_index.last_entry.offset if len(self.time_index) else None)
+
+    def _gone_back(self, batch: codec.RecordBatch, entry: int | None, max_ts: TimestampOffset,
+                   last_offset: int | None, last_time: int | None) -> CorruptDataError | None:
+        """Where an offset index entry for ``entry`` (None: none added) after one of ``last_offset``, or a
+        time index entry for ``max_ts`` after one naming ``last_time`` (None: an empty index), would name
+        an offset below the last one's, as a log whose offsets go back makes it: Kafka 3.8.0
         ``OffsetIndex.append`` (offset not above the last) and ``TimeIndex.maybeAppend`` (offset below the
-        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to empty the
-        segment.  None where the entries go forward."""
-        last_time = self.time_index.last_entry.offset if len(self.time_index) else None
-        if entry is not None and len(self.offset_index) and entry <= self.offset_index.last_offset:
-            index, last, found = self.offset_index.path, self.offset_index.last_offset, entry
+        last) throw ``InvalidOffsetException``, which ``LogLoader.recoverLog`` catches to truncate the
+        segment to its base offset (:meth:`_truncate_to_base_at`).  None where the entries go forward."""
+        if entry is not None and last_offset is not None and entry <= last_offset:
+            index, last, found = self.offset_index.path, last_offset, entry
         elif last_time is not None and max_ts.offset < last_time:
             index, last, found = self.time_index.path, last_time, max_ts.offset
         else:
@@ -912,9 +943,65 @@ class LogSegment:
         return CorruptDataError(
             f"expected offsets going forward, found a batch of offsets {batch.base_offset}.."
             f"{batch.last_offset} that makes {os.path.basename(index)} go back from {last} to {found}: "
-            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog empties the "
-            "segment (truncateTo its base offset)",
+            "Kafka's index append throws InvalidOffsetException and LogLoader.recoverLog truncates the "
+            "segment to its base offset (LogSegment.truncateTo)",
             self.path, batch.position)
+
+    def index_gone_back(self) -> CorruptDataError | None:
+        """The batch at which :meth:`recover` meets the indexes it rebuilds going back (Kafka 3.8.0
+        ``LogSegment.recover`` throwing ``InvalidOffsetException``, on which ``LogLoader.recoverLog`` cuts
+        the segment: :meth:`_truncate_to_base_at`), or None.
+
+        Where the last offsets of the segment's batches rise, no entry can go back (the offset index's
+        are some of them; the time index's, those of the batches holding its rising maxima): checked in C
+        (:func:`.batch.valid_v2_end` with ``rising``) up to the first batch whose framing or CRC fails,
+        where ``recover``'s walk ends, nothing more.  Elsewhere (offsets that do not rise, legacy
+        batches) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are followed over
+        the batches it walks, Python per batch; an index filling up (``segment.index.bytes``) and records
+        that stop the walk early are not counted, so a segment named here may yet recover whole.  The
+        answer is kept until the log's size changes.  ``O(bytes)``."""
+        if self._intact_size == self.log.size:
+            return None
+        if self._gone_back_kept is not None and self._gone_back_kept[0] == self.log.size:
+            return self._gone_back_kept[1]
+        found = self._find_index_gone_back()
+        self._gone_back_kept = (self.log.size, found)
+        return found
+
+    def _find_index_gone_back(self) -> CorruptDataError | None:
+        """:meth:`index_gone_back`, not kept."""
+        with self.log.view() as view:   # released at once: a writer's append may grow the file
+            stop = codec.valid_v2_end(view, 0, rising=True)
+            if stop >= len(view):
+                self._intact_size = len(view)
+                return None
+            # a tail or v2 batch whose framing or CRC fails: recover's walk ends there
+            if len(view) - stop <= codec.HEADER_UP_TO_MAGIC or (
+                    view[stop + codec.MAGIC_OFFSET] == codec.MAGIC_V2
+                    and codec.valid_v2_end(view, stop) == stop):
+                return None
+        last_entry = 0
+        last_offset: int | None = None
+        last_time: int | None = None
+        last_stamp = NO_TIMESTAMP
+        max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
+        batch: codec.RecordBatch | None = None
+        try:
+            for batch in self.batches():
+                if not self.indexable(batch.last_offset):
+                    continue
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if batch.position - last_entry > self.index_interval_bytes:
+                    gone_back = self._gone_back(batch, batch.last_offset, max_ts, last_offset, last_time)
+                    if gone_back is not None:
+                        return gone_back
+                    last_offset, last_entry = batch.last_offset, batch.position
+                    if max_ts.timestamp > last_stamp:
+                        last_stamp, last_time = max_ts
+        except CorruptDataError:
+            pass                        # where recover's walk ends (a torn or corrupt batch)
+        return None if batch is None else self._gone_back(batch, None, max_ts, last_offset, last_time)
 
     def first_torn_batch(self, start: int, from_offset: int) -> CorruptDataError | None:
         """The first batch from byte ``start`` (a batch boundary) that a crash may have torn, or None: one
@@ -927,10 +1014,23 @@ class LogSegment:
         set does not read is kept), a v2 batch by its CRC-32C; ``LogLoader.recoverLog`` truncates the log
         at the first that fails.  A batch wholly below ``from_offset`` (the recovery point: flushed) whose
         CRC fails is damage, not a write a crash tore: not named (``verify`` names it, readers stop at it).
-        ``O(bytes from start)``: CRC-32C in C, a legacy wrapper's inner set inflated where it is walked."""
+        ``O(bytes from start)``: the whole v2 batches whose CRC holds skipped in C
+        (:func:`.batch.valid_v2_end`, which skips none :func:`.batch.iter_batches` refuses), what follows
+        walked in Python (a legacy wrapper's inner set inflated where it is walked); from the log's start
+        the walk checks the offsets rising too (:meth:`index_gone_back`'s), and a log found intact is not
+        walked again while its size stays."""
         if start > self.log.size:
             return TruncatedDataError(f"expected the batch at {start}, found the log ending at "
                                       f"{self.log.size}", self.path, start)
+        with self.log.view() as view:   # released at once: a writer's append may grow the file
+            if self._intact_size == len(view):
+                return None
+            # from the log's start, the offsets checked on the way (index_gone_back's walk, done once)
+            end = codec.valid_v2_end(view, start, rising=start == 0)
+            if start == 0 and end >= len(view):
+                self._intact_size = len(view)
+                return None
+            start = codec.valid_v2_end(view, end) if start == 0 else end
         try:
             for batch in self.batches(start, check_crc=False):
                 if batch.last_offset >= from_offset and not batch.is_valid():

@@ -827,12 +827,13 @@ class KafkaStore(Store):
                 topic, number = parse_partition_dir(path)
                 parent = os.path.dirname(os.path.abspath(path))
                 # the parent log dir's recovery point, as LogManager.loadLogs hands it to LogLoader: a
-                # batch a crash tore past it is cut before an append (Partition._recover_crashed)
+                # batch a crash tore past it is cut before an append (Partition._recover_crashed); moved
+                # to the log end at close only where the file names the partition (write_recovery_point)
+                point = recovery_point_in(parent, topic, number)
                 self._part: Partition | None = Partition(
                     path, self.topic_configs.config_for(topic), writable=writable, clock=clock,
-                    unwritable=self.topic_configs.unwritable(topic),
-                    recovery_point=recovery_point_in(parent, topic, number),
-                    clean_shutdown=had_clean_shutdown(parent))
+                    unwritable=self.topic_configs.unwritable(topic), recovery_point=point or 0,
+                    recovery_point_kept=point is not None, clean_shutdown=had_clean_shutdown(parent))
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
                     forget_clean_shutdown(parent)
@@ -2983,6 +2984,11 @@ class KafkaStore(Store):
         self._check_open()
         if self._part is not None:
             self._part.flush()
+            if self._part.writable:
+                # what is flushed is recovered no more (LogManager.checkpointRecoveryOffsetsInDir after a
+                # flush; a log dir's flush writes its checkpoints alike): a writer killed after it leaves
+                # the broker no recovery point below what it appended, past damage kept below it
+                write_recovery_point(self._part)
         else:
             self._log_dir.flush()
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
