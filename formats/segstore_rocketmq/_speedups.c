@@ -656,8 +656,8 @@ static PyMethodDef methods[] = {
     {"decode_region", decode_region, METH_VARARGS,
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
     {"decode_region_indexed", decode_region_indexed, METH_VARARGS,
-     "decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags) -> "
-     "(n, pos, status, blank_size, total)"},
+     "decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags, topics, "
+     "firsts) -> (n, pos, status, blank_size, total, k)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
     {"body_crcs", body_crcs, METH_VARARGS, "body_crcs(view, starts, lengths, out): stored body CRCs."},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},

@@ -432,15 +432,19 @@ def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int
     return None
 
 
-def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int]) -> tuple[int | None, np.ndarray]:
+def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int],
+              numbered: columnar.TopicNumbers | None = None) -> tuple[int | None, np.ndarray]:
     """The first row a walk must take as damaged though it decodes, or None: its header contradicts
     where it lies (:func:`.columnar.contradicting`) or names a topic no broker accepts (``../x``
     would put its queue outside ``consumequeue/``); and the topic numbers of the rows before it.
-    ``topics`` gains the batch's topics."""
+    ``topics`` gains the batch's topics; ``numbered``: the rows' topics as the decode numbered them
+    (None: numbered here, :func:`.columnar.topic_codes`)."""
     first = columnar.contradicting(rows)
     n = len(rows) if first is None else first
     numbers = np.zeros(0, np.int32)
-    if n:
+    if n and numbered is not None:
+        numbers = numbered.codes(view, rows, n, topics)
+    elif n:
         numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
         invalid = [code for name, code in topics.items() if not _valid_topic(name)]
         if invalid:
@@ -494,8 +498,9 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
     if not kept or kept[0].cap < cap:
         kept[:] = [columnar.Rows(cap)]
     rows = kept[0]
-    (n, end, status, blank), keys = columnar.decode_region_indexed(view, pos, stop, size, seg.base, rows)
-    misplaced, numbers = _torn_row(view, rows, topics)
+    (n, end, status, blank), keys, numbered = columnar.decode_region_indexed(view, pos, stop, size, seg.base,
+                                                                             rows)
+    misplaced, numbers = _torn_row(view, rows, topics, numbered)
     if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
         n = misplaced
         end = int(rows["position"][n]) - seg.base
