@@ -917,3 +917,26 @@ def test_recovery_cuts_the_index_at_an_entry_with_a_negative_time_diff(tmp_path,
     with segstore.open(store, format="rocketmq") as reader:
         assert reader.verify() == []
         assert sorted(m.offset for m in reader.find("T", "same")) == [0, 1, 2, 3]
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12)), max_size=60), st.booleans())
+def test_walked_groups_split_by_comparisons_as_by_the_sort(pairs, one_topic):
+    """``Walked.groups``: a one-topic batch over a few queue ids is split by a comparison per queue; the
+    same runs, in the same (topic, queue) order, as the stable sort of every other batch
+    (:func:`recovery.group_order`)."""
+    if one_topic:
+        pairs = [(1, q % rec.FEW_QUEUES + 3) for _, q in pairs]
+    n = len(pairs)
+    walked = rec.Walked.empty()
+    walked.topic = np.array([t for t, _ in pairs], np.int32)
+    walked.queue_id = np.array([q for _, q in pairs], np.int32)
+    order, bounds = rec.group_order(walked.topic, walked.queue_id)
+    expected = [((int(walked.topic[r[0]]), int(walked.queue_id[r[0]])), r.tolist())
+                for r in np.split(order, bounds) if len(r)]
+    got = walked.groups()
+    assert [(key, run.tolist()) for key, run in got.items()] == expected
+    assert sum(len(run) for run in got.values()) == n
