@@ -232,12 +232,31 @@ index_chain_facts(const uint8_t *entries, Py_ssize_t n, const uint8_t *slots, Py
  * first: the links and slots index_chain_facts expects.  Returns 1 with facts filled as it would
  * fill them; 0 where anything differs (index_chain_facts then finds what).  O(n + slot_num).
  */
+#define CHAIN_AHEAD 64
+#if defined(__GNUC__)
+#define CHAIN_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define CHAIN_PREFETCH(p) do { } while (0)
+#endif
+
 static int
 index_chains_sound(const uint8_t *entries, Py_ssize_t n, const uint8_t *slots, Py_ssize_t slot_num,
                    long long index_count, uint8_t *linked, long long *facts)
 {
+    /* An entry's link and a chain head's slot point anywhere in the file's entries (40 MB for 2M
+     * entries) and slots (20 MB for the broker's 5M): a cache miss each, mostly a TLB miss too, one
+     * after another.  They are asked for CHAIN_AHEAD entries ahead (a prefetch never faults), the
+     * heads' slots kept in a ring meanwhile so each is computed once: a 2M-entry file's first check
+     * 22-25 -> 19 ms of CPU, a second 18-20 -> 14 ms (16 and 48 ahead measured less). */
+    int64_t ring[CHAIN_AHEAD];
     long long negative = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + CHAIN_AHEAD < n) {
+            int32_t ahead = get_i32(entries + (i + CHAIN_AHEAD) * INDEX_ENTRY_SIZE + 16);
+            if (ahead >= INDEX_FIRST_ENTRY && ahead - INDEX_FIRST_ENTRY < n) {
+                CHAIN_PREFETCH(entries + (ahead - INDEX_FIRST_ENTRY) * INDEX_ENTRY_SIZE);
+            }
+        }
         const uint8_t *e = entries + i * INDEX_ENTRY_SIZE;
         int64_t hash = get_i32(e);
         if (hash < 0 && negative < 0) {
@@ -260,15 +279,19 @@ index_chains_sound(const uint8_t *entries, Py_ssize_t n, const uint8_t *slots, P
         }
     }
     Py_ssize_t heads = 0, held_slots = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (linked[i >> 3] & (1u << (i & 7))) {
-            continue;
+    for (Py_ssize_t i = 0; i < n + CHAIN_AHEAD; i++) {
+        Py_ssize_t h = i - CHAIN_AHEAD;     /* the head checked now, CHAIN_AHEAD entries behind */
+        if (h >= 0 && !(linked[h >> 3] & (1u << (h & 7)))) {
+            int64_t slot = ring[h % CHAIN_AHEAD];
+            if (get_i32(slots + slot * INDEX_SLOT_SIZE) != INDEX_FIRST_ENTRY + h || INDEX_FIRST_ENTRY + h >= index_count) {
+                return 0;
+            }
+            heads++;
         }
-        int64_t slot = slot_of_hash(get_i32(entries + i * INDEX_ENTRY_SIZE), slot_num);
-        if (get_i32(slots + slot * INDEX_SLOT_SIZE) != INDEX_FIRST_ENTRY + i || INDEX_FIRST_ENTRY + i >= index_count) {
-            return 0;
+        if (i < n && !(linked[i >> 3] & (1u << (i & 7)))) {     /* a head: its slot into the ring, asked for */
+            ring[i % CHAIN_AHEAD] = slot_of_hash(get_i32(entries + i * INDEX_ENTRY_SIZE), slot_num);
+            CHAIN_PREFETCH(slots + ring[i % CHAIN_AHEAD] * INDEX_SLOT_SIZE);
         }
-        heads++;
     }
     for (Py_ssize_t s = 0; s < slot_num; s++) {
         int32_t held = get_i32(slots + s * INDEX_SLOT_SIZE);
