@@ -940,3 +940,48 @@ def test_walked_groups_split_by_comparisons_as_by_the_sort(pairs, one_topic):
     got = walked.groups()
     assert [(key, run.tolist()) for key, run in got.items()] == expected
     assert sum(len(run) for run in got.values()) == n
+
+
+needs_c = pytest.mark.skipif(rec.columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
+
+
+@needs_c
+@given(st.lists(st.lists(st.integers(-2**31, 2**31 - 1), max_size=3), min_size=1, max_size=12), st.data())
+def test_c_index_run_confirmed_equals_the_numpy_reference(keys, data):
+    """``Walked.confirms_index_run`` (``index_run_confirmed``, one pass in C) finds what its numpy reference
+    finds: true for a run of the messages' entries in put order from the first entry's message on, with
+    sane links (prev from 0 to below the entry's own number, time diff >= 0); false once a hash, an
+    offset, a link or a time diff is off, the run goes past the messages' entries, or it starts elsewhere."""
+    from segstore.indexes.keyhash import ENTRY_DTYPE
+
+    walked = rec.Walked.empty()
+    walked.phy = np.cumsum([100 + 7 * i for i in range(len(keys))]).astype(np.int64)
+    walked.key_offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+    walked.key_hashes = np.array([h for k in keys for h in k], np.int64)
+    owners = np.repeat(walked.phy, [len(k) for k in keys])
+    total = len(walked.key_hashes)
+    start = data.draw(st.integers(0, total))
+    stop = data.draw(st.integers(start, total))
+    lo = data.draw(st.integers(0, 50))
+    entries = np.zeros(stop - start, ENTRY_DTYPE)
+    entries["hash"] = walked.key_hashes[start:stop]
+    entries["phy_offset"] = owners[start:stop]
+    entries["time_diff"] = [data.draw(st.integers(0, 9)) for _ in range(len(entries))]
+    entries["prev"] = [data.draw(st.integers(0, lo + j)) for j in range(len(entries))]
+    # undamaged, a run from a message's first entry is confirmed (one from inside a message compares
+    # with the entries from that message's first on: mostly not)
+    whole = len(entries) > 0 and start in walked.key_offsets.tolist()
+    for _ in range(data.draw(st.integers(0, 2))):
+        if not len(entries):
+            break
+        j = data.draw(st.integers(0, len(entries) - 1))
+        field, value = data.draw(st.sampled_from([("hash", 1), ("phy_offset", 1), ("phy_offset", -100),
+                                                  ("time_diff", -1), ("prev", -1), ("prev", lo + j + 1)]))
+        held = int(entries[field][j])
+        entries[field][j] = value if field in ("time_diff", "prev") else held ^ 1 if field == "hash" \
+            else held + value
+        whole = False
+    c = walked.confirms_index_run(entries, lo)
+    assert c == walked._confirms_index_run_py(entries, lo)
+    if whole:
+        assert c

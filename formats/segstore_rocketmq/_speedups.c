@@ -4,7 +4,8 @@
  *
  *   _speedups_encode.c   encode_plain: the batch append of plain messages (fastappend.py)
  *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py);
- *                        index_chains: the slots and links verify expects of them
+ *                        index_chains: the slots and links verify expects of them;
+ *                        index_run_confirmed: a run of entries against a walk's messages
  *   _speedups_single.c   Appender: the single and batch append in one call (fastappend.appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
@@ -650,6 +651,8 @@ static PyMethodDef methods[] = {
      "cq_rows, queues, index, end)"},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+    {"index_run_confirmed", index_run_confirmed, METH_VARARGS,
+     "index_run_confirmed(entries, lo, key_hashes, key_offsets, phy) -> bool: a run of entries in put order"},
     {"index_chains", index_chains, METH_VARARGS,
      "index_chains(entries, slots, index_count) -> (negative, wrong links, first, expected, wrong slots, first, "
      "expected): the IndexFile chains as verify checks them"},

@@ -55,14 +55,6 @@ cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
 #define IPV6_EXTRA (IPV6_LEN - IPV4_LEN)
 enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
 
-/* Two big-endian halves: compilers turn get_i32's shifts into one load and a byte swap, which they
- * did not do for a loop over the eight bytes (a fifth of decode_row's time went to that loop). */
-static inline int64_t
-get_i64(const uint8_t *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)get_i32(p) << 32) | (uint32_t)get_i32(p + 4));
-}
-
 /*
  * body_crcs(view, starts, lengths, out) -> None
  *

@@ -58,7 +58,7 @@ from .commitlog import (
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .indexfile import FIRST_ENTRY, IndexFile, IndexService, end_timestamps
+from .indexfile import FIRST_ENTRY, INVALID_INDEX, IndexFile, IndexService, end_timestamps
 from .message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
@@ -91,6 +91,13 @@ def _carries(key_offsets: np.ndarray, key_hashes: np.ndarray, at: np.ndarray,
         has = counts > j
         hit[has] |= key_hashes[starts[has] + j] == hashes[has]
     return hit
+
+
+def sane_links(chunk: np.ndarray, lo: int) -> np.ndarray:
+    """Per IndexFile entry of ``chunk`` (entries ``lo + 1, lo + 2, ...`` of their file, as stored): a
+    time diff >= 0 and a previous entry from ``INVALID_INDEX`` to below its own number."""
+    numbers = np.arange(lo + 1, lo + 1 + len(chunk))
+    return (chunk["time_diff"] >= 0) & (chunk["prev"] >= INVALID_INDEX) & (chunk["prev"] < numbers)
 
 
 #: The span of queue ids up to which :meth:`Walked.groups` splits a one-topic batch by comparisons.
@@ -207,6 +214,28 @@ class Walked:
             return None
         owners = np.searchsorted(self.key_offsets, np.arange(start, stop), side="right") - 1
         return owners if np.array_equal(self.phy[owners], phys) else None
+
+    def confirms_index_run(self, chunk: np.ndarray, lo: int) -> bool:
+        """Whether the IndexFile entries ``chunk`` (entries ``lo + 1, lo + 2, ...`` of their file, as
+        stored) are exactly these messages' entries in put order from the message at the first entry's
+        offset on, each with a time diff >= 0 and a previous entry from ``INVALID_INDEX`` to below its
+        own number: then each points at a message carrying its key, with sane links (verify's usual
+        batch).  False for no entries.  One pass in C over the entries where they lie
+        (``index_run_confirmed``); else :meth:`_confirms_index_run_py`, its reference.  ``O(entries)``."""
+        if columnar._speedups is not None:
+            return bool(columnar._speedups.index_run_confirmed(chunk, lo, self.key_hashes, self.key_offsets,
+                                                               self.phy))
+        return self._confirms_index_run_py(chunk, lo)
+
+    def _confirms_index_run_py(self, chunk: np.ndarray, lo: int) -> bool:
+        """:meth:`confirms_index_run` in numpy."""
+        if not len(chunk):
+            return False
+        phys = chunk["phy_offset"].astype(np.int64)
+        first = int(self.key_offsets[int(np.searchsorted(self.phy, phys[0]))])
+        return bool(first + len(phys) <= len(self.key_hashes) and sane_links(chunk, lo).all()
+                    and np.array_equal(self.key_hashes[first:first + len(phys)], chunk["hash"])
+                    and np.array_equal(self.entry_phys(first, first + len(phys)), phys))
 
     def groups(self) -> dict[tuple[int, int], np.ndarray]:
         """The messages of each (topic number, queue id), as indices in commitlog order, in (topic, queue)
