@@ -985,3 +985,36 @@ def test_c_index_run_confirmed_equals_the_numpy_reference(keys, data):
     assert c == walked._confirms_index_run_py(entries, lo)
     if whole:
         assert c
+
+
+@needs_c
+@given(st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**31 - 1),
+                          st.integers(-2**63, 2**63 - 1)), min_size=1, max_size=12), st.data())
+def test_c_queue_run_confirmed_equals_the_numpy_reference(messages, data):
+    """``Walked.confirms_queue_run`` (``queue_run_confirmed``, one pass in C) finds what its numpy reference
+    finds: true where each consume-queue entry is its message's offset, size and tags code (no extension
+    address: above ``consumequeue_ext.MAX_ADDR``), false once any field of any entry differs."""
+    walked = rec.Walked.empty()
+    walked.phy = np.array([m[0] for m in messages], np.int64)
+    walked.size = np.array([m[1] for m in messages], np.int32)
+    walked.tags_code = np.array([m[2] for m in messages], np.int64)
+    mine = np.array(data.draw(st.lists(st.integers(0, len(messages) - 1), max_size=10)), np.intp)
+    entries = np.zeros(len(mine), rec.CQ_DTYPE)
+    entries["offset"], entries["size"], entries["tags_code"] = walked.phy[mine], walked.size[mine], \
+        walked.tags_code[mine]
+    expected = bool((walked.tags_code[mine] > rec.EXT_MAX_ADDR).all())
+    for _ in range(data.draw(st.integers(0, 2))):
+        if not len(entries):
+            break
+        j = data.draw(st.integers(0, len(entries) - 1))
+        field = data.draw(st.sampled_from(["offset", "size", "tags_code"]))
+        entries[field][j] = int(entries[field][j]) ^ data.draw(st.integers(1, 2**30))
+        expected = False
+    got = walked.confirms_queue_run(entries, mine)
+    assert got == walked._confirms_queue_run_py(entries, mine)
+    if expected:
+        assert got
+    past = np.array([len(messages)], np.intp)     # a row past the columns
+    with pytest.raises(ValueError):
+        rec.columnar._speedups.queue_run_confirmed(np.zeros(1, rec.CQ_DTYPE), past, walked.phy, walked.size,
+                                                   walked.tags_code, rec.EXT_MAX_ADDR)

@@ -683,6 +683,8 @@ static PyMethodDef methods[] = {
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"merge_order", merge_order, METH_VARARGS,
      "merge_order(positions, bounds, order) -> bool: the stable sorting order of ascending ranges, merged"},
+    {"queue_run_confirmed", queue_run_confirmed, METH_VARARGS,
+     "queue_run_confirmed(entries, rows, phy, size, tags_code, ext_max_addr) -> bool: entries exactly those rows'"},
     {"match_entries", match_entries, METH_VARARGS,
      "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
      "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "

@@ -1786,6 +1786,57 @@ done:
 }
 
 /*
+ * queue_run_confirmed(entries, rows, phy, size, tags_code, ext_max_addr) -> bool
+ *
+ * Whether consume-queue entries (20 bytes as stored: offset i8, size i4, tags code i8) are exactly the
+ * messages rows[j] of a walk's columns (phy int64, size int32, tags_code int64; rows intp, one per
+ * entry): entry j at the message's offset, with its size and its tags code, which is no extension
+ * address (above ext_max_addr).  Walked.confirms_queue_run's numpy reference in one pass over the
+ * entries where they lie, without gathering the messages' columns first.  Bounds-checked; releases
+ * the GIL.
+ */
+static PyObject *
+queue_run_confirmed(PyObject *module, PyObject *args)
+{
+    Py_buffer entries, rows, phys, sizes, tags;
+    long long ext_max;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L", &entries, &rows, &phys, &sizes, &tags, &ext_max)) {
+        return NULL;
+    }
+    Py_ssize_t count = rows.len / (Py_ssize_t)sizeof(Py_ssize_t), n = phys.len / (Py_ssize_t)sizeof(int64_t);
+    int ok = entries.len == count * CQ_ROW_SIZE && rows.len % (Py_ssize_t)sizeof(Py_ssize_t) == 0 &&
+             sizes.len == n * (Py_ssize_t)sizeof(int32_t) && tags.len == n * (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t *r = rows.buf;
+    const int64_t *p = phys.buf, *t = tags.buf;
+    const int32_t *z = sizes.buf;
+    const uint8_t *e = entries.buf;
+    int same = ok;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; same && j < count; j++) {
+        const uint8_t *at = e + j * CQ_ROW_SIZE;
+        Py_ssize_t m = r[j];
+        if (m < 0 || m >= n) {
+            ok = same = 0;
+            break;
+        }
+        int64_t code = get_i64(at + 12);
+        same = get_i64(at) == p[m] && get_i32(at + 8) == z[m] && code > ext_max && code == t[m];
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected 20-byte entries, one row index in range for each, and "
+                                          "columns of one length");
+        return NULL;
+    }
+    return PyBool_FromLong(same);
+}
+
+/*
  * match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, bounds,
  *               part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits)
  *     -> (count, wrong, identity)

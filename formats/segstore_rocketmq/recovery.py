@@ -237,6 +237,26 @@ class Walked:
                     and np.array_equal(self.key_hashes[first:first + len(phys)], chunk["hash"])
                     and np.array_equal(self.entry_phys(first, first + len(phys)), phys))
 
+    def confirms_queue_run(self, entries: np.ndarray, mine: np.ndarray) -> bool:
+        """Whether the consume-queue ``entries`` (:data:`CQ_DTYPE`, as stored) are exactly the messages
+        ``mine`` (indices of these columns, one per entry): each at its message's offset, with its size
+        and its tags code, which is no extension address (verify's usual batch of a queue).  One pass
+        in C over the entries where they lie (``queue_run_confirmed``), the messages' columns read in
+        place; else :meth:`_confirms_queue_run_py`, its reference.  ``O(entries)``."""
+        if columnar._speedups is not None:
+            return bool(columnar._speedups.queue_run_confirmed(
+                entries, np.ascontiguousarray(mine, np.intp), np.ascontiguousarray(self.phy, np.int64),
+                np.ascontiguousarray(self.size, np.int32), np.ascontiguousarray(self.tags_code, np.int64),
+                EXT_MAX_ADDR))
+        return self._confirms_queue_run_py(entries, mine)
+
+    def _confirms_queue_run_py(self, entries: np.ndarray, mine: np.ndarray) -> bool:
+        """:meth:`confirms_queue_run` in numpy."""
+        stored = entries["tags_code"]
+        return bool(np.array_equal(entries["offset"], self.phy[mine]) and (stored > EXT_MAX_ADDR).all()
+                    and np.array_equal(entries["size"], self.size[mine])
+                    and np.array_equal(stored, self.tags_code[mine]))
+
     def groups(self) -> dict[tuple[int, int], np.ndarray]:
         """The messages of each (topic number, queue id), as indices in commitlog order, in (topic, queue)
         order.  A batch of one topic over fewer than :data:`FEW_QUEUES` queue ids (the usual one) is split

@@ -433,11 +433,7 @@ class _Coverage:
         if j < 0 or start - int(firsts[j]) + len(mine) > int(lens[j]):
             return False
         lo = start - int(firsts[j])
-        rows = segs[j].entries[lo:lo + len(mine)]
-        stored = rows["tags_code"]
-        if not (np.array_equal(rows["offset"], batch.phy[mine]) and (stored > EXT_MAX_ADDR).all()
-                and np.array_equal(rows["size"], batch.size[mine])
-                and np.array_equal(stored, batch.tags_code[mine])):
+        if not batch.confirms_queue_run(segs[j].entries[lo:lo + len(mine)], mine):
             return False
         slot = (*key, j)
         bits = self.queue_bits.get(slot)
