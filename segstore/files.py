@@ -25,7 +25,6 @@ import mmap
 import os
 import re
 import resource
-import shutil
 import stat
 import sys
 import threading
@@ -1707,6 +1706,9 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     if not os.path.exists(path):
         return
+    # imported here: shutil loads bz2 and lzma (2-3 ms), which a library read need not pay
+    import shutil
+
     with _os_errors(path):
         shutil.rmtree(path)
 
@@ -1736,6 +1738,8 @@ def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
 
 def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Copy a directory tree (files made writable)."""
+    import shutil
+
     src = os.fspath(src)
     with _os_errors(src):
         shutil.copytree(src, dst, copy_function=shutil.copyfile)

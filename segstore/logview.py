@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from . import arrays
 from .search import Bound, search
 
 if TYPE_CHECKING:
@@ -188,4 +189,4 @@ def int64_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     column = batch.column(name)
     if column.type != pa.int64():
         column = column.cast(pa.int64())
-    return column.to_numpy(zero_copy_only=False)
+    return arrays.to_numpy(column, np.int64)     # Array.to_numpy imports pandas (0.2 s) at its first call

@@ -211,25 +211,43 @@ def test_c_key_and_tags_hashes_of_long_values_equal_java_string_hashcode(message
     assert hashes[:total].tolist() == [h for e in expected for h in e]
 
 
-def _indexed_as_in_two_passes(data: bytes, cap: int) -> int:
+def _indexed_as_in_two_passes(data: bytes, cap: int, known: tuple[str, ...] = (),
+                              cut: int | None = None) -> int:
     """``decode_region_indexed`` of ``data`` stops where ``decode_region`` stops, with the same rows, and
-    finds for them what ``index_entries`` finds over those rows."""
+    finds for them what ``index_entries`` finds over those rows; and numbers the topics of their first
+    ``cut`` rows (all: None) as the pure-Python ``topic_codes`` does over those rows, into a numbering
+    that holds the topics ``known`` already (a walk's earlier batches)."""
     view = memoryview(data)
     rows_a, rows_b = columnar.rows_of(cap), columnar.rows_of(cap)
-    walked, keys = columnar.decode_region_indexed(view, 0, len(data), len(data), 1000, rows_a)
+    walked, keys, numbered = columnar.decode_region_indexed(view, 0, len(data), len(data), 1000, rows_a)
     assert walked == columnar.decode_region(view, 0, len(data), len(data), 1000, rows_b)
     assert rows_a.equals(rows_b)
-    assert keys is not None
+    assert keys is not None and numbered is not None
     found = keys.first(len(rows_a))
     expected = columnar.index_entries(view, rows_b)
     assert [a.tolist() for a in found] == [b.tolist() for b in expected]
+    n = len(rows_a) if cut is None else min(cut, len(rows_a))
+    codes_c = {name: k for k, name in enumerate(known)}
+    codes_py = dict(codes_c)
+    numbers = numbered.codes(view, rows_a, n, codes_c) if n else np.zeros(0, np.int32)
+    saved = columnar._speedups
+    try:
+        columnar._speedups = None
+        reference = columnar.topic_codes(view, rows_b.select(slice(0, n)), codes_py)
+    finally:
+        columnar._speedups = saved
+    assert numbers.dtype == reference.dtype == np.int32
+    assert numbers.tolist() == reference.tolist() and list(codes_c.items()) == list(codes_py.items())
     return len(rows_a)
 
 
+topic_names = st.lists(st.sampled_from(["T", "TopicA", "ünï", "", "Other"]), unique=True, max_size=3)
+
+
 @needs_c
-@given(region(), st.integers(1, 8))
-def test_c_decode_with_index_entries_equals_the_decode_then_index_entries(data, cap):
-    _indexed_as_in_two_passes(data, cap)
+@given(region(), st.integers(1, 8), topic_names, st.one_of(st.none(), st.integers(0, 8)))
+def test_c_decode_with_index_entries_equals_the_decode_then_index_entries(data, cap, known, cut):
+    _indexed_as_in_two_passes(data, cap, tuple(known), cut)
 
 
 @needs_c
@@ -237,7 +255,7 @@ def test_c_decode_with_index_entries_equals_the_decode_then_index_entries(data, 
 def test_c_decode_with_index_entries_over_thousands_of_rows_and_a_bad_crc(bad_crc_at):
     """The index entries are found 1,024 rows after their decode (``INDEX_ROWS``): over 2,600 rows of
     varied keys, and where a bad body CRC (strict) ends the rows before or after such a step, the same as
-    two passes."""
+    two passes; and the topics' numbers, of all rows and of the rows before a cut (a torn row)."""
     data = bytearray()
     for i in range(2600):
         keys = " ".join(f"k{i * j}" for j in range(i % 4)) + (" ü" if i % 7 == 0 else "")
@@ -250,6 +268,7 @@ def test_c_decode_with_index_entries_over_thousands_of_rows_and_a_bad_crc(bad_cr
             stored[11] ^= 1        # BODYCRC's last byte (after TOTALSIZE and MAGICCODE)
         data += stored
     assert _indexed_as_in_two_passes(bytes(data), 4096) == (2600 if bad_crc_at is None else bad_crc_at)
+    assert _indexed_as_in_two_passes(bytes(data), 4096, ("TopicB",), cut=1200)
 
 
 def _walk(data: bytes, strict: bool) -> tuple[list, tuple | None]:

@@ -917,3 +917,104 @@ def test_recovery_cuts_the_index_at_an_entry_with_a_negative_time_diff(tmp_path,
     with segstore.open(store, format="rocketmq") as reader:
         assert reader.verify() == []
         assert sorted(m.offset for m in reader.find("T", "same")) == [0, 1, 2, 3]
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12)), max_size=60), st.booleans())
+def test_walked_groups_split_by_comparisons_as_by_the_sort(pairs, one_topic):
+    """``Walked.groups``: a one-topic batch over a few queue ids is split by a comparison per queue; the
+    same runs, in the same (topic, queue) order, as the stable sort of every other batch
+    (:func:`recovery.group_order`)."""
+    if one_topic:
+        pairs = [(1, q % rec.FEW_QUEUES + 3) for _, q in pairs]
+    n = len(pairs)
+    walked = rec.Walked.empty()
+    walked.topic = np.array([t for t, _ in pairs], np.int32)
+    walked.queue_id = np.array([q for _, q in pairs], np.int32)
+    order, bounds = rec.group_order(walked.topic, walked.queue_id)
+    expected = [((int(walked.topic[r[0]]), int(walked.queue_id[r[0]])), r.tolist())
+                for r in np.split(order, bounds) if len(r)]
+    got = walked.groups()
+    assert [(key, run.tolist()) for key, run in got.items()] == expected
+    assert sum(len(run) for run in got.values()) == n
+
+
+needs_c = pytest.mark.skipif(rec.columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
+
+
+@needs_c
+@given(st.lists(st.lists(st.integers(-2**31, 2**31 - 1), max_size=3), min_size=1, max_size=12), st.data())
+def test_c_index_run_confirmed_equals_the_numpy_reference(keys, data):
+    """``Walked.confirms_index_run`` (``index_run_confirmed``, one pass in C) finds what its numpy reference
+    finds: true for a run of the messages' entries in put order from the first entry's message on, with
+    sane links (prev from 0 to below the entry's own number, time diff >= 0); false once a hash, an
+    offset, a link or a time diff is off, the run goes past the messages' entries, or it starts elsewhere."""
+    from segstore.indexes.keyhash import ENTRY_DTYPE
+
+    walked = rec.Walked.empty()
+    walked.phy = np.cumsum([100 + 7 * i for i in range(len(keys))]).astype(np.int64)
+    walked.key_offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+    walked.key_hashes = np.array([h for k in keys for h in k], np.int64)
+    owners = np.repeat(walked.phy, [len(k) for k in keys])
+    total = len(walked.key_hashes)
+    start = data.draw(st.integers(0, total))
+    stop = data.draw(st.integers(start, total))
+    lo = data.draw(st.integers(0, 50))
+    entries = np.zeros(stop - start, ENTRY_DTYPE)
+    entries["hash"] = walked.key_hashes[start:stop]
+    entries["phy_offset"] = owners[start:stop]
+    entries["time_diff"] = [data.draw(st.integers(0, 9)) for _ in range(len(entries))]
+    entries["prev"] = [data.draw(st.integers(0, lo + j)) for j in range(len(entries))]
+    # undamaged, a run from a message's first entry is confirmed (one from inside a message compares
+    # with the entries from that message's first on: mostly not)
+    whole = len(entries) > 0 and start in walked.key_offsets.tolist()
+    for _ in range(data.draw(st.integers(0, 2))):
+        if not len(entries):
+            break
+        j = data.draw(st.integers(0, len(entries) - 1))
+        field, value = data.draw(st.sampled_from([("hash", 1), ("phy_offset", 1), ("phy_offset", -100),
+                                                  ("time_diff", -1), ("prev", -1), ("prev", lo + j + 1)]))
+        held = int(entries[field][j])
+        entries[field][j] = value if field in ("time_diff", "prev") else held ^ 1 if field == "hash" \
+            else held + value
+        whole = False
+    c = walked.confirms_index_run(entries, lo)
+    assert c == walked._confirms_index_run_py(entries, lo)
+    if whole:
+        assert c
+
+
+@needs_c
+@given(st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**31 - 1),
+                          st.integers(-2**63, 2**63 - 1)), min_size=1, max_size=12), st.data())
+def test_c_queue_run_confirmed_equals_the_numpy_reference(messages, data):
+    """``Walked.confirms_queue_run`` (``queue_run_confirmed``, one pass in C) finds what its numpy reference
+    finds: true where each consume-queue entry is its message's offset, size and tags code (no extension
+    address: above ``consumequeue_ext.MAX_ADDR``), false once any field of any entry differs."""
+    walked = rec.Walked.empty()
+    walked.phy = np.array([m[0] for m in messages], np.int64)
+    walked.size = np.array([m[1] for m in messages], np.int32)
+    walked.tags_code = np.array([m[2] for m in messages], np.int64)
+    mine = np.array(data.draw(st.lists(st.integers(0, len(messages) - 1), max_size=10)), np.intp)
+    entries = np.zeros(len(mine), rec.CQ_DTYPE)
+    entries["offset"], entries["size"], entries["tags_code"] = walked.phy[mine], walked.size[mine], \
+        walked.tags_code[mine]
+    expected = bool((walked.tags_code[mine] > rec.EXT_MAX_ADDR).all())
+    for _ in range(data.draw(st.integers(0, 2))):
+        if not len(entries):
+            break
+        j = data.draw(st.integers(0, len(entries) - 1))
+        field = data.draw(st.sampled_from(["offset", "size", "tags_code"]))
+        entries[field][j] = int(entries[field][j]) ^ data.draw(st.integers(1, 2**30))
+        expected = False
+    got = walked.confirms_queue_run(entries, mine)
+    assert got == walked._confirms_queue_run_py(entries, mine)
+    if expected:
+        assert got
+    past = np.array([len(messages)], np.intp)     # a row past the columns
+    with pytest.raises(ValueError):
+        rec.columnar._speedups.queue_run_confirmed(np.zeros(1, rec.CQ_DTYPE), past, walked.phy, walked.size,
+                                                   walked.tags_code, rec.EXT_MAX_ADDR)

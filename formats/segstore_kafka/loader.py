@@ -189,7 +189,7 @@ def snapshot_problems(path: str) -> list[tuple[str, int | None, str]]:
     ``ProducerStateManager.readSnapshot`` reads them (version, CRC32C, entry count): the broker's
     ``loadFromSnapshot`` deletes such a one when it comes to it ("Failed to load producer snapshot")
     and rebuilds the state from an older snapshot or the log.  ``O(snapshot bytes)``."""
-    # crc32c is imported only here: not by `info`, nor by a read that opens the loader
+    # the snapshot codec is imported only here: not by `info`, nor by a read that opens the loader
     from .snapshot import read_snapshot
 
     problems: list[tuple[str, int | None, str]] = []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from segstore.arrays import unique
 from segstore.errors import ConfigError
 
 #: ``log.cleaner.dedupe.buffer.size`` (broker default 128 MiB, one cleaner thread)
@@ -81,9 +82,9 @@ def md5_digests(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.n
     starts = offsets[rows].astype(np.int64)
     lengths = offsets[rows + 1].astype(np.int64) - starts
     blocks = (lengths + 9 + 63) // 64           # message, 0x80, 8-byte bit length
-    for nb in np.unique(blocks):
+    for nb in unique(blocks).tolist():
         sel = np.flatnonzero(blocks == nb)
-        width = int(nb) * 64
+        width = nb * 64
         lens = lengths[sel]
         padded = np.zeros((len(sel), width), np.uint8)
         total = int(lens.sum())

@@ -23,10 +23,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from segstore.errors import CorruptDataError
+
+from .batch import crc32c
 
 HEADER = struct.Struct(
     ">h"  # version
@@ -68,7 +69,7 @@ def read_snapshot(data: bytes | memoryview, *, path: str = "<memory>") -> np.nda
     version, stored_crc, count = HEADER.unpack_from(view, 0)
     if version != SNAPSHOT_VERSION:
         raise CorruptDataError(f"expected snapshot version {SNAPSHOT_VERSION}, found {version}", path, 0)
-    computed = crc32c.crc32c(view[ENTRIES_POS:])
+    computed = crc32c(view[ENTRIES_POS:])
     if computed != stored_crc:
         raise CorruptDataError(
             f"expected CRC {stored_crc} (stored), found {computed} (computed)", path, CRC_POS
@@ -86,7 +87,7 @@ def write_snapshot(entries: np.ndarray) -> bytes:
     them out; the inverse of :func:`read_snapshot`."""
     rows = np.asarray(entries, dtype=ENTRY)
     body = struct.pack(">i", len(rows)) + rows.tobytes()
-    return struct.pack(">h", SNAPSHOT_VERSION) + CRC_FIELD.pack(crc32c.crc32c(body)) + body
+    return struct.pack(">h", SNAPSHOT_VERSION) + CRC_FIELD.pack(crc32c(body)) + body
 
 
 def entry_dicts(entries: np.ndarray) -> list[dict[str, Any]]:

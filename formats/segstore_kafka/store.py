@@ -67,7 +67,7 @@ from segstore.store import (
 )
 
 from . import batch as codec
-from . import columnar, kraft, partitioner
+from . import columnar, kraft
 from .brokerconfig import offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import named_path, partition_numbers
@@ -960,6 +960,9 @@ class KafkaStore(Store):
         held = (self._part is not None and (topic, partition) == (self._part.topic, self._part.partition)) \
             or (self._dir is not None and (topic, partition) in self._dir.partitions)
         if not held:
+            # appends by key only: not loaded for reads
+            from . import partitioner
+
             raise partitioner.not_held(self.path, topic, partition, self.partition_widths()[topic], key)
 
     def _route_keyed(self, items: list[Any], msgs: list[Message], unnamed: list[bool]) -> None:
@@ -973,6 +976,8 @@ class KafkaStore(Store):
         widths = self.partition_widths()
         if not widths:
             return
+        from . import partitioner
+
         for item, m, none in zip(items, msgs, unnamed, strict=True):
             width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
             if (width > 1 and (none or (isinstance(item, Mapping) and "partition" not in item))

@@ -4,7 +4,8 @@
  *
  *   _speedups_encode.c   encode_plain: the batch append of plain messages (fastappend.py)
  *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py);
- *                        index_chains: the slots and links verify expects of them
+ *                        index_chains: the slots and links verify expects of them;
+ *                        index_run_confirmed: a run of entries against a walk's messages
  *   _speedups_single.c   Appender: the single and batch append in one call (fastappend.appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
@@ -650,14 +651,16 @@ static PyMethodDef methods[] = {
      "cq_rows, queues, index, end)"},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+    {"index_run_confirmed", index_run_confirmed, METH_VARARGS,
+     "index_run_confirmed(entries, lo, key_hashes, key_offsets, phy) -> bool: a run of entries in put order"},
     {"index_chains", index_chains, METH_VARARGS,
      "index_chains(entries, slots, index_count) -> (negative, wrong links, first, expected, wrong slots, first, "
      "expected): the IndexFile chains as verify checks them"},
     {"decode_region", decode_region, METH_VARARGS,
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
     {"decode_region_indexed", decode_region_indexed, METH_VARARGS,
-     "decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags) -> "
-     "(n, pos, status, blank_size, total)"},
+     "decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags, topics, "
+     "firsts) -> (n, pos, status, blank_size, total, k)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
     {"body_crcs", body_crcs, METH_VARARGS, "body_crcs(view, starts, lengths, out): stored body CRCs."},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
@@ -680,6 +683,8 @@ static PyMethodDef methods[] = {
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"merge_order", merge_order, METH_VARARGS,
      "merge_order(positions, bounds, order) -> bool: the stable sorting order of ascending ranges, merged"},
+    {"queue_run_confirmed", queue_run_confirmed, METH_VARARGS,
+     "queue_run_confirmed(entries, rows, phy, size, tags_code, ext_max_addr) -> bool: entries exactly those rows'"},
     {"match_entries", match_entries, METH_VARARGS,
      "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
      "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "

@@ -55,14 +55,6 @@ cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
 #define IPV6_EXTRA (IPV6_LEN - IPV4_LEN)
 enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
 
-/* Two big-endian halves: compilers turn get_i32's shifts into one load and a byte swap, which they
- * did not do for a loop over the eight bytes (a fifth of decode_row's time went to that loop). */
-static inline int64_t
-get_i64(const uint8_t *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)get_i32(p) << 32) | (uint32_t)get_i32(p + 4));
-}
-
 /*
  * body_crcs(view, starts, lengths, out) -> None
  *
@@ -266,6 +258,91 @@ check_crcs(const uint8_t *d, Cols *c, Py_ssize_t from, Py_ssize_t n)
 #define WALK_PREFETCH(p) do { } while (0)
 #endif
 
+/* FNV-1a of s[0:n]: the hash of a topic in a TopicTable. */
+static inline uint32_t
+fnv1a(const uint8_t *s, int32_t n)
+{
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++) {
+        h = (h ^ s[i]) * 16777619u;
+    }
+    return h;
+}
+
+/*
+ * Rows' topics numbered 0, 1, ... in order of first appearance (topic_codes, and decode_region_indexed
+ * as it decodes each row, while the topic's bytes are in the cache: the pass after a whole batch read
+ * each from memory again).  The topic of row i is d[tp[i]:+tl[i]].
+ */
+typedef struct {
+    int32_t *codes;         /* per row: its topic's number */
+    int64_t *firsts;        /* per number: the first row holding it */
+    int32_t k;              /* numbers given */
+    int32_t last;           /* the previous row's number (-1: none yet) */
+    int32_t *table;         /* numbers by hash, open addressing, -1 free; built at the second topic */
+    size_t mask;
+    Py_ssize_t rows;        /* the most rows numbered (the table's size: at least twice this) */
+} TopicTable;
+
+/*
+ * Number row i (bounds checked by the caller).  A topic equal to the previous row's takes its number
+ * after one comparison (a batch mostly holds one topic, or runs of one); others are found in the hash
+ * table.  0 when the table could not be allocated.  Needs no GIL.
+ */
+static int
+topic_number(TopicTable *t, const uint8_t *d, const int64_t *tp, const int32_t *tl, Py_ssize_t i)
+{
+    const uint8_t *s = d + tp[i];
+    int32_t len = tl[i];
+    if (t->last >= 0) {
+        int64_t f = t->firsts[t->last];
+        if (tl[f] == len && memcmp(d + tp[f], s, (size_t)len) == 0) {
+            t->codes[i] = t->last;
+            return 1;
+        }
+    }
+    if (t->k > 0 && t->table == NULL) {       /* a second topic: index the numbers so far (one) */
+        size_t size = 16;
+        while (size < 2 * (size_t)t->rows) {
+            size <<= 1;
+        }
+        t->table = malloc(size * sizeof(int32_t));
+        if (t->table == NULL) {
+            return 0;
+        }
+        memset(t->table, 0xFF, size * sizeof(int32_t));
+        t->mask = size - 1;
+        for (int32_t j = 0; j < t->k; j++) {
+            size_t h = fnv1a(d + tp[t->firsts[j]], tl[t->firsts[j]]) & t->mask;
+            while (t->table[h] >= 0) {
+                h = (h + 1) & t->mask;
+            }
+            t->table[h] = j;
+        }
+    }
+    int32_t found = -1;
+    size_t h = 0;
+    if (t->table != NULL) {
+        h = fnv1a(s, len) & t->mask;
+        for (; t->table[h] >= 0; h = (h + 1) & t->mask) {
+            int64_t f = t->firsts[t->table[h]];
+            if (tl[f] == len && memcmp(d + tp[f], s, (size_t)len) == 0) {
+                found = t->table[h];
+                break;
+            }
+        }
+    }
+    if (found < 0) {
+        found = t->k;
+        t->firsts[t->k++] = i;
+        if (t->table != NULL) {
+            t->table[h] = found;
+        }
+    }
+    t->codes[i] = t->last = found;
+    return 1;
+}
+
 /*
  * A message's IndexFile entries and TAGS hash, as index_entries finds them, for rows [from, to) of the
  * columns (the outputs and the topic hash kept between calls in a RowIndex); defined with
@@ -297,13 +374,14 @@ _Static_assert(INDEX_ROWS % CHECK_ROWS == 0, "INDEX_ROWS must be a multiple of C
 
 /*
  * The walk of decode_region (and, ix not NULL, each row's index entries into ix, INDEX_ROWS rows
- * after they are decoded); the GIL released by the caller.  Returns the status; *n_out rows,
- * *pos_out where it stopped, *blank_out a BLANK's size.
+ * after they are decoded; tt not NULL, each row's topic numbered as it is decoded, tt->k -1 where
+ * the table could not be allocated); the GIL released by the caller.  Returns the status; *n_out
+ * rows, *pos_out where it stopped, *blank_out a BLANK's size.
  */
 static int
 decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t base, int strict,
-            int fill, Cols *c, RowIndex *ix, Py_ssize_t view_len, Py_ssize_t *n_out, Py_ssize_t *pos_out,
-            int32_t *blank_out)
+            int fill, Cols *c, RowIndex *ix, TopicTable *tt, Py_ssize_t view_len, Py_ssize_t *n_out,
+            Py_ssize_t *pos_out, int32_t *blank_out)
 {
     Py_ssize_t n = 0;
     int status = ST_DONE;
@@ -338,6 +416,10 @@ decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit,
             status = ST_BAD;
             break;
         }
+        if (tt != NULL && !topic_number(tt, d, c->i8[C_TOPIC_POS], c->i4[C_TOPIC_LEN], n)) {
+            tt->k = -1;
+            tt = NULL;
+        }
         n++;
         pos += total;
         if (n - checked == CHECK_ROWS) {
@@ -362,6 +444,9 @@ decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit,
         pos = (Py_ssize_t)(c->i8[C_POSITION][bad] - base);
         status = ST_BAD;
         blank = 0;
+        while (tt != NULL && tt->k > 0 && tt->firsts[tt->k - 1] >= n) {     /* topics of dropped rows only */
+            tt->k--;
+        }
     }
     if (ix != NULL && indexed < n &&
         !index_rows(d, view_len, c->i8[C_TOPIC_POS], c->i4[C_TOPIC_LEN], c->i8[C_PROPS_POS], c->i4[C_PROPS_LEN],
@@ -409,7 +494,8 @@ decode_region(PyObject *module, PyObject *args)
     int status;
     int32_t blank;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_walk(view.buf, pos, stop, limit, base, strict, fill, &c, NULL, view.len, &n, &pos, &blank);
+    status = decode_walk(view.buf, pos, stop, limit, base, strict, fill, &c, NULL, NULL, view.len, &n, &pos,
+                         &blank);
     Py_END_ALLOW_THREADS
     ret = Py_BuildValue("nnii", n, pos, status, blank);
 done:
@@ -421,23 +507,26 @@ done:
 }
 
 /*
- * decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags)
- *     -> (n, pos, status, blank_size, total)
+ * decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags, topics,
+ *                       firsts) -> (n, pos, status, blank_size, total, k)
  *
  * decode_region with every field filled, and each row's IndexFile entries and TAGS hash as
  * index_entries gives them (counts: n int32, hashes: total int64, tags: n int64), found while
- * its bytes are in the cache (INDEX_ROWS).  total is -1 where hashes was too small (sum(props_len)
- * // 2 + n always does): index_entries then.  Releases the GIL.
+ * its bytes are in the cache (INDEX_ROWS), and its topic's number as topic_codes gives it (topics:
+ * n int32, numbers 0 .. k - 1 by first appearance; firsts: for each number the first row holding it,
+ * int64), found as it is decoded.  total is -1 where hashes was too small (sum(props_len) // 2 + n
+ * always does): index_entries then; k is -1 where the topics' table could not be allocated:
+ * topic_codes then.  Releases the GIL.
  */
 static PyObject *
 decode_region_indexed(PyObject *module, PyObject *args)
 {
-    Py_buffer view, i8, i4, u8, counts, hashes, tags;
+    Py_buffer view, i8, i4, u8, counts, hashes, tags, topics, firsts;
     Py_ssize_t pos, stop, limit;
     long long base;
     int strict;
-    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*pw*w*w*", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict,
-                          &counts, &hashes, &tags)) {
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*pw*w*w*w*w*", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8,
+                          &strict, &counts, &hashes, &tags, &topics, &firsts)) {
         return NULL;
     }
     Cols c;
@@ -446,18 +535,23 @@ decode_region_indexed(PyObject *module, PyObject *args)
         goto done;
     }
     if (limit > view.len || pos < 0 || counts.len < c.cap * (Py_ssize_t)sizeof(int32_t) ||
-        tags.len < c.cap * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos, limit <= len(view) and counts and tags of a row each");
+        tags.len < c.cap * (Py_ssize_t)sizeof(int64_t) || topics.len < c.cap * (Py_ssize_t)sizeof(int32_t) ||
+        firsts.len < c.cap * (Py_ssize_t)sizeof(int64_t) || c.cap >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos, limit <= len(view) and counts, tags, topics and "
+                                          "firsts of a row each");
         goto done;
     }
     RowIndex ix = {counts.buf, tags.buf, hashes.buf, hashes.len / (Py_ssize_t)sizeof(int64_t), 0, NULL, -1, 0};
+    TopicTable tt = {topics.buf, firsts.buf, 0, -1, NULL, 0, c.cap};
     Py_ssize_t n;
     int status;
     int32_t blank;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_walk(view.buf, pos, stop, limit, base, strict, FILL_ALL, &c, &ix, view.len, &n, &pos, &blank);
+    status = decode_walk(view.buf, pos, stop, limit, base, strict, FILL_ALL, &c, &ix, &tt, view.len, &n, &pos,
+                         &blank);
+    free(tt.table);
     Py_END_ALLOW_THREADS
-    ret = Py_BuildValue("nniin", n, pos, status, blank, ix.total);
+    ret = Py_BuildValue("nniini", n, pos, status, blank, ix.total, (int)tt.k);
 done:
     PyBuffer_Release(&view);
     PyBuffer_Release(&i8);
@@ -466,6 +560,8 @@ done:
     PyBuffer_Release(&counts);
     PyBuffer_Release(&hashes);
     PyBuffer_Release(&tags);
+    PyBuffer_Release(&topics);
+    PyBuffer_Release(&firsts);
     return ret;
 }
 
@@ -1625,25 +1721,12 @@ index_entries(PyObject *module, PyObject *args)
     return PyLong_FromSsize_t(ix.total);
 }
 
-/* FNV-1a of s[0:n]: the hash of a topic in topic_codes' table. */
-static inline uint32_t
-fnv1a(const uint8_t *s, int32_t n)
-{
-    uint32_t h = 2166136261u;
-    for (int32_t i = 0; i < n; i++) {
-        h = (h ^ s[i]) * 16777619u;
-    }
-    return h;
-}
-
 /*
  * topic_codes(view, topic_pos, topic_len, codes) -> list of first rows
  *
  * Number the rows' topics view[topic_pos[i]:+topic_len[i]] 0, 1, ... in order of first
- * appearance into codes (n int32); returns, for each number, the first row holding it.  A
- * topic equal to the previous row's takes its number after one comparison (a batch mostly holds
- * one topic, or runs of one); others are found in a hash table built at the first change.
- * Every slice is bounds-checked.  Releases the GIL.
+ * appearance into codes (n int32; topic_number); returns, for each number, the first row holding
+ * it.  Every slice is bounds-checked.  Releases the GIL.
  */
 static PyObject *
 topic_codes(PyObject *module, PyObject *args)
@@ -1655,15 +1738,11 @@ topic_codes(PyObject *module, PyObject *args)
     Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t);
     const int64_t *tp = tpos.buf;
     const int32_t *tl = tlen.buf;
-    int32_t *out = codes.buf;
-    const uint8_t *d = view.buf;
     PyObject *ret = NULL;
     int ok = tpos.len == n * 8 && codes.len >= n * 4 && n < INT32_MAX;
-    Py_ssize_t *firsts = ok ? PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t)) : NULL;
-    int32_t *table = NULL;      /* numbers by hash, open addressing; -1: free */
-    size_t mask = 0;
-    int32_t k = 0, last = -1;
-    if (ok && firsts == NULL) {
+    TopicTable t = {codes.buf, ok ? PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t)) : NULL, 0, -1,
+                    NULL, 0, n};
+    if (ok && t.firsts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1674,62 +1753,21 @@ topic_codes(PyObject *module, PyObject *args)
             break;
         }
         if (i + PREFETCH_AHEAD < n) {
-            PREFETCH(d, view.len, tp[i + PREFETCH_AHEAD]);
+            PREFETCH((const uint8_t *)view.buf, view.len, tp[i + PREFETCH_AHEAD]);
         }
-        const uint8_t *t = d + tp[i];
-        if (last >= 0 && tl[firsts[last]] == tl[i] && memcmp(d + tp[firsts[last]], t, (size_t)tl[i]) == 0) {
-            out[i] = last;
-            continue;
+        if (!topic_number(&t, view.buf, tp, tl, i)) {
+            ok = -1;
+            break;
         }
-        if (k > 0 && table == NULL) {       /* a second topic: index the numbers so far (one) */
-            size_t size = 16;
-            while (size < 2 * (size_t)n) {
-                size <<= 1;
-            }
-            table = malloc(size * sizeof(int32_t));
-            if (table == NULL) {
-                ok = -1;
-                break;
-            }
-            memset(table, 0xFF, size * sizeof(int32_t));
-            mask = size - 1;
-            for (int32_t j = 0; j < k; j++) {
-                size_t h = fnv1a(d + tp[firsts[j]], tl[firsts[j]]) & mask;
-                while (table[h] >= 0) {
-                    h = (h + 1) & mask;
-                }
-                table[h] = j;
-            }
-        }
-        int32_t found = -1;
-        size_t h = 0;
-        if (table != NULL) {
-            h = fnv1a(t, tl[i]) & mask;
-            for (; table[h] >= 0; h = (h + 1) & mask) {
-                Py_ssize_t f = firsts[table[h]];
-                if (tl[f] == tl[i] && memcmp(d + tp[f], t, (size_t)tl[i]) == 0) {
-                    found = table[h];
-                    break;
-                }
-            }
-        }
-        if (found < 0) {
-            found = k;
-            firsts[k++] = i;
-            if (table != NULL) {
-                table[h] = found;
-            }
-        }
-        out[i] = last = found;
     }
     Py_END_ALLOW_THREADS
     if (ok < 0) {
         PyErr_NoMemory();
     } else if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected topics inside the view and an output of n rows");
-    } else if ((ret = PyList_New(k)) != NULL) {
-        for (int32_t j = 0; j < k; j++) {
-            PyObject *v = PyLong_FromSsize_t(firsts[j]);
+    } else if ((ret = PyList_New(t.k)) != NULL) {
+        for (int32_t j = 0; j < t.k; j++) {
+            PyObject *v = PyLong_FromLongLong(t.firsts[j]);
             if (v == NULL) {
                 Py_CLEAR(ret);
                 break;
@@ -1738,13 +1776,64 @@ topic_codes(PyObject *module, PyObject *args)
         }
     }
 done:
-    free(table);
-    PyMem_RawFree(firsts);
+    free(t.table);
+    PyMem_RawFree(t.firsts);
     PyBuffer_Release(&view);
     PyBuffer_Release(&tpos);
     PyBuffer_Release(&tlen);
     PyBuffer_Release(&codes);
     return ret;
+}
+
+/*
+ * queue_run_confirmed(entries, rows, phy, size, tags_code, ext_max_addr) -> bool
+ *
+ * Whether consume-queue entries (20 bytes as stored: offset i8, size i4, tags code i8) are exactly the
+ * messages rows[j] of a walk's columns (phy int64, size int32, tags_code int64; rows intp, one per
+ * entry): entry j at the message's offset, with its size and its tags code, which is no extension
+ * address (above ext_max_addr).  Walked.confirms_queue_run's numpy reference in one pass over the
+ * entries where they lie, without gathering the messages' columns first.  Bounds-checked; releases
+ * the GIL.
+ */
+static PyObject *
+queue_run_confirmed(PyObject *module, PyObject *args)
+{
+    Py_buffer entries, rows, phys, sizes, tags;
+    long long ext_max;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L", &entries, &rows, &phys, &sizes, &tags, &ext_max)) {
+        return NULL;
+    }
+    Py_ssize_t count = rows.len / (Py_ssize_t)sizeof(Py_ssize_t), n = phys.len / (Py_ssize_t)sizeof(int64_t);
+    int ok = entries.len == count * CQ_ROW_SIZE && rows.len % (Py_ssize_t)sizeof(Py_ssize_t) == 0 &&
+             sizes.len == n * (Py_ssize_t)sizeof(int32_t) && tags.len == n * (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t *r = rows.buf;
+    const int64_t *p = phys.buf, *t = tags.buf;
+    const int32_t *z = sizes.buf;
+    const uint8_t *e = entries.buf;
+    int same = ok;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; same && j < count; j++) {
+        const uint8_t *at = e + j * CQ_ROW_SIZE;
+        Py_ssize_t m = r[j];
+        if (m < 0 || m >= n) {
+            ok = same = 0;
+            break;
+        }
+        int64_t code = get_i64(at + 12);
+        same = get_i64(at) == p[m] && get_i32(at + 8) == z[m] && code > ext_max && code == t[m];
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected 20-byte entries, one row index in range for each, and "
+                                          "columns of one length");
+        return NULL;
+    }
+    return PyBool_FromLong(same);
 }
 
 /*

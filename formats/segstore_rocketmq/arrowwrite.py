@@ -460,7 +460,7 @@ def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[
     pair = rows * max(len(dictionary), 1) + codes[mask]
     # a name twice in a row: counted in a table of rows x names where that is small (a sort costs more)
     repeated = (np.bincount(pair, minlength=cells).max(initial=0) > 1 if cells <= 1 << 22
-                else len(np.unique(pair)) != len(pair))
+                else len(arrays.unique(pair)) != len(pair))
     if repeated:
         return None
     stripped = pa.array([name[len(prefix):] if name.startswith(prefix) else "" for name in dictionary],

@@ -300,21 +300,46 @@ class KeyEntries:
         return counts, self.hashes[:int(counts.sum(dtype=np.int64))], self.tags[:n]
 
 
+@dataclass(slots=True)
+class TopicNumbers:
+    """Rows' topics numbered ``0, 1, ...`` by first appearance among the rows (``_speedups.topic_codes``,
+    or the C decode as it decodes each row): ``local`` (int32) per row, ``firsts`` (int64, ascending)
+    the first row holding each number."""
+
+    local: np.ndarray
+    firsts: np.ndarray
+
+    def codes(self, view: memoryview, rows: Rows, n: int, codes: dict[str, int]) -> np.ndarray:
+        """:func:`topic_codes` of the first ``n`` rows: per row its topic's number in ``codes`` (new topics
+        added in order of first appearance), int32.  Each distinct topic is decoded once; ``O(n)``."""
+        firsts = self.firsts[:int(np.searchsorted(self.firsts, n))]     # the topics of the first n rows
+        view = memoryview(view)
+        places = zip(rows["topic_pos"][firsts].tolist(), rows["topic_len"][firsts].tolist(), strict=True)
+        numbers = np.array([codes.setdefault(bytes(view[p:p + size]).decode("utf-8"), len(codes))
+                            for p, size in places], np.int32)
+        local = self.local[:n]
+        # the usual batch: its topics already numbered so, in ``codes`` (a gather of every row saved)
+        return local if np.array_equal(numbers, np.arange(len(numbers))) else numbers[local]
+
+
 def decode_region_indexed(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows
-                          ) -> tuple[tuple[int, int, int, int], KeyEntries | None]:
+                          ) -> tuple[tuple[int, int, int, int], KeyEntries | None, TopicNumbers | None]:
     """:func:`decode_region` (strict, every field), and in C each row's :func:`index_entries`, found
     a thousand rows after they are decoded, while their bytes are still in the cache (a walk's
-    second pass over a whole batch read them from memory again); None where the C walk did not
-    find them (the pure-Python decode; more entries than ``3 * cap + 16``): :func:`index_entries`
-    then.  ``O(bytes walked)``."""
+    second pass over a whole batch read them from memory again), and its topic's number (as
+    :func:`topic_codes` finds them, as it is decoded).  None for either where the C walk did not
+    find them (the pure-Python decode; more entries than ``3 * cap + 16``; no memory for the
+    topics' table): :func:`index_entries`, :func:`topic_codes` then.  ``O(bytes walked)``."""
     if _speedups is None:
-        return decode_region(view, pos, stop, limit, base, rows), None
-    counts, tags, hashes = pooled_together([(rows.cap, np.int32), (rows.cap, np.int64),
-                                            (3 * rows.cap + 16, np.int64)])
-    n, end, status, blank, total = _speedups.decode_region_indexed(
-        view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, True, counts, hashes, tags)
+        return decode_region(view, pos, stop, limit, base, rows), None, None
+    counts, local, tags, firsts, hashes = pooled_together([
+        (rows.cap, np.int32), (rows.cap, np.int32), (rows.cap, np.int64), (rows.cap, np.int64),
+        (3 * rows.cap + 16, np.int64)])
+    n, end, status, blank, total, k = _speedups.decode_region_indexed(
+        view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, True, counts, hashes, tags, local, firsts)
     rows.n, rows.filled = n, FILL_ALL
-    return (n, end, status, blank), (KeyEntries(counts, hashes[:total], tags) if total >= 0 else None)
+    return ((n, end, status, blank), KeyEntries(counts, hashes[:total], tags) if total >= 0 else None,
+            TopicNumbers(local, firsts[:k]) if k >= 0 else None)
 
 
 def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
@@ -1067,10 +1092,5 @@ def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarr
     if not n:
         return np.zeros(0, np.int32)
     local = pooled(n, np.int32)
-    positions, lengths = rows["topic_pos"], rows["topic_len"]
-    firsts = _speedups.topic_codes(view, positions, lengths, local)
-    view = memoryview(view)
-    places = zip(positions[firsts].tolist(), lengths[firsts].tolist(), strict=True)
-    numbers = np.array([codes.setdefault(bytes(view[p:p + size]).decode("utf-8"), len(codes))
-                        for p, size in places], np.int32)
-    return numbers[local]
+    firsts = _speedups.topic_codes(view, rows["topic_pos"], rows["topic_len"], local)
+    return TopicNumbers(local, np.array(firsts, np.int64)).codes(view, rows, n, codes)

@@ -58,7 +58,7 @@ from .commitlog import (
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .indexfile import FIRST_ENTRY, IndexFile, IndexService, end_timestamps
+from .indexfile import FIRST_ENTRY, INVALID_INDEX, IndexFile, IndexService, end_timestamps
 from .message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
@@ -91,6 +91,17 @@ def _carries(key_offsets: np.ndarray, key_hashes: np.ndarray, at: np.ndarray,
         has = counts > j
         hit[has] |= key_hashes[starts[has] + j] == hashes[has]
     return hit
+
+
+def sane_links(chunk: np.ndarray, lo: int) -> np.ndarray:
+    """Per IndexFile entry of ``chunk`` (entries ``lo + 1, lo + 2, ...`` of their file, as stored): a
+    time diff >= 0 and a previous entry from ``INVALID_INDEX`` to below its own number."""
+    numbers = np.arange(lo + 1, lo + 1 + len(chunk))
+    return (chunk["time_diff"] >= 0) & (chunk["prev"] >= INVALID_INDEX) & (chunk["prev"] < numbers)
+
+
+#: The span of queue ids up to which :meth:`Walked.groups` splits a one-topic batch by comparisons.
+FEW_QUEUES = 8
 
 
 def group_order(topic: np.ndarray, queue_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,8 +215,59 @@ class Walked:
         owners = np.searchsorted(self.key_offsets, np.arange(start, stop), side="right") - 1
         return owners if np.array_equal(self.phy[owners], phys) else None
 
+    def confirms_index_run(self, chunk: np.ndarray, lo: int) -> bool:
+        """Whether the IndexFile entries ``chunk`` (entries ``lo + 1, lo + 2, ...`` of their file, as
+        stored) are exactly these messages' entries in put order from the message at the first entry's
+        offset on, each with a time diff >= 0 and a previous entry from ``INVALID_INDEX`` to below its
+        own number: then each points at a message carrying its key, with sane links (verify's usual
+        batch).  False for no entries.  One pass in C over the entries where they lie
+        (``index_run_confirmed``); else :meth:`_confirms_index_run_py`, its reference.  ``O(entries)``."""
+        if columnar._speedups is not None:
+            return bool(columnar._speedups.index_run_confirmed(chunk, lo, self.key_hashes, self.key_offsets,
+                                                               self.phy))
+        return self._confirms_index_run_py(chunk, lo)
+
+    def _confirms_index_run_py(self, chunk: np.ndarray, lo: int) -> bool:
+        """:meth:`confirms_index_run` in numpy."""
+        if not len(chunk):
+            return False
+        phys = chunk["phy_offset"].astype(np.int64)
+        first = int(self.key_offsets[int(np.searchsorted(self.phy, phys[0]))])
+        return bool(first + len(phys) <= len(self.key_hashes) and sane_links(chunk, lo).all()
+                    and np.array_equal(self.key_hashes[first:first + len(phys)], chunk["hash"])
+                    and np.array_equal(self.entry_phys(first, first + len(phys)), phys))
+
+    def confirms_queue_run(self, entries: np.ndarray, mine: np.ndarray) -> bool:
+        """Whether the consume-queue ``entries`` (:data:`CQ_DTYPE`, as stored) are exactly the messages
+        ``mine`` (indices of these columns, one per entry): each at its message's offset, with its size
+        and its tags code, which is no extension address (verify's usual batch of a queue).  One pass
+        in C over the entries where they lie (``queue_run_confirmed``), the messages' columns read in
+        place; else :meth:`_confirms_queue_run_py`, its reference.  ``O(entries)``."""
+        if columnar._speedups is not None:
+            return bool(columnar._speedups.queue_run_confirmed(
+                entries, np.ascontiguousarray(mine, np.intp), np.ascontiguousarray(self.phy, np.int64),
+                np.ascontiguousarray(self.size, np.int32), np.ascontiguousarray(self.tags_code, np.int64),
+                EXT_MAX_ADDR))
+        return self._confirms_queue_run_py(entries, mine)
+
+    def _confirms_queue_run_py(self, entries: np.ndarray, mine: np.ndarray) -> bool:
+        """:meth:`confirms_queue_run` in numpy."""
+        stored = entries["tags_code"]
+        return bool(np.array_equal(entries["offset"], self.phy[mine]) and (stored > EXT_MAX_ADDR).all()
+                    and np.array_equal(entries["size"], self.size[mine])
+                    and np.array_equal(stored, self.tags_code[mine]))
+
     def groups(self) -> dict[tuple[int, int], np.ndarray]:
-        """The messages of each (topic number, queue id), as indices in commitlog order."""
+        """The messages of each (topic number, queue id), as indices in commitlog order, in (topic, queue)
+        order.  A batch of one topic over fewer than :data:`FEW_QUEUES` queue ids (the usual one) is split
+        by a comparison per queue, ``O(n * queues)``; others by a stable sort (:func:`group_order`),
+        which took 0.8 ms of a 64k-row batch against 0.24 ms (a 1M-message verify: 13 -> 4 ms)."""
+        if len(self.topic):
+            number, low = int(self.topic.min()), int(self.queue_id.min())
+            if number == int(self.topic.max()) and int(self.queue_id.max()) - low < FEW_QUEUES:
+                shifted = self.queue_id - low
+                return {(number, low + q): np.flatnonzero(shifted == q)
+                        for q in np.flatnonzero(np.bincount(shifted)).tolist()}
         order, bounds = group_order(self.topic, self.queue_id)
         return {(int(self.topic[run[0]]), int(self.queue_id[run[0]])): run
                 for run in np.split(order, bounds) if len(run)}
@@ -432,15 +494,19 @@ def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int
     return None
 
 
-def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int]) -> tuple[int | None, np.ndarray]:
+def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int],
+              numbered: columnar.TopicNumbers | None = None) -> tuple[int | None, np.ndarray]:
     """The first row a walk must take as damaged though it decodes, or None: its header contradicts
     where it lies (:func:`.columnar.contradicting`) or names a topic no broker accepts (``../x``
     would put its queue outside ``consumequeue/``); and the topic numbers of the rows before it.
-    ``topics`` gains the batch's topics."""
+    ``topics`` gains the batch's topics; ``numbered``: the rows' topics as the decode numbered them
+    (None: numbered here, :func:`.columnar.topic_codes`)."""
     first = columnar.contradicting(rows)
     n = len(rows) if first is None else first
     numbers = np.zeros(0, np.int32)
-    if n:
+    if n and numbered is not None:
+        numbers = numbered.codes(view, rows, n, topics)
+    elif n:
         numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
         invalid = [code for name, code in topics.items() if not _valid_topic(name)]
         if invalid:
@@ -494,8 +560,9 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
     if not kept or kept[0].cap < cap:
         kept[:] = [columnar.Rows(cap)]
     rows = kept[0]
-    (n, end, status, blank), keys = columnar.decode_region_indexed(view, pos, stop, size, seg.base, rows)
-    misplaced, numbers = _torn_row(view, rows, topics)
+    (n, end, status, blank), keys, numbered = columnar.decode_region_indexed(view, pos, stop, size, seg.base,
+                                                                             rows)
+    misplaced, numbers = _torn_row(view, rows, topics, numbered)
     if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
         n = misplaced
         end = int(rows["position"][n]) - seg.base

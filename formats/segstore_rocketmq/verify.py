@@ -55,7 +55,7 @@ from .indexfile import (
 from .javacompat import string_hash
 from .lifecycle import ABORT_FILE
 from .message import PROPERTY_DELAY, Blank, End, RocketMQMessage, decode
-from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
+from .recovery import Walk, Walked, messages_at, nonzero_extent, sane_links, walk_batches
 from .topicconfig import (
     BACKUP_SUFFIX,
     CONSUMER_OFFSET_FILE,
@@ -434,11 +434,7 @@ class _Coverage:
         if j < 0 or start - int(firsts[j]) + len(mine) > int(lens[j]):
             return False
         lo = start - int(firsts[j])
-        rows = segs[j].entries[lo:lo + len(mine)]
-        stored = rows["tags_code"]
-        if not (np.array_equal(rows["offset"], batch.phy[mine]) and (stored > EXT_MAX_ADDR).all()
-                and np.array_equal(rows["size"], batch.size[mine])
-                and np.array_equal(stored, batch.tags_code[mine])):
+        if not batch.confirms_queue_run(segs[j].entries[lo:lo + len(mine)], mine):
             return False
         slot = (*key, j)
         bits = self.queue_bits.get(slot)
@@ -463,16 +459,11 @@ class _Coverage:
             if lo >= hi:
                 continue
             chunk = entries[lo:hi]
-            phys = chunk["phy_offset"].astype(np.int64)
-            numbers = np.arange(lo + 1, hi + 1)
-            links = (chunk["time_diff"] >= 0) & (chunk["prev"] >= INVALID_INDEX) & (chunk["prev"] < numbers)
-            # the usual case: the entries are the batch's messages' keys, in put order
-            first = int(batch.key_offsets[int(np.searchsorted(batch.phy, phys[0]))])
-            if (first + len(phys) <= len(batch.key_hashes) and links.all()
-                    and np.array_equal(batch.key_hashes[first:first + len(phys)], chunk["hash"])
-                    and np.array_equal(batch.entry_phys(first, first + len(phys)), phys)):
+            if batch.confirms_index_run(chunk, lo):     # the usual case: the batch's keys, in put order
                 _mark_range(bits, lo, hi)
                 continue
+            phys = chunk["phy_offset"].astype(np.int64)
+            links = sane_links(chunk, lo)
             at, found = batch.find(phys)
             good = found & links
             good[good] = batch.carries_hash(at[good], chunk["hash"][good].astype(np.int64))

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segstore import files
+from segstore import arrays, files
 from segstore.columns import binary_buffers
 from segstore.errors import CorruptIndexError
 from segstore.indexes.javahash import string_hash, unit_hashes
@@ -94,29 +94,29 @@ class KeyStreamIndex(StreamIndex):
         control = self.store.control_column
         if control is None:
             return np.ones(batch.num_rows, dtype=bool)
-        return ~batch.column(control).to_numpy(zero_copy_only=False).astype(bool)
+        return ~arrays.to_numpy(batch.column(control), np.bool_)
 
     def _keyed(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, np.ndarray]:
         """``(row, value, rank)`` of every key a batch's records are indexed under: each record's key,
         then its named headers in header order (``rank`` orders them within a record)."""
         data = self._data_rows(batch)
         keys = batch.column("key")
-        has_key = data & ~keys.is_null().to_numpy(zero_copy_only=False)
+        has_key = data & ~arrays.to_numpy(keys.is_null(), np.bool_)
         rows = [np.flatnonzero(has_key)]
-        values = [keys.filter(pa.array(has_key))]
+        values = [keys.filter(arrays.from_numpy(has_key))]
         ranks = [np.zeros(len(rows[0]), dtype=np.int64)]
         names = self.header_names
         if names:
             headers = batch.column("headers")
             flat = headers.flatten()
             if len(flat):
-                parent = pc.list_parent_indices(headers).to_numpy(zero_copy_only=False).astype(np.int64)
+                parent = arrays.int64s(pc.list_parent_indices(headers))
                 value = flat.field("value")
-                chosen = (pc.is_in(flat.field("key"), value_set=pa.array(names)).fill_null(False)
-                          .to_numpy(zero_copy_only=False)
-                          & ~value.is_null().to_numpy(zero_copy_only=False) & data[parent])
+                chosen = (arrays.to_numpy(pc.is_in(flat.field("key"), value_set=arrays.texts(names))
+                                          .fill_null(False), np.bool_)
+                          & ~arrays.to_numpy(value.is_null(), np.bool_) & data[parent])
                 rows.append(parent[chosen])
-                values.append(value.filter(pa.array(chosen)))
+                values.append(value.filter(arrays.from_numpy(chosen)))
                 ranks.append(1 + np.flatnonzero(chosen))
         return (np.concatenate(rows), pa.concat_arrays([v.cast(pa.binary()) for v in values]),
                 np.concatenate(ranks))
@@ -182,8 +182,8 @@ class KeyStreamIndex(StreamIndex):
         hits: list[int] = []
         for batch in self.batches(start, end, self._columns()):
             rows, values, _ = self._keyed(batch)
-            equal = pc.equal(values, pa.scalar(key, pa.binary())).to_numpy(zero_copy_only=False)
-            hits.extend(int64_column(batch, "offset")[np.unique(rows[equal])].tolist())
+            equal = arrays.to_numpy(pc.equal(values, arrays.binary_scalar(key)), np.bool_)
+            hits.extend(int64_column(batch, "offset")[arrays.unique(rows[equal])].tolist())
         return hits
 
     def find_key(self, key: bytes, max_hits: int | None) -> list[int]:
