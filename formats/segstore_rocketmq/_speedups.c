@@ -679,7 +679,8 @@ static PyMethodDef methods[] = {
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"merge_order", merge_order, METH_VARARGS,
-     "merge_order(positions, bounds, order) -> bool: the stable sorting order of ascending ranges, merged"},
+     "merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool: the stable sorting order "
+     "of ascending ranges, merged (with the positions and sizes in that order)"},
     {"match_entries", match_entries, METH_VARARGS,
      "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
      "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "

@@ -1755,7 +1755,7 @@ done:
  * The consume-queue entries phys[first:last] (ascending) matched against a walk's rows (position
  * ascending; size, queue_id int32, queue_offset int64, topic_pos int64, topic_len int32).  Entry j is
  * the order[j]-th of the ranges' entries one range after another: range r holds those from bounds[r]
- * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[order[j]] is its
+ * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[j] is its
  * message size (all int64).  Each entry at a row's position must be that row's message (its size, its
  * slot's queue id queue_ids[slot], its queue offset, its slot's topic
  * topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]).  An entry at no row's position is passed
@@ -1805,17 +1805,11 @@ match_entries(PyObject *module, PyObject *args)
         if (p[i] != at) {
             continue;           /* inside a message, or past the walk: unmet */
         }
-        /* The checks below read each entry's size (sizes in range order, not position order) and
-         * each row's topic in the mapped region (walked megabytes ago: out of the L2 cache).  Both
-         * loads missed on every entry; asked for a few entries ahead they arrive in time. */
-        if (j + MATCH_AHEAD < last && i + MATCH_AHEAD < n) {
-            int64_t ahead = eo[j + MATCH_AHEAD];
-            if (ahead >= 0 && ahead < entries) {
-                __builtin_prefetch(es + ahead);
-            }
-            if (tp[i + MATCH_AHEAD] >= 0 && tp[i + MATCH_AHEAD] < view.len) {
-                __builtin_prefetch(d + tp[i + MATCH_AHEAD]);
-            }
+        /* The checks below read each row's topic in the mapped region (walked megabytes ago: out of
+         * the L2 cache).  That load missed on every entry; asked for a few entries ahead it arrives in
+         * time. */
+        if (i + MATCH_AHEAD < n && tp[i + MATCH_AHEAD] >= 0 && tp[i + MATCH_AHEAD] < view.len) {
+            __builtin_prefetch(d + tp[i + MATCH_AHEAD]);
         }
         int64_t o = eo[j];
         /* the range holding entry o (bounds[lo] <= o < bounds[lo + 1]), without branches: the ranges
@@ -1832,7 +1826,7 @@ match_entries(PyObject *module, PyObject *args)
             ok = 0;
             break;
         }
-        if (sz[i] != es[o] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
+        if (sz[i] != es[j] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
             || !same_text(d + tp[i], td + to[s], tl[i])) {
             wrong = j;
             break;
@@ -1858,25 +1852,30 @@ match_entries(PyObject *module, PyObject *args)
 }
 
 /*
- * merge_order(positions, bounds, order) -> bool
+ * merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool
  *
  * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
  * ranges one after another (range r from bounds[r] to bounds[r + 1], int64) each ascending (a queue's
  * entries): a merge of the ranges by a heap of their heads, ties to the lower range (so the order
- * numpy's stable argsort gives).  False, order unspecified, where a range descends somewhere (a
- * damaged queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
+ * numpy's stable argsort gives).  With sizes (int64, as many as positions), the merge also writes
+ * positions[order] to phys and sizes[order] to sorted_sizes (int64, as many each), as it goes: no
+ * gather after it.  False, the outputs unspecified, where a range descends somewhere (a damaged
+ * queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
  */
 static PyObject *
 merge_order(PyObject *module, PyObject *args)
 {
-    Py_buffer pos, bounds, order;
-    if (!PyArg_ParseTuple(args, "y*y*w*", &pos, &bounds, &order)) {
+    Py_buffer pos, bounds, order, sizes = {0}, phys = {0}, sorted = {0};
+    if (!PyArg_ParseTuple(args, "y*y*w*|y*w*w*", &pos, &bounds, &order, &sizes, &phys, &sorted)) {
         return NULL;
     }
     Py_ssize_t n = pos.len / 8, parts = bounds.len / 8 - 1;
-    const int64_t *p = pos.buf, *b = bounds.buf;
-    int64_t *o = order.buf;
-    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n);
+    const int64_t *p = pos.buf, *b = bounds.buf, *s = sizes.buf;
+    int64_t *o = order.buf, *ph = phys.buf, *ss = sorted.buf;
+    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n)
+             && (sizes.obj == NULL ? phys.obj == NULL && sorted.obj == NULL
+                 : phys.obj != NULL && sorted.obj != NULL && sizes.len == n * 8 && phys.len == n * 8
+                   && sorted.len == n * 8);
     for (Py_ssize_t r = 0; ok && r < parts; r++) {
         ok = b[r] <= b[r + 1];
     }
@@ -1886,9 +1885,12 @@ merge_order(PyObject *module, PyObject *args)
     if (ok && (heap == NULL || at == NULL)) {
         PyMem_RawFree(heap);
         PyMem_RawFree(at);
-        PyBuffer_Release(&pos);
-        PyBuffer_Release(&bounds);
-        PyBuffer_Release(&order);
+        Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
+        for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+            if (held[k]->obj != NULL) {
+                PyBuffer_Release(held[k]);
+            }
+        }
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
@@ -1918,6 +1920,10 @@ merge_order(PyObject *module, PyObject *args)
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_ssize_t r = heap[0];
+            if (s != NULL) {
+                ph[i] = p[at[r]];
+                ss[i] = s[at[r]];
+            }
             o[i] = at[r]++;
             if (at[r] == b[r + 1]) {        /* range done: the last one takes its place */
                 r = heap[--size];
@@ -1946,12 +1952,16 @@ merge_order(PyObject *module, PyObject *args)
     Py_END_ALLOW_THREADS
     PyMem_RawFree(heap);
     PyMem_RawFree(at);
-    PyBuffer_Release(&pos);
-    PyBuffer_Release(&bounds);
-    PyBuffer_Release(&order);
+    Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        if (held[k]->obj != NULL) {
+            PyBuffer_Release(held[k]);
+        }
+    }
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count and an "
-                                          "order of as many");
+        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count, an "
+                                          "order of as many, and sizes, phys and sorted sizes of as many "
+                                          "or none");
         return NULL;
     }
     return PyBool_FromLong(ascending);
