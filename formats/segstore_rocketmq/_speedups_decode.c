@@ -1761,9 +1761,19 @@ done:
  * topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]).  An entry at no row's position is passed
  * over (the caller finds it unmet).  Row indexes of the matched entries go to hits in entry order and
  * met[j] is set for each, up to the first entry that fails the check: count is how many, wrong that
- * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  One
- * merge of both ascending lists: O(rows + entries log ranges).  Releases the GIL.
+ * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  A range
+ * whose slot lies outside the tables fails the call (ValueError), an entry of it met or not.  One
+ * merge of both ascending lists: O(ranges + rows + entries log ranges).  Releases the GIL.
  */
+/* what match_entries checks an entry of a range against: its slot's queue id and topic, and the queue
+ * offset of the range's entry o less o */
+typedef struct {
+    int64_t queue_id;
+    int64_t base;
+    const uint8_t *topic;
+    int64_t topic_len;
+} match_part;
+
 /* how many entries ahead match_entries asks for the memory it will read */
 #define MATCH_AHEAD 8
 
@@ -1792,7 +1802,18 @@ match_entries(PyObject *module, PyObject *args)
              && last <= entries && hits.len >= (last - first) * 8;
     Py_ssize_t count = 0, wrong = -1;
     int identity = 1;
+    match_part *part = ok ? PyMem_RawMalloc((size_t)nparts * sizeof(match_part)) : NULL;
+    int no_memory = ok && part == NULL;
+    ok = ok && !no_memory;
     Py_BEGIN_ALLOW_THREADS
+    /* what an entry of each range is checked against, its slot's table entries checked once */
+    for (Py_ssize_t r = 0; ok && r < nparts; r++) {
+        int64_t s = ps[r];
+        ok = 0 <= s && s < nslots && 0 <= to[s] && to[s] <= to[s + 1] && to[s + 1] <= tdata.len;
+        if (ok) {
+            part[r] = (match_part){sq[s], pf[r] - pb[r], td + to[s], to[s + 1] - to[s]};
+        }
+    }
     Py_ssize_t i = 0;
     for (Py_ssize_t j = first; ok && j < last; j++) {
         int64_t at = ep[j];
@@ -1820,14 +1841,13 @@ match_entries(PyObject *module, PyObject *args)
             lo = pb[lo + half] <= o ? lo + half : lo;
             span -= half;
         }
-        int64_t s = ps[lo];
-        if (o < 0 || o >= entries || s < 0 || s >= nslots || to[s] < 0 || to[s] > to[s + 1] || to[s + 1] > tdata.len
-            || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+        const match_part *e = part + lo;
+        if (o < 0 || o >= entries || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
             ok = 0;
             break;
         }
-        if (sz[i] != es[j] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
-            || !same_text(d + tp[i], td + to[s], tl[i])) {
+        if (sz[i] != es[j] || qi[i] != e->queue_id || qo[i] != e->base + o || tl[i] != e->topic_len
+            || !same_text(d + tp[i], e->topic, tl[i])) {
             wrong = j;
             break;
         }
@@ -1836,8 +1856,11 @@ match_entries(PyObject *module, PyObject *args)
         h[count++] = i;
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(part);
     PyObject *ret = NULL;
-    if (!ok) {
+    if (no_memory) {
+        PyErr_NoMemory();
+    } else if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, slots and "
                                           "topics inside their tables, and room for the hits");
     } else {
@@ -1862,6 +1885,12 @@ match_entries(PyObject *module, PyObject *args)
  * gather after it.  False, the outputs unspecified, where a range descends somewhere (a damaged
  * queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
  */
+/* a range's head in merge_order's heap: its position and the range */
+typedef struct {
+    int64_t key;
+    Py_ssize_t r;
+} merge_head;
+
 static PyObject *
 merge_order(PyObject *module, PyObject *args)
 {
@@ -1880,7 +1909,7 @@ merge_order(PyObject *module, PyObject *args)
         ok = b[r] <= b[r + 1];
     }
     int ascending = 1;
-    Py_ssize_t *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
+    merge_head *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(merge_head)) : NULL;
     Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
     if (ok && (heap == NULL || at == NULL)) {
         PyMem_RawFree(heap);
@@ -1902,34 +1931,41 @@ merge_order(PyObject *module, PyObject *args)
             }
         }
     }
-/* whether range x's head goes before range y's: the smaller position, ties to the lower range */
-#define BEFORE(x, y) (p[at[x]] < p[at[y]] || (p[at[x]] == p[at[y]] && (x) < (y)))
+/* whether head x goes before head y: the smaller position, ties to the lower range */
+#define BEFORE(x, y) ((x).key < (y).key || ((x).key == (y).key && (x).r < (y).r))
     if (ok && ascending) {
+        /* each range's head position is kept in the heap beside the range: a step of the sift reads
+         * two neighbouring heads, not positions through each range's cursor */
         Py_ssize_t size = 0;
         for (Py_ssize_t r = 0; r < parts; r++) {
             if (b[r] == b[r + 1]) {
                 continue;
             }
             at[r] = b[r];
+            merge_head head = {p[b[r]], r};
             Py_ssize_t k = size++;          /* sift up */
-            while (k > 0 && BEFORE(r, heap[(k - 1) / 2])) {
+            while (k > 0 && BEFORE(head, heap[(k - 1) / 2])) {
                 heap[k] = heap[(k - 1) / 2];
                 k = (k - 1) / 2;
             }
-            heap[k] = r;
+            heap[k] = head;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t r = heap[0];
+            Py_ssize_t r = heap[0].r, k = at[r]++;
             if (s != NULL) {
-                ph[i] = p[at[r]];
-                ss[i] = s[at[r]];
+                ph[i] = heap[0].key;
+                ss[i] = s[k];
             }
-            o[i] = at[r]++;
-            if (at[r] == b[r + 1]) {        /* range done: the last one takes its place */
-                r = heap[--size];
+            o[i] = k;
+            merge_head head;
+            if (k + 1 == b[r + 1]) {        /* range done: the last head takes its place */
+                head = heap[--size];
+            } else {
+                head.key = p[k + 1];
+                head.r = r;
             }
-            Py_ssize_t k = 0;               /* sift down */
-            while (size > 0) {
+            k = 0;                          /* sift down */
+            for (;;) {
                 Py_ssize_t c = 2 * k + 1;
                 if (c >= size) {
                     break;
@@ -1937,14 +1973,14 @@ merge_order(PyObject *module, PyObject *args)
                 if (c + 1 < size && BEFORE(heap[c + 1], heap[c])) {
                     c++;
                 }
-                if (!BEFORE(heap[c], r)) {
+                if (!BEFORE(heap[c], head)) {
                     break;
                 }
                 heap[k] = heap[c];
                 k = c;
             }
             if (size > 0) {
-                heap[k] = r;
+                heap[k] = head;
             }
         }
     }
