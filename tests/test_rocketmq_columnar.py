@@ -1013,12 +1013,13 @@ def test_entry_parts_are_the_entries_file_by_file(interleaved):
 
 
 @needs_c
-@settings(max_examples=40)
-@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=6), st.booleans())
+@settings(max_examples=200)
+@given(st.lists(st.lists(st.integers(0, 30) | st.just(2**63 - 1), max_size=12), max_size=11), st.booleans())
 def test_merge_entries_merges_ascending_ranges_as_the_stable_sort_orders_them(ranges, sort_them):
-    """Ranges (a read's queue ranges) each ascending, with ties within and across them: the merge is
-    numpy's stable argsort, and the positions and sizes come in its order; a range that descends (a
-    damaged queue) is sorted instead, to the same end."""
+    """Ranges (a read's queue ranges, empty ones and more than a power of two of them) each ascending,
+    with ties within and across them, the largest position too: the merge is numpy's stable argsort,
+    and the positions and sizes come in its order; a range that descends (a damaged queue) is sorted
+    instead, to the same end."""
     if sort_them:
         ranges = [sorted(r) for r in ranges]
     positions = np.array([p for r in ranges for p in r], np.int64)

@@ -1879,17 +1879,20 @@ match_entries(PyObject *module, PyObject *args)
  *
  * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
  * ranges one after another (range r from bounds[r] to bounds[r + 1], int64) each ascending (a queue's
- * entries): a merge of the ranges by a heap of their heads, ties to the lower range (so the order
- * numpy's stable argsort gives).  With sizes (int64, as many as positions), the merge also writes
+ * entries): a merge of the ranges by a tree of losers over their heads, ties to the lower range (so
+ * the order numpy's stable argsort gives).  With sizes (int64, as many as positions), the merge also writes
  * positions[order] to phys and sizes[order] to sorted_sizes (int64, as many each), as it goes: no
  * gather after it.  False, the outputs unspecified, where a range descends somewhere (a damaged
- * queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
+ * queue: the caller sorts).  O(n log ranges), no memory but the tree.  Releases the GIL.
  */
-/* a range's head in merge_order's heap: its position and the range */
+/* a range's head in merge_order's tree: its position, and the range (plus MERGE_DONE once it is done:
+ * a done range goes after every live one, whatever the positions) */
 typedef struct {
     int64_t key;
-    Py_ssize_t r;
+    int64_t tie;
 } merge_head;
+
+#define MERGE_DONE ((int64_t)1 << 48)
 
 static PyObject *
 merge_order(PyObject *module, PyObject *args)
@@ -1909,10 +1912,17 @@ merge_order(PyObject *module, PyObject *args)
         ok = b[r] <= b[r + 1];
     }
     int ascending = 1;
-    merge_head *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(merge_head)) : NULL;
-    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
-    if (ok && (heap == NULL || at == NULL)) {
-        PyMem_RawFree(heap);
+    ok = ok && parts < MERGE_DONE;
+    Py_ssize_t leaves = 1;              /* the tree's leaves: the ranges, and done ones up to a power of 2 */
+    while (ok && leaves < parts) {
+        leaves *= 2;
+    }
+    merge_head *head = ok ? PyMem_RawMalloc((size_t)leaves * sizeof(merge_head)) : NULL;
+    /* per leaf its cursor, then the tree (tree[0] the winner, tree[1..] each match's loser), then the
+     * winners of the matches while it is built */
+    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)leaves * 4 * sizeof(Py_ssize_t)) : NULL;
+    if (ok && (head == NULL || at == NULL)) {
+        PyMem_RawFree(head);
         PyMem_RawFree(at);
         Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
         for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
@@ -1931,62 +1941,53 @@ merge_order(PyObject *module, PyObject *args)
             }
         }
     }
-/* whether head x goes before head y: the smaller position, ties to the lower range */
-#define BEFORE(x, y) ((x).key < (y).key || ((x).key == (y).key && (x).r < (y).r))
+/* whether range x's head goes before range y's: the smaller position, ties to the lower range; done
+ * ranges last */
+#define BEFORE(x, y) (head[x].key < head[y].key || (head[x].key == head[y].key && head[x].tie < head[y].tie))
     if (ok && ascending) {
-        /* each range's head position is kept in the heap beside the range: a step of the sift reads
-         * two neighbouring heads, not positions through each range's cursor */
-        Py_ssize_t size = 0;
-        for (Py_ssize_t r = 0; r < parts; r++) {
-            if (b[r] == b[r + 1]) {
-                continue;
-            }
-            at[r] = b[r];
-            merge_head head = {p[b[r]], r};
-            Py_ssize_t k = size++;          /* sift up */
-            while (k > 0 && BEFORE(head, heap[(k - 1) / 2])) {
-                heap[k] = heap[(k - 1) / 2];
-                k = (k - 1) / 2;
-            }
-            heap[k] = head;
+        /* A tree of losers: each match of two ranges' heads keeps the loser, the winner going up; a
+         * step replays only the matches on the way up from the range just taken from, one
+         * comparison each (log2 ranges), and reads no position but the heads */
+        Py_ssize_t *tree = at + leaves, *win = at + 2 * leaves;
+        for (Py_ssize_t r = 0; r < leaves; r++) {
+            int live = r < parts && b[r] < b[r + 1];
+            at[r] = r < parts ? b[r] : 0;
+            head[r].key = live ? p[b[r]] : INT64_MAX;
+            head[r].tie = live ? r : MERGE_DONE + r;
+            win[leaves + r] = r;
         }
+        for (Py_ssize_t m = leaves - 1; m >= 1; m--) {
+            Py_ssize_t x = win[2 * m], y = win[2 * m + 1];
+            win[m] = BEFORE(y, x) ? y : x;
+            tree[m] = win[m] == x ? y : x;
+        }
+        tree[0] = win[1];
         for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t r = heap[0].r, k = at[r]++;
+            Py_ssize_t r = tree[0], k = at[r]++;
             if (s != NULL) {
-                ph[i] = heap[0].key;
+                ph[i] = head[r].key;
                 ss[i] = s[k];
             }
             o[i] = k;
-            merge_head head;
-            if (k + 1 == b[r + 1]) {        /* range done: the last head takes its place */
-                head = heap[--size];
+            if (k + 1 == b[r + 1]) {        /* range done */
+                head[r].key = INT64_MAX;
+                head[r].tie = MERGE_DONE + r;
             } else {
-                head.key = p[k + 1];
-                head.r = r;
+                head[r].key = p[k + 1];
             }
-            k = 0;                          /* sift down */
-            for (;;) {
-                Py_ssize_t c = 2 * k + 1;
-                if (c >= size) {
-                    break;
+            for (Py_ssize_t m = (r + leaves) / 2; m >= 1; m /= 2) {
+                Py_ssize_t other = tree[m];
+                if (BEFORE(other, r)) {
+                    tree[m] = r;
+                    r = other;
                 }
-                if (c + 1 < size && BEFORE(heap[c + 1], heap[c])) {
-                    c++;
-                }
-                if (!BEFORE(heap[c], head)) {
-                    break;
-                }
-                heap[k] = heap[c];
-                k = c;
             }
-            if (size > 0) {
-                heap[k] = head;
-            }
+            tree[0] = r;
         }
     }
 #undef BEFORE
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(heap);
+    PyMem_RawFree(head);
     PyMem_RawFree(at);
     Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
     for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
