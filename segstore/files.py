@@ -829,6 +829,17 @@ class MappedFile(_Budgeted):
     def _data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
         return _data_ranges_fd(self._fd, start, end) if self._fd >= 0 else []
 
+    def stat(self) -> os.stat_result | None:
+        """``fstat`` of the file this maps, as it is now (a parked file is opened again first); None
+        for one read whole into memory or a remote one (no descriptor).  ``O(1)``."""
+        if self._fd == _READ_WHOLE or isinstance(self, RemoteMappedFile):
+            return None
+        return self._in_use(self._fstat)
+
+    def _fstat(self) -> os.stat_result:
+        with _os_errors(self.path):
+            return os.fstat(self._fd)
+
     def data_end(self) -> int:
         """Where the file's first hole starts (its size if none): the bytes before it can be read
         through the map without the file system allocating a page (tmpfs does for a hole, and kills
@@ -1591,6 +1602,21 @@ def identity(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
     except OSError as err:
         raise _translate(err, path) from err
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def dirty_page_delay_ns() -> int | None:
+    """How long the kernel may leave a page written through a shared map dirty before it writes it back
+    (``vm.dirty_expire_centisecs`` plus a ``vm.dirty_writeback_centisecs`` period), in ns; None where
+    that cannot be read (not Linux).  Until then further writes to the page take no fault, so they
+    stamp no new ``st_mtime``/``st_ctime``."""
+    try:
+        total = 0
+        for name in ("expire", "writeback"):
+            with open(f"/proc/sys/vm/dirty_{name}_centisecs", "rb") as f:
+                total += int(f.read())
+    except (OSError, ValueError):
+        return None
+    return total * 10**7
 
 
 def tree_identity(path: str | os.PathLike[str], depth: int) -> tuple[tuple[str, int, int, int], ...] | None:

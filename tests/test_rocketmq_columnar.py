@@ -1032,20 +1032,27 @@ def test_entry_parts_are_the_entries_file_by_file(interleaved):
 
 
 @needs_c
-@settings(max_examples=40)
-@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=6), st.booleans())
-def test_entry_order_merges_ascending_ranges_as_the_stable_sort_orders_them(ranges, sort_them):
-    """Ranges (a read's queue ranges) each ascending, with ties within and across them: the merge is
-    numpy's stable argsort; a range that descends (a damaged queue) is sorted instead, to the same end."""
+@settings(max_examples=200)
+@given(st.lists(st.lists(st.integers(0, 30) | st.just(2**63 - 1), max_size=12), max_size=11), st.booleans())
+def test_merge_entries_merges_ascending_ranges_as_the_stable_sort_orders_them(ranges, sort_them):
+    """Ranges (a read's queue ranges, empty ones and more than a power of two of them) each ascending,
+    with ties within and across them, the largest position too: the merge is numpy's stable argsort,
+    and the positions and sizes come in its order; a range that descends (a damaged queue) is sorted
+    instead, to the same end."""
     if sort_them:
         ranges = [sorted(r) for r in ranges]
     positions = np.array([p for r in ranges for p in r], np.int64)
+    sizes = np.arange(len(positions), dtype=np.int64) * 7 + 1
     bounds = np.cumsum([0, *map(len, ranges)], dtype=np.int64)
     expected = np.argsort(positions, kind="stable")
-    assert columnar.entry_order(positions, bounds).tolist() == expected.tolist()
-    order = np.empty(len(positions), np.int64)
+    phys, order, ordered = columnar.merge_entries(positions, sizes, bounds)
+    assert order.tolist() == expected.tolist()
+    assert phys.tolist() == positions[expected].tolist() and ordered.tolist() == sizes[expected].tolist()
     ascending = all(r == sorted(r) for r in ranges)
+    order = np.empty(len(positions), np.int64)
     assert columnar._speedups.merge_order(positions, bounds, order) is ascending
+    if ascending:
+        assert order.tolist() == expected.tolist()
 
 
 #: How match_entries' generated entries differ from the message at their place (none, a position inside
@@ -1083,8 +1090,8 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
                                                      for c in zip(*entries, strict=True))
         order = np.argsort(positions, kind="stable")     # as a read sorts them: by position
         names = [t.encode() for t, _ in slots]
-        table = columnar.QueueEntries(positions[order], order, sizes, np.arange(len(entries) + 1), part_slots,
-                                      part_firsts, np.array([q for _, q in slots], np.int64),
+        table = columnar.QueueEntries(positions[order], order, sizes[order], np.arange(len(entries) + 1),
+                                      part_slots, part_firsts, np.array([q for _, q in slots], np.int64),
                                       np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
         first = int(np.searchsorted(table.phys, rows["position"][0]))
         last = int(np.searchsorted(table.phys, rows["position"][-1], side="right"))

@@ -682,7 +682,8 @@ static PyMethodDef methods[] = {
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"merge_order", merge_order, METH_VARARGS,
-     "merge_order(positions, bounds, order) -> bool: the stable sorting order of ascending ranges, merged"},
+     "merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool: the stable sorting order "
+     "of ascending ranges, merged (with the positions and sizes in that order)"},
     {"queue_run_confirmed", queue_run_confirmed, METH_VARARGS,
      "queue_run_confirmed(entries, rows, phy, size, tags_code, ext_max_addr) -> bool: entries exactly those rows'"},
     {"match_entries", match_entries, METH_VARARGS,

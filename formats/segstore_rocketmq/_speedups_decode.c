@@ -1844,15 +1844,25 @@ queue_run_confirmed(PyObject *module, PyObject *args)
  * The consume-queue entries phys[first:last] (ascending) matched against a walk's rows (position
  * ascending; size, queue_id int32, queue_offset int64, topic_pos int64, topic_len int32).  Entry j is
  * the order[j]-th of the ranges' entries one range after another: range r holds those from bounds[r]
- * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[order[j]] is its
+ * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[j] is its
  * message size (all int64).  Each entry at a row's position must be that row's message (its size, its
  * slot's queue id queue_ids[slot], its queue offset, its slot's topic
  * topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]).  An entry at no row's position is passed
  * over (the caller finds it unmet).  Row indexes of the matched entries go to hits in entry order and
  * met[j] is set for each, up to the first entry that fails the check: count is how many, wrong that
- * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  One
- * merge of both ascending lists: O(rows + entries log ranges).  Releases the GIL.
+ * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  A range
+ * whose slot lies outside the tables fails the call (ValueError), an entry of it met or not.  One
+ * merge of both ascending lists: O(ranges + rows + entries log ranges).  Releases the GIL.
  */
+/* what match_entries checks an entry of a range against: its slot's queue id and topic, and the queue
+ * offset of the range's entry o less o */
+typedef struct {
+    int64_t queue_id;
+    int64_t base;
+    const uint8_t *topic;
+    int64_t topic_len;
+} match_part;
+
 /* how many entries ahead match_entries asks for the memory it will read */
 #define MATCH_AHEAD 8
 
@@ -1881,7 +1891,18 @@ match_entries(PyObject *module, PyObject *args)
              && last <= entries && hits.len >= (last - first) * 8;
     Py_ssize_t count = 0, wrong = -1;
     int identity = 1;
+    match_part *part = ok ? PyMem_RawMalloc((size_t)nparts * sizeof(match_part)) : NULL;
+    int no_memory = ok && part == NULL;
+    ok = ok && !no_memory;
     Py_BEGIN_ALLOW_THREADS
+    /* what an entry of each range is checked against, its slot's table entries checked once */
+    for (Py_ssize_t r = 0; ok && r < nparts; r++) {
+        int64_t s = ps[r];
+        ok = 0 <= s && s < nslots && 0 <= to[s] && to[s] <= to[s + 1] && to[s + 1] <= tdata.len;
+        if (ok) {
+            part[r] = (match_part){sq[s], pf[r] - pb[r], td + to[s], to[s + 1] - to[s]};
+        }
+    }
     Py_ssize_t i = 0;
     for (Py_ssize_t j = first; ok && j < last; j++) {
         int64_t at = ep[j];
@@ -1894,17 +1915,11 @@ match_entries(PyObject *module, PyObject *args)
         if (p[i] != at) {
             continue;           /* inside a message, or past the walk: unmet */
         }
-        /* The checks below read each entry's size (sizes in range order, not position order) and
-         * each row's topic in the mapped region (walked megabytes ago: out of the L2 cache).  Both
-         * loads missed on every entry; asked for a few entries ahead they arrive in time. */
-        if (j + MATCH_AHEAD < last && i + MATCH_AHEAD < n) {
-            int64_t ahead = eo[j + MATCH_AHEAD];
-            if (ahead >= 0 && ahead < entries) {
-                __builtin_prefetch(es + ahead);
-            }
-            if (tp[i + MATCH_AHEAD] >= 0 && tp[i + MATCH_AHEAD] < view.len) {
-                __builtin_prefetch(d + tp[i + MATCH_AHEAD]);
-            }
+        /* The checks below read each row's topic in the mapped region (walked megabytes ago: out of
+         * the L2 cache).  That load missed on every entry; asked for a few entries ahead it arrives in
+         * time. */
+        if (i + MATCH_AHEAD < n && tp[i + MATCH_AHEAD] >= 0 && tp[i + MATCH_AHEAD] < view.len) {
+            __builtin_prefetch(d + tp[i + MATCH_AHEAD]);
         }
         int64_t o = eo[j];
         /* the range holding entry o (bounds[lo] <= o < bounds[lo + 1]), without branches: the ranges
@@ -1915,14 +1930,13 @@ match_entries(PyObject *module, PyObject *args)
             lo = pb[lo + half] <= o ? lo + half : lo;
             span -= half;
         }
-        int64_t s = ps[lo];
-        if (o < 0 || o >= entries || s < 0 || s >= nslots || to[s] < 0 || to[s] > to[s + 1] || to[s + 1] > tdata.len
-            || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+        const match_part *e = part + lo;
+        if (o < 0 || o >= entries || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
             ok = 0;
             break;
         }
-        if (sz[i] != es[o] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
-            || !same_text(d + tp[i], td + to[s], tl[i])) {
+        if (sz[i] != es[j] || qi[i] != e->queue_id || qo[i] != e->base + o || tl[i] != e->topic_len
+            || !same_text(d + tp[i], e->topic, tl[i])) {
             wrong = j;
             break;
         }
@@ -1931,8 +1945,11 @@ match_entries(PyObject *module, PyObject *args)
         h[count++] = i;
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(part);
     PyObject *ret = NULL;
-    if (!ok) {
+    if (no_memory) {
+        PyErr_NoMemory();
+    } else if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, slots and "
                                           "topics inside their tables, and room for the hits");
     } else {
@@ -1947,37 +1964,61 @@ match_entries(PyObject *module, PyObject *args)
 }
 
 /*
- * merge_order(positions, bounds, order) -> bool
+ * merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool
  *
  * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
  * ranges one after another (range r from bounds[r] to bounds[r + 1], int64) each ascending (a queue's
- * entries): a merge of the ranges by a heap of their heads, ties to the lower range (so the order
- * numpy's stable argsort gives).  False, order unspecified, where a range descends somewhere (a
- * damaged queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
+ * entries): a merge of the ranges by a tree of losers over their heads, ties to the lower range (so
+ * the order numpy's stable argsort gives).  With sizes (int64, as many as positions), the merge also writes
+ * positions[order] to phys and sizes[order] to sorted_sizes (int64, as many each), as it goes: no
+ * gather after it.  False, the outputs unspecified, where a range descends somewhere (a damaged
+ * queue: the caller sorts).  O(n log ranges), no memory but the tree.  Releases the GIL.
  */
+/* a range's head in merge_order's tree: its position, and the range (plus MERGE_DONE once it is done:
+ * a done range goes after every live one, whatever the positions) */
+typedef struct {
+    int64_t key;
+    int64_t tie;
+} merge_head;
+
+#define MERGE_DONE ((int64_t)1 << 48)
+
 static PyObject *
 merge_order(PyObject *module, PyObject *args)
 {
-    Py_buffer pos, bounds, order;
-    if (!PyArg_ParseTuple(args, "y*y*w*", &pos, &bounds, &order)) {
+    Py_buffer pos, bounds, order, sizes = {0}, phys = {0}, sorted = {0};
+    if (!PyArg_ParseTuple(args, "y*y*w*|y*w*w*", &pos, &bounds, &order, &sizes, &phys, &sorted)) {
         return NULL;
     }
     Py_ssize_t n = pos.len / 8, parts = bounds.len / 8 - 1;
-    const int64_t *p = pos.buf, *b = bounds.buf;
-    int64_t *o = order.buf;
-    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n);
+    const int64_t *p = pos.buf, *b = bounds.buf, *s = sizes.buf;
+    int64_t *o = order.buf, *ph = phys.buf, *ss = sorted.buf;
+    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n)
+             && (sizes.obj == NULL ? phys.obj == NULL && sorted.obj == NULL
+                 : phys.obj != NULL && sorted.obj != NULL && sizes.len == n * 8 && phys.len == n * 8
+                   && sorted.len == n * 8);
     for (Py_ssize_t r = 0; ok && r < parts; r++) {
         ok = b[r] <= b[r + 1];
     }
     int ascending = 1;
-    Py_ssize_t *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
-    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
-    if (ok && (heap == NULL || at == NULL)) {
-        PyMem_RawFree(heap);
+    ok = ok && parts < MERGE_DONE;
+    Py_ssize_t leaves = 1;              /* the tree's leaves: the ranges, and done ones up to a power of 2 */
+    while (ok && leaves < parts) {
+        leaves *= 2;
+    }
+    merge_head *head = ok ? PyMem_RawMalloc((size_t)leaves * sizeof(merge_head)) : NULL;
+    /* per leaf its cursor, then the tree (tree[0] the winner, tree[1..] each match's loser), then the
+     * winners of the matches while it is built */
+    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)leaves * 4 * sizeof(Py_ssize_t)) : NULL;
+    if (ok && (head == NULL || at == NULL)) {
+        PyMem_RawFree(head);
         PyMem_RawFree(at);
-        PyBuffer_Release(&pos);
-        PyBuffer_Release(&bounds);
-        PyBuffer_Release(&order);
+        Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
+        for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+            if (held[k]->obj != NULL) {
+                PyBuffer_Release(held[k]);
+            }
+        }
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
@@ -1989,58 +2030,64 @@ merge_order(PyObject *module, PyObject *args)
             }
         }
     }
-/* whether range x's head goes before range y's: the smaller position, ties to the lower range */
-#define BEFORE(x, y) (p[at[x]] < p[at[y]] || (p[at[x]] == p[at[y]] && (x) < (y)))
+/* whether range x's head goes before range y's: the smaller position, ties to the lower range; done
+ * ranges last */
+#define BEFORE(x, y) (head[x].key < head[y].key || (head[x].key == head[y].key && head[x].tie < head[y].tie))
     if (ok && ascending) {
-        Py_ssize_t size = 0;
-        for (Py_ssize_t r = 0; r < parts; r++) {
-            if (b[r] == b[r + 1]) {
-                continue;
-            }
-            at[r] = b[r];
-            Py_ssize_t k = size++;          /* sift up */
-            while (k > 0 && BEFORE(r, heap[(k - 1) / 2])) {
-                heap[k] = heap[(k - 1) / 2];
-                k = (k - 1) / 2;
-            }
-            heap[k] = r;
+        /* A tree of losers: each match of two ranges' heads keeps the loser, the winner going up; a
+         * step replays only the matches on the way up from the range just taken from, one
+         * comparison each (log2 ranges), and reads no position but the heads */
+        Py_ssize_t *tree = at + leaves, *win = at + 2 * leaves;
+        for (Py_ssize_t r = 0; r < leaves; r++) {
+            int live = r < parts && b[r] < b[r + 1];
+            at[r] = r < parts ? b[r] : 0;
+            head[r].key = live ? p[b[r]] : INT64_MAX;
+            head[r].tie = live ? r : MERGE_DONE + r;
+            win[leaves + r] = r;
         }
+        for (Py_ssize_t m = leaves - 1; m >= 1; m--) {
+            Py_ssize_t x = win[2 * m], y = win[2 * m + 1];
+            win[m] = BEFORE(y, x) ? y : x;
+            tree[m] = win[m] == x ? y : x;
+        }
+        tree[0] = win[1];
         for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t r = heap[0];
-            o[i] = at[r]++;
-            if (at[r] == b[r + 1]) {        /* range done: the last one takes its place */
-                r = heap[--size];
+            Py_ssize_t r = tree[0], k = at[r]++;
+            if (s != NULL) {
+                ph[i] = head[r].key;
+                ss[i] = s[k];
             }
-            Py_ssize_t k = 0;               /* sift down */
-            while (size > 0) {
-                Py_ssize_t c = 2 * k + 1;
-                if (c >= size) {
-                    break;
-                }
-                if (c + 1 < size && BEFORE(heap[c + 1], heap[c])) {
-                    c++;
-                }
-                if (!BEFORE(heap[c], r)) {
-                    break;
-                }
-                heap[k] = heap[c];
-                k = c;
+            o[i] = k;
+            if (k + 1 == b[r + 1]) {        /* range done */
+                head[r].key = INT64_MAX;
+                head[r].tie = MERGE_DONE + r;
+            } else {
+                head[r].key = p[k + 1];
             }
-            if (size > 0) {
-                heap[k] = r;
+            for (Py_ssize_t m = (r + leaves) / 2; m >= 1; m /= 2) {
+                Py_ssize_t other = tree[m];
+                if (BEFORE(other, r)) {
+                    tree[m] = r;
+                    r = other;
+                }
             }
+            tree[0] = r;
         }
     }
 #undef BEFORE
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(heap);
+    PyMem_RawFree(head);
     PyMem_RawFree(at);
-    PyBuffer_Release(&pos);
-    PyBuffer_Release(&bounds);
-    PyBuffer_Release(&order);
+    Py_buffer *held[] = {&pos, &bounds, &order, &sizes, &phys, &sorted};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        if (held[k]->obj != NULL) {
+            PyBuffer_Release(held[k]);
+        }
+    }
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count and an "
-                                          "order of as many");
+        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count, an "
+                                          "order of as many, and sizes, phys and sorted sizes of as many "
+                                          "or none");
         return NULL;
     }
     return PyBool_FromLong(ascending);

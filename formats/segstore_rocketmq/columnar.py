@@ -963,9 +963,9 @@ class QueueEntries(NamedTuple):
     checks a walk's rows against them.  ``phys``: the positions, ascending; ``order``: each one's index
     among the ranges' entries one range after another, where range ``r`` holds those from ``bounds[r]``
     to ``bounds[r + 1]``, of slot ``part_slots[r]`` (the read's ``queues`` index) from queue offset
-    ``part_firsts[r]`` on; ``sizes``: their message sizes in that order (all int64).  Per slot its
-    ``queue_ids`` (int64) and topic ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]`` (UTF-8).
-    No per-entry queue offset or slot is stored: 24 bytes per entry."""
+    ``part_firsts[r]`` on; ``sizes``: their message sizes, in position order as ``phys`` (all int64).  Per
+    slot its ``queue_ids`` (int64) and topic ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]``
+    (UTF-8).  No per-entry queue offset or slot is stored: 24 bytes per entry."""
 
     phys: np.ndarray
     order: np.ndarray
@@ -981,19 +981,24 @@ class QueueEntries(NamedTuple):
         """The message sizes, queue offsets and slots of the sorted entries ``at``."""
         order = self.order[at]
         part = np.searchsorted(self.bounds, order, side="right") - 1
-        return self.sizes[order], self.part_firsts[part] + order - self.bounds[part], self.part_slots[part]
+        return self.sizes[at], self.part_firsts[part] + order - self.bounds[part], self.part_slots[part]
 
 
-def entry_order(positions: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """The order that sorts ``positions`` (int64) stably, numpy's stable argsort's: where they are ranges
-    one after another (range ``r`` from ``bounds[r]`` to ``bounds[r + 1]``), each ascending as a queue's
-    entries do, a C merge of the ranges into the Arrow pool (no sort, no fresh memory to fault in:
-    ``O(n log ranges)``); else (a damaged queue, or no C) the sort."""
+def merge_entries(positions: np.ndarray, sizes: np.ndarray, bounds: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(phys, order, sorted sizes)``: the order that sorts ``positions`` (int64) stably, numpy's stable
+    argsort's, and ``positions`` and ``sizes`` (int64) in that order (:class:`QueueEntries`' first three).
+    Where the positions are ranges one after another (range ``r`` from ``bounds[r]`` to ``bounds[r + 1]``),
+    each ascending as a queue's entries do, one C merge of the ranges writes all three into the Arrow
+    pool (no sort, no gather after it, no fresh memory to fault in: ``O(n log ranges)``); else (a
+    damaged queue, or no C) the sort and two gathers."""
     if _speedups is not None:
-        order = pooled(len(positions), np.int64)
-        if _speedups.merge_order(positions, np.ascontiguousarray(bounds, dtype=np.int64), order):
-            return order
-    return np.argsort(positions, kind="stable")
+        order, phys, ordered = (pooled(len(positions), np.int64) for _ in range(3))
+        if _speedups.merge_order(positions, np.ascontiguousarray(bounds, dtype=np.int64), order, sizes, phys,
+                                 ordered):
+            return phys, order, ordered
+    order = np.argsort(positions, kind="stable")
+    return positions[order], order, sizes[order]
 
 
 def match_entries_py(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,

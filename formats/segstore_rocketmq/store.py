@@ -1997,8 +1997,8 @@ class RocketMQStore(LifecycleMixin, Store):
         the walk did not meet (it points inside another message) or that fails the check raises what a
         queue read raises (:meth:`_wrong_entry`), after the rows before it in commitlog order.
         Memory: 25 bytes per entry of the ranges (:class:`.columnar.QueueEntries`' positions, order and
-        sizes, and a flag; the entries are read where the queue files are mapped), 8 more while they
-        are sorted, plus one region's rows.  Runtime complexity: ``O(E log E + bytes walked)`` for E
+        sizes, and a flag; the entries are read where the queue files are mapped), 16 more while they
+        are merged, plus one region's rows.  Runtime complexity: ``O(E log E + bytes walked)`` for E
         entries; the checks are one C merge of each region's rows with its entries
         (:func:`.columnar.match_entries`).
 
@@ -2024,17 +2024,14 @@ class RocketMQStore(LifecycleMixin, Store):
         for piece in (piece for *_, pieces in parts for piece in pieces):
             positions[at:at + len(piece)], sizes[at:at + len(piece)] = piece["offset"], piece["size"]
             at += len(piece)
-        order = columnar.entry_order(positions, bounds)
-        # mode='clip': order is a permutation (in bounds), and numpy's default ('raise') buffers ``out``
-        # in a temporary array as large (fresh memory for a task's megabytes: 0.01 s per million entries)
-        phys = np.take(positions, order, out=pooled(len(order), np.int64), mode="clip")
+        phys, order, sizes = columnar.merge_entries(positions, sizes, bounds)
         # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
         names = [str(q[0]).encode("utf-8") for q in queues]
         table = columnar.QueueEntries(
             phys, order, sizes, bounds, np.array([p[0] for p in parts], np.int64),
             np.array([p[1] for p in parts], np.int64), np.array([int(q[1]) for q in queues], np.int64),
             np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
-        del parts, positions     # order and sizes stay (the table's)
+        del parts, positions     # phys, order and sizes stay (the table's)
         met = pooled(len(phys), np.bool_)
         met.fill(False)
         cl = self.commitlog
@@ -2044,8 +2041,7 @@ class RocketMQStore(LifecycleMixin, Store):
             hi = int(np.searchsorted(phys, (int(phys[lo]) // cl.file_size + 1) * cl.file_size))
             seg = cl.file_for(int(phys[lo]))
             view = seg.file.view()
-            ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64), mode="clip")
-            stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
+            stop = int(np.add(sizes[lo:hi], phys[lo:hi], out=pooled(hi - lo, np.int64)).max()) - seg.base
             zeros = functools.partial(cl.check_zeros_end, seg, limit=seg.wrote)   # data after zeros: damage
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows, fill=fill,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
 import numpy as np
 
@@ -95,12 +96,102 @@ def valid_entries(slots: np.ndarray) -> int:
     return len(slots)
 
 
+def _is_entry(slot: np.void) -> bool:
+    return bool(slot["offset"] >= 0 and slot["size"] > 0)
+
+
+#: How long a file must have gone unchanged (its ``st_ctime``) before a reader's count of it is kept
+#: (:func:`keep_entry_counts`) when the kernel's dirty-page settings cannot be read: its default
+#: ``vm.dirty_expire_centisecs`` (30 s) and ``vm.dirty_writeback_centisecs`` (5 s), with room to spare.
+QUIET_NS = 60 * 10**9
+
+
+def _quiet_ns() -> int:
+    """How long a page written through a shared map may stay dirty (so writable without a fault, which
+    is what stamps the file's times) on this machine, with room to spare: the kernel's writeback
+    delay (:func:`segstore.files.dirty_page_delay_ns`) plus 25 s, at least :data:`QUIET_NS`."""
+    delay = files.dirty_page_delay_ns()
+    return QUIET_NS if delay is None else max(QUIET_NS, delay + 25 * 10**9)
+
+
+class _EntryCounts:
+    """Counts of consume-queue files' entries (:func:`valid_entries`) kept across a reader's store opens,
+    by file: ``(st_dev, st_ino)`` -> ``((size, mtime, ctime, slots), count, last entry's bytes)``.
+
+    A count is handed out again only where the file's identity, size, times (ns) and readable slots are
+    what they were when it was counted, the slot before the count is the same 20 bytes and the slot at
+    it still no entry; and it was kept only where the file's ``st_ctime`` was :func:`_quiet_ns` older
+    than the ``fstat`` taken before counting.  Why that is the count a new walk of the slots gives:
+
+    - ``write``, ``truncate``, ``fallocate``, a rename over it or a new file (another inode) change
+      ``st_ctime``/``st_size``/``st_ino``; ``st_ctime`` is stamped with the kernel's coarse clock, so a
+      change in the same tick as the count would leave it as it was: the quiet period rules that out.
+    - A write through a shared map stamps the times when it faults on a clean page (file systems that
+      write back, ext4 or xfs, map clean pages read-only for that); a page dirtied before the count,
+      still writable in a writer's map, takes writes without a fault until the kernel writes it back,
+      which it does within ``vm.dirty_expire_centisecs`` plus a writeback period: the quiet period
+      (longer) says no page was dirty at the count.
+    - Where that does not hold (tmpfs never writes back; writeback held up for minutes), the writers
+      still keep a file's entries one run from its first slot: the broker appends at its write
+      position and its recovery (``ConsumeQueue.truncateDirtyLogicFiles``, 4.9.7 and 5.3.3) writes no
+      slot, only deletes whole files; segstore appends at the count and cuts a run off the end
+      (:meth:`ConsumeQueue.truncate`).  Of such a file, an entry before the count's slot and none at
+      it is exactly that count, which the two slots checked say.
+
+    What it does not see: a file written in place by something else through a map whose pages stayed
+    dirty past the quiet period, or a file system that stamps no times.  Thread-safe (single dict
+    operations: a race costs a count, never a wrong one); at most :attr:`limit` files, the oldest
+    dropped first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.quiet_ns = _quiet_ns()
+        self.counts: dict[tuple[int, int], tuple[tuple[int, int, int, int], int, bytes]] = {}
+
+    def count(self, mapped: MappedFile, slots: np.ndarray) -> int:
+        """:func:`valid_entries` of ``slots`` (``mapped``'s slots up to its first hole), from the count
+        kept for the file where it still holds, else counted (and kept where the file is quiet)."""
+        now = time.time_ns()
+        st = mapped.stat()
+        if st is None:
+            return valid_entries(slots)
+        key, state = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns, len(slots))
+        kept = self.counts.get(key)
+        if kept is not None and kept[0] == state:
+            n, last = kept[1], kept[2]
+            if (n == len(slots) or not _is_entry(slots[n])) and (n == 0 or slots[n - 1].tobytes() == last):
+                return n
+        n = valid_entries(slots)
+        self.counts.pop(key, None)
+        if st.st_ctime_ns < now - self.quiet_ns:
+            self.counts[key] = (state, n, slots[n - 1].tobytes() if n else b"")
+            while len(self.counts) > self.limit:
+                self.counts.pop(next(iter(self.counts)), None)
+        return n
+
+
+#: The counts kept across a reader's opens (:func:`keep_entry_counts`); None: every open counts.
+_counts: _EntryCounts | None = None
+
+
+def keep_entry_counts(limit: int = 1 << 16) -> None:
+    """From now on in this process, keep each consume-queue file's count of entries a reader's open
+    makes (:func:`valid_entries`, over every slot of a queue's last files: 10-14 ms of each open of a
+    4M-message store) for the next open of the same unchanged file (:class:`_EntryCounts` says what
+    is checked and why it is the count a new walk gives).  For a process that opens the same store
+    again and again (a Spark worker opens it for each query's plan).  At most ``limit`` files.
+    Idempotent."""
+    global _counts
+    if _counts is None:
+        _counts = _EntryCounts(limit)
+
+
 def _full(slots: np.ndarray, file_size: int) -> bool:
     """Whether ``slots`` (a file's, up to its data's end) fill the file and the last is an entry."""
     if len(slots) * CQ_DTYPE.itemsize != file_size or not len(slots):
         return False
-    last = slots[-1]
-    return bool(last["offset"] >= 0 and last["size"] > 0)
+    return _is_entry(slots[-1])
 
 
 class ConsumeQueueFile(EntryIndex):
@@ -215,7 +306,10 @@ class ConsumeQueue:
             # 4M-message store's 19 ms); a writer's recovery and verify count them all
             taken_full = (not self.writable and i < len(names) - COUNTED_FILES
                           and _full(slots, self.file_size))
-            loaded.append(ConsumeQueueFile(mapped, base, len(slots) if taken_full else valid_entries(slots)))
+            counts = _counts if not self.writable else None
+            count = (len(slots) if taken_full else counts.count(mapped, slots) if counts is not None
+                     else valid_entries(slots))
+            loaded.append(ConsumeQueueFile(mapped, base, count))
             if taken_full:
                 self._taken_full.append(loaded[-1])
         # Files without an entry after one with free slots: created for a batch (reserve) that a kill

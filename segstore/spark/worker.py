@@ -463,7 +463,9 @@ def _warm() -> None:
     Read-only maps are kept across store opens (``files.keep_read_maps``): every query plans anew
     and opens the store again, and each new map of a file faulted every page the query read into
     its page tables once more (0.04-0.05 s of a worker's CPU per query on the benchmark's 4M
-    messages, 10-20% of it); :func:`serve` drops the maps of files gone before each request.
+    messages, 10-20% of it); :func:`serve` drops the maps of files gone before each request.  So are
+    the counts of consume-queue files' entries (``dense.keep_entry_counts``): each open counted every
+    slot of each queue's last files again (10-14 ms of a worker's CPU per query on 4M messages).
     """
     import gc
 
@@ -471,10 +473,12 @@ def _warm() -> None:
     import pyarrow.ipc  # noqa: F401
 
     from .. import files, overlap, registry
+    from ..indexes import dense
     from . import bridge  # noqa: F401
 
     overlap.single_threaded()
     files.keep_read_maps()
+    dense.keep_entry_counts()
 
     for name in registry.names():
         registry.get(name)
