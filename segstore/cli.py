@@ -1528,8 +1528,11 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as err:
+            # the column from the line's start, its newline not counted: err.colno counts from that
+            # newline when the object is cut short there ('{"topic": "T"' said "at column 1")
+            column = min(err.pos, len(text.rstrip("\r\n"))) + 1
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
-                                      f"({err.msg} at column {err.colno})", shown, start) from err
+                                      f"({err.msg} at column {column})", shown, start) from err
         except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
                                       shown, start) from err

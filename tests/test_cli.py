@@ -250,6 +250,36 @@ def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b""])
+def test_a_jsonl_line_cut_short_names_the_column_where_it_ends(tmp_path, end):
+    """A line whose object is cut short said "at column 1" where it ended in a newline (the decoder's
+    column counts from that newline); the column is where the line's text ends, newline or not."""
+    path = tmp_path / "in.jsonl"
+    first = b'{"topic": "a", "value": "x"}\n'
+    cut = b'{"topic": "a", "value": "xyz"'
+    path.write_bytes(first + cut + end)
+    start = len(first)
+    code, out, err = cli_run("write", tmp_path / "store", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:{start}: line 2: expected a JSON object, found invalid JSON "
+                          f"(Expecting ',' delimiter at column {len(cut) + 1})"), err
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("topic", [["a"], {"a": 1}])
+def test_a_jsonl_topic_that_is_not_text_is_refused_naming_the_line(tmp_path, fmt, topic):
+    """A Kafka line whose topic is a list or an object ended in "TypeError: unhashable type: 'list'" (a
+    traceback): exit 1 naming the line, nothing created, as RocketMQ refuses it."""
+    path = tmp_path / "in.jsonl"
+    first = json.dumps({"topic": "a", "value": "x"}) + "\n"
+    path.write_text(first + json.dumps({"topic": topic, "value": "y"}) + "\n", encoding="utf-8")
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:{len(first)}: line 2: expected "), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.parametrize(("data", "said"), [
     # json.loads of bytes guessed UTF-16 for a line starting with FF FE: "'utf-16-le' codec can't decode
     # byte 0x0a in position 10: truncated data at column ?"
