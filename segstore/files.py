@@ -1828,7 +1828,12 @@ class WriterLock(_Flock):
             raise StoreLockedError("another writer holds this store's lock; open it with mode='r' to read",
                                    self.path) from err
         if self.content and os.fstat(fd).st_size == 0:
-            os.pwrite(fd, self.content, 0)
+            try:
+                with _os_errors(self.path):     # a full disk: StorageFullError naming the lock file
+                    os.pwrite(fd, self.content, 0)
+            except SegstoreError:
+                os.close(fd)                    # and the lock not held
+                raise
         self._fd = fd
 
 
