@@ -181,6 +181,26 @@ def test_write_spec_refuses_a_directory_with_files(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["x"]
 
 
+@pytest.mark.parametrize(("spec", "store"), [
+    ({"messages": 5}, "s"), ({"messages": [[1]]}, "s"), ({"config": [1], "messages": []}, "s"),
+    ({"messages": [{"topic": "T", "body": 5}]}, "s"),
+    ({"messages": [{"topic": "T", "bodyBase64": "A"}]}, "s"),
+    ({"batches": [{"records": [{"value": 5, "timestamp": 0}]}]}, "T-0"),
+    ({"batches": [{"records": [{"value": "v"}]}]}, "T-0"), ({"batches": [7]}, "T-0"),
+    ({"batches": [], "now_ms": "x"}, "T-0")])
+def test_write_spec_with_fields_of_other_kinds_is_a_data_error_naming_the_spec(tmp_path, capsys, spec, store):
+    """A spec whose fields are of other kinds than compat_fixtures/README.md's (a number for a body, a list
+    for a message) ended in a traceback (TypeError, AttributeError, KeyError from the replay): exit 1 naming
+    the spec, nothing left behind."""
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    code, out, err = run(capsys, "write", tmp_path / store, "--spec", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}: expected a spec of the fields compat_fixtures/README.md lists, each of "
+                          "its kind, found "), err
+    assert not (tmp_path / store).exists()
+
+
 def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
     store = copy_writable(BASIC, tmp_path / "store")
     lines = tmp_path / "in.jsonl"
