@@ -1528,8 +1528,11 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as err:
+            # the column from the line's start, its newline not counted: err.colno counts from that
+            # newline when the object is cut short there ('{"topic": "T"' said "at column 1")
+            column = min(err.pos, len(text.rstrip("\r\n"))) + 1
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
-                                      f"({err.msg} at column {err.colno})", shown, start) from err
+                                      f"({err.msg} at column {column})", shown, start) from err
         except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
                                       shown, start) from err
@@ -1597,13 +1600,21 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an empty or missing directory to write a spec into, found one with "
                              f"{len(files.list_dir(args.path))} entries", args.path)
         registry.check_new_store(args.path, fmt)
-        merged = {**spec.get("config", {}), **store_config(args, fmt)}
-        items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
-        unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
-        with files.RemovedOnFailure(args.path), \
-                progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
-                              len(items) if isinstance(items, list) else None, unit):
-            registry.get(fmt).write_spec(args.path, spec, merged)
+        try:
+            merged = {**spec.get("config", {}), **store_config(args, fmt)}
+            items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
+            unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
+            with files.RemovedOnFailure(args.path), \
+                    progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
+                                  len(items) if isinstance(items, list) else None, unit):
+                registry.get(fmt).write_spec(args.path, spec, merged)
+        except SegstoreError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+            # a field of another kind than the spec's (a list for its messages' object, a number for a
+            # body): its replay's error, once, naming the spec (it was a traceback)
+            raise InvalidMessageError("expected a spec of the fields compat_fixtures/README.md lists, each "
+                                      f"of its kind, found {err!r:.200}", args.spec) from err
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:

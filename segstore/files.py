@@ -677,12 +677,22 @@ class MappedFile(_Budgeted):
                 if reserve:
                     self._allocate(actual, size)
                 else:
-                    os.ftruncate(self._fd, size)
+                    self._extend(actual, size)
             except OSError as err:
                 if err.errno == errno.EFBIG:    # name the size that found no room
                     raise too_large(err, self.path, size=size) from err
                 raise
         self.size = size
+
+    def _extend(self, actual: int, size: int) -> None:
+        """Extend the file to ``size`` (sparse); on failure leave it as :meth:`_allocate` does (a file this
+        call found empty is removed: a 0-byte commitlog file is one RocketMQ refuses to start on)."""
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError:
+            if actual == 0:
+                os.unlink(self.path)
+            raise
 
     def _allocate(self, actual: int, size: int) -> None:
         """Extend the file to ``size`` (sparse), the blocks of its first step reserved; on failure
@@ -1862,7 +1872,12 @@ class WriterLock(_Flock):
             raise StoreLockedError("another writer holds this store's lock; open it with mode='r' to read",
                                    self.path) from err
         if self.content and os.fstat(fd).st_size == 0:
-            os.pwrite(fd, self.content, 0)
+            try:
+                with _os_errors(self.path):     # a full disk: StorageFullError naming the lock file
+                    os.pwrite(fd, self.content, 0)
+            except SegstoreError:
+                os.close(fd)                    # and the lock not held
+                raise
         self._fd = fd
 
 

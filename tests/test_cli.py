@@ -181,6 +181,26 @@ def test_write_spec_refuses_a_directory_with_files(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["x"]
 
 
+@pytest.mark.parametrize(("spec", "store"), [
+    ({"messages": 5}, "s"), ({"messages": [[1]]}, "s"), ({"config": [1], "messages": []}, "s"),
+    ({"messages": [{"topic": "T", "body": 5}]}, "s"),
+    ({"messages": [{"topic": "T", "bodyBase64": "A"}]}, "s"),
+    ({"batches": [{"records": [{"value": 5, "timestamp": 0}]}]}, "T-0"),
+    ({"batches": [{"records": [{"value": "v"}]}]}, "T-0"), ({"batches": [7]}, "T-0"),
+    ({"batches": [], "now_ms": "x"}, "T-0")])
+def test_write_spec_with_fields_of_other_kinds_is_a_data_error_naming_the_spec(tmp_path, capsys, spec, store):
+    """A spec whose fields are of other kinds than compat_fixtures/README.md's (a number for a body, a list
+    for a message) ended in a traceback (TypeError, AttributeError, KeyError from the replay): exit 1 naming
+    the spec, nothing left behind."""
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    code, out, err = run(capsys, "write", tmp_path / store, "--spec", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}: expected a spec of the fields compat_fixtures/README.md lists, each of "
+                          "its kind, found "), err
+    assert not (tmp_path / store).exists()
+
+
 def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
     store = copy_writable(BASIC, tmp_path / "store")
     lines = tmp_path / "in.jsonl"
@@ -247,6 +267,36 @@ def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith(f"{path}:{start}: line {line}: expected a JSON object, ")
     assert what in done.stderr
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b""])
+def test_a_jsonl_line_cut_short_names_the_column_where_it_ends(tmp_path, end):
+    """A line whose object is cut short said "at column 1" where it ended in a newline (the decoder's
+    column counts from that newline); the column is where the line's text ends, newline or not."""
+    path = tmp_path / "in.jsonl"
+    first = b'{"topic": "a", "value": "x"}\n'
+    cut = b'{"topic": "a", "value": "xyz"'
+    path.write_bytes(first + cut + end)
+    start = len(first)
+    code, out, err = cli_run("write", tmp_path / "store", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:{start}: line 2: expected a JSON object, found invalid JSON "
+                          f"(Expecting ',' delimiter at column {len(cut) + 1})"), err
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("topic", [["a"], {"a": 1}])
+def test_a_jsonl_topic_that_is_not_text_is_refused_naming_the_line(tmp_path, fmt, topic):
+    """A Kafka line whose topic is a list or an object ended in "TypeError: unhashable type: 'list'" (a
+    traceback): exit 1 naming the line, nothing created, as RocketMQ refuses it."""
+    path = tmp_path / "in.jsonl"
+    first = json.dumps({"topic": "a", "value": "x"}) + "\n"
+    path.write_text(first + json.dumps({"topic": topic, "value": "y"}) + "\n", encoding="utf-8")
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:{len(first)}: line 2: expected "), err
+    assert "Traceback" not in err
     assert not (tmp_path / "store").exists()
 
 

@@ -153,6 +153,64 @@ def test_a_full_disk_says_what_was_expected_and_what_was_found(tmp_path, no_spac
         raise files._translate(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), str(tmp_path / "g"))
 
 
+def test_a_new_rocketmq_stores_lock_file_on_a_full_disk_is_a_typed_error(tmp_path, monkeypatch):
+    """The 4 bytes ``lock`` a new store's lock file holds (``WriterLock.content``) met ENOSPC as a bare
+    ``OSError``: ``segstore write NEW --input ...`` then said ``<stdout>: expected room on the device``,
+    naming its output, not the lock file.  Now a :class:`StorageFullError` naming the lock file, the
+    lock let go (the store opens for writing once there is room) and the new store removed."""
+    from conftest import cli_run
+
+    real = os.pwrite
+    full = {"on": True}
+
+    def pwrite(fd: int, data: bytes, pos: int) -> int:
+        if full["on"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data, pos)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    lock = files.WriterLock(tmp_path / "lock", b"lock")
+    with pytest.raises(StorageFullError) as raised:
+        lock.acquire()
+    assert (raised.value.path, lock.held) == (str(tmp_path / "lock"), False)
+    (tmp_path / "in.jsonl").write_text('{"topic": "T", "value": "x"}\n', encoding="utf-8")
+    code, out, err = cli_run("write", tmp_path / "store", "--input", tmp_path / "in.jsonl")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{tmp_path / 'store' / 'lock'}: expected room on the device, found no space "
+                          "left"), err
+    assert not (tmp_path / "store").exists()
+    full["on"] = False
+    lock.acquire()      # not held by the failed acquire's descriptor
+    lock.release()
+    assert (tmp_path / "lock").read_bytes() == b"lock"
+
+
+def test_a_preallocated_commitlog_file_that_gets_no_room_is_not_left_empty(tmp_path, monkeypatch):
+    """RocketMQ's next commitlog file is made ahead of need (``AllocateMappedFileService``), sparse: where
+    extending it found the disk full (a file system without sparse files), the append went on (exit 0) and
+    left the 0-byte file, which RocketMQ 4.5.1 to 5.1.2 refuse to start on and ``verify`` reports.  The
+    file is removed, as a reserving file's is (:meth:`MappedFile._allocate`)."""
+    real = os.ftruncate
+    spare = tmp_path / "s" / "commitlog" / f"{4096:020d}"
+
+    def ftruncate(fd: int, size: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(spare) and size > 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd, size)
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    spare.parent.mkdir(parents=True)
+    with pytest.raises(StorageFullError):
+        files.MappedFile(str(spare), 4096, create=True).close()
+    assert not spare.exists()
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **CONFIG) as store:
+        store.append({"topic": "T", "body": b"x"})
+    assert not spare.exists()
+    with segstore.open(tmp_path / "s") as store:
+        assert [m.body for m in store.scan()] == [b"x"]
+        assert store.verify() == []
+
+
 def test_kafka_leaves_no_torn_batch_when_a_write_finds_the_disk_full(tmp_path, monkeypatch):
     """``pwrite`` writes part of a batch, then the disk is full: the ``.log`` is cut back to the last
     whole batch, reads and verify see only acknowledged batches, and appends go on once there is room."""

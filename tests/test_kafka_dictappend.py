@@ -248,7 +248,9 @@ def test_messages_are_plain():
 @pytest.mark.parametrize(("bad", "error"), [
     ({"value": "\ud800"}, InvalidMessageError), ({"key": "\ud800"}, InvalidMessageError),
     ({"headers": [("k", "\ud800")]}, InvalidMessageError), ({"topic": 5}, InvalidTopicError),
-    ({"topic": None}, InvalidTopicError)])
+    ({"topic": None}, InvalidTopicError),
+    # a topic that is no dict key: "TypeError: unhashable type: 'list'" from the grouping by partition
+    ({"topic": ["a"]}, InvalidTopicError), ({"topic": {"a": 1}}, InvalidTopicError)])
 def test_general_path_refuses_with_typed_errors(tmp_path, bad, error):
     with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:
         with pytest.raises(error):

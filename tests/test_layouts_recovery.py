@@ -405,3 +405,42 @@ def test_a_torn_extra_queue_file_is_named_by_its_layout_option(tmp_path: Path) -
     assert out.getvalue() == (f"{target}: expected a consume-queue file of {size} bytes "
                               f"(layout.queue.file.bytes), found {size - 5} (rebuild: segstore index build "
                               "PATH --index queue)\n")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", LAYOUT_NAMES)
+def test_an_index_build_cut_short_by_a_full_disk_is_a_line_and_builds_again(tmp_path: Path, monkeypatch,
+                                                                             fmt: str, name: str) -> None:
+    """``segstore index build PATH --index key`` over a built index on a full disk: its directory's
+    mkdir found no room after its files were let go of, and the clean-up's close flushed them anyway:
+    ``AttributeError: 'KeyStreamIndex' object has no attribute 'service'``, a traceback over the
+    StorageFullError.  Now exit 1 naming the directory, and the next build and lookups answer as a
+    scan."""
+    import errno
+
+    from conftest import cli_run
+
+    if layout_class(name, fmt).native:
+        pytest.skip(f"{name} is native to {fmt} stores")
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(6, 11), indexes=list(LAYOUT_NAMES))
+    real = os.mkdir
+
+    def mkdir(target, *args, **kwargs):
+        if f"{os.sep}.segstore{os.sep}" in os.fspath(target):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    code, _, err = cli_run("index", "build", path, "--index", name)
+    assert code == 1, err
+    assert "expected room on the device" in err and "Traceback" not in err, err
+    monkeypatch.setattr(os, "mkdir", real)
+    # the options again: the failed build had deleted the state that kept them
+    options = [arg for option, value in LAYOUT_OPTIONS.items() if option.startswith(("layout.", f"{name}."))
+               for arg in ("--option", f"{option}={value}")]
+    code, _, err = cli_run("index", "build", path, "--index", name, *options)
+    assert code == 0, err
+    assert cli_run("index", "verify", path, "--index", name)[0] == 0
+    with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
+        check_against_scan(store, store.indexes)

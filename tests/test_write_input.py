@@ -756,3 +756,47 @@ def test_a_rocketmq_dump_line_placing_its_copy_impossibly_is_refused(tmp_path, c
     assert code == 1
     assert f"expected {next(iter(edit))} as an integer of at least 0" in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("partition", [["a"]]), ("partition", {"a": 1}),
+                                              ("topic", ["T"]), ("topic", {"a": 1})])
+@pytest.mark.parametrize("existing", [False, True], ids=["new log dir", "log dir with the partition"])
+def test_a_kafka_dump_line_whose_topic_or_partition_is_a_list_is_refused_naming_the_line(
+        tmp_path, capsys, field, value, existing):
+    """A ``dump --json`` line whose partition or topic is a list or an object ended in "TypeError:
+    unhashable type" (a traceback) where the log directory looked the new partition up; exit 1 naming
+    the line, as an int topic or a float partition is refused."""
+    target = tmp_path / "logs"
+    with segstore.open(target, format="kafka", mode="a") as store:
+        store.append({"topic": "T", "partition": 0, "value": b"v"})
+    code, out, _ = run(capsys, "dump", target, "--json")
+    line = json.loads(out.splitlines()[0])
+    line[field] = value
+    if not existing:
+        target = tmp_path / "new"
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    code, out, err = run(capsys, "write", target, "--format", "kafka", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:0: line 1: expected "), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("field", ["last_offset", "max_timestamp"])
+def test_a_kafka_dump_line_whose_batch_number_is_past_its_width_is_refused_naming_the_line(tmp_path, capsys,
+                                                                                         field):
+    """A ``dump --json`` line whose batch's ``last_offset`` or ``max_timestamp`` is 2**64 ended in
+    ``struct.error: 'q' format requires ...`` (a traceback) where the batch header was packed; exit 1
+    naming the line, as a field of another kind is."""
+    source = tmp_path / "logs"
+    with segstore.open(source, format="kafka", mode="a") as store:
+        store.append({"topic": "T", "partition": 0, "value": b"v", "timestamp": 5})
+    line = json.loads(run(capsys, "dump", source, "--json")[1].splitlines()[0])
+    line["batch"][field] = 2**64
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    code, out, err = run(capsys, "write", tmp_path / "new", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:0: line 1: expected a Kafka dump --json line's fields of their "
+                          "kinds, "), err
+    assert not (tmp_path / "new").exists()

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -265,7 +266,8 @@ def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
                                            stored_keys=True, stored_times=stored)
     except InvalidMessageError:
         raise
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error) as err:
+        # struct.error: a number past its field's width (a last_offset of 2**64) met at the header's pack
         raise InvalidMessageError(f"expected a Kafka dump --json line's fields of their kinds, found {err!r}"
                                   ) from err
 

@@ -319,6 +319,8 @@ class LogDir:
 
         :raises InvalidTopicError: the rule broken, naming the existing topic.
         """
+        if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
+            validate_topic(topic, partition)    # refused before it is looked up (a list is no dict key)
         if (topic, partition) in self.partitions:
             return
         validate_topic(topic, partition)

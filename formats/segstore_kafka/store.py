@@ -101,6 +101,7 @@ from .partition import (
     now_ms,
     parse_partition_dir,
     plain_header,
+    validate_topic,
 )
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
@@ -1408,6 +1409,8 @@ class KafkaStore(Store):
         self._route_keyed(items, msgs, unnamed)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
+            if not isinstance(m.topic, str):    # a list or dict topic is no key: refused before grouping
+                validate_topic(m.topic, m.partition)
             groups.setdefault((m.topic, m.partition), []).append(i)
         self._check_partitions(groups)
         # the records' fields too (Message.coerce takes any value): a refused call creates nothing

@@ -59,6 +59,13 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{args.path}: {name}: native to {store.format} stores, kept by the broker\n")
         try:
             indexes.build()
+        except BaseException:
+            # a build cut short (a full disk) leaves an index whose files it let go of: released as a
+            # killed build's, nothing marked clean (the next open rebuilds what it cannot trust);
+            # close() flushed files it no longer held (an AttributeError over the full disk's error)
+            indexes.abandon()
+            raise
+        try:
             for line in indexes.actions:
                 out.write(f"{line}\n")
         finally:
