@@ -194,6 +194,38 @@ def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
         verify._put_twice_sorted(phys_a, hashes_a).tolist()
 
 
+@pytest.mark.skipif(verify.columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
+@settings(max_examples=150, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(-1, 3), st.lists(st.integers(0, 4), min_size=1, max_size=11)),
+                     max_size=14), carry=st.lists(st.integers(0, 4), max_size=5), chunk=st.integers(1, 9),
+       shuffle=st.booleans(), long_run=st.booleans(), data=st.data())
+def test_c_key_runs_equal_the_numpy_reference(runs, carry, chunk, shuffle, long_run, data):
+    """``_key_runs`` (``index_key_runs``, one pass in C) finds what ``_key_runs_py`` finds chunk by chunk:
+    the same runs holding a hash twice (offset, hashes, entries before, start) and the same carried run,
+    for runs that go on from the file before, over chunk boundaries, in put order or not (offsets
+    going down, shuffled), and longer than the C pass follows (``KEY_RUN_MAX``: the reference's)."""
+    phys, hashes, phy = [], [], data.draw(st.integers(-3, 2))
+    carry_phy = phy if data.draw(st.booleans()) else phy - 1
+    for gap, run in runs:
+        phy += gap                                  # gap 0: the run goes on the message before
+        phys += [phy] * len(run)
+        hashes += run
+    if long_run:
+        phys += [phy + 1] * 70
+        hashes += list(range(70))
+    entries = np.zeros(len(phys), ENTRY_DTYPE)
+    entries["phy_offset"], entries["hash"] = phys, hashes
+    if shuffle:
+        entries = entries[np.array(data.draw(st.permutations(range(len(phys)))), np.int64)]
+    carried = np.array(carry, np.int64)
+    got = verify._key_runs(entries, carry_phy, carried, chunk)
+    expected = verify._key_runs_py(entries, carry_phy, carried, chunk) if len(entries) else \
+        ([], carry_phy, carried)
+    assert [(p, r.tolist(), b, s) for p, r, b, s in got[0]] == \
+        [(p, r.tolist(), b, s) for p, r, b, s in expected[0]]
+    assert got[1] == expected[1] and got[2].tolist() == expected[2].tolist()
+
+
 class _Entries:
     """What ``verify._check_order`` reads of an index file: its entries, path and entry positions."""
 

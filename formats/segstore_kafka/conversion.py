@@ -60,7 +60,7 @@ from segstore.store import Store
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
 from .brokerconfig import SERVER_PROPERTIES, resolve, static_layer
-from .kraft import METADATA_TOPIC
+from .dirnames import METADATA_TOPIC
 from .partition import MAX_TOPIC_LENGTH, KafkaConfig
 from .topicconfig import COMPACTED_INTERNAL_TOPICS
 

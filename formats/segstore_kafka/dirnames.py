@@ -39,6 +39,12 @@ def named_path(path: str) -> str:
 OFFSET_LIMIT = 1 << 63
 
 
+#: KRaft's metadata log (``Topic.CLUSTER_METADATA_TOPIC_NAME``) and its one partition's directory: here,
+#: not in :mod:`.kraft`, so that the code that only tells it apart (every store open) does not import
+#: the metadata image's replay (2.4 ms)
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+
 #: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 #: one past the largest epoch (a Java int)

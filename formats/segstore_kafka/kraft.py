@@ -48,20 +48,16 @@ from typing import TYPE_CHECKING, Any
 from segstore import files
 from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
-from segstore.javatext import parse_int
 
 from . import columnar
-from .dirnames import kraft_snapshot_id
+from .dirnames import METADATA_PARTITION_DIR, METADATA_TOPIC, kraft_snapshot_id
 from .partition import KafkaConfig, Partition
-from .properties import read_meta_properties
 
 # pyarrow and the record schemas (.internal_topics, .schema: 5 ms) load where a metadata log is replayed
 # (segstore info or a scan of a store without one: never)
 if TYPE_CHECKING:
     import pyarrow as pa
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 #: ``Uuid.METADATA_TOPIC_ID``: the id of ``__cluster_metadata`` in its ``partition.metadata``.
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
@@ -429,28 +425,3 @@ def load_image(log_dir: str) -> MetadataImage | None:
     finally:
         part.close()
     return image
-
-
-@dataclass(frozen=True, slots=True)
-class NodeIdentity:
-    """What ``meta.properties`` says of the node that wrote a log directory."""
-
-    cluster_id: str | None
-    node_id: int | None
-    version: int | None
-
-
-def node_identity(log_dir: str) -> NodeIdentity | None:
-    """Cluster id and node id from ``meta.properties`` (``node.id``, or a ZooKeeper broker's ``broker.id``);
-    None without the file."""
-    props = read_meta_properties(log_dir)
-    if props is None:
-        return None
-
-    def number(name: str) -> int | None:
-        # PropertiesUtils.loadRequiredIntProp: Integer.parseInt of the text as it is (no trim)
-        return parse_int(props.get(name, ""))
-
-    node = number("node.id")
-    return NodeIdentity(props.get("cluster.id"), node if node is not None else number("broker.id"),
-                        number("version"))

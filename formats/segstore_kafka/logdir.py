@@ -29,8 +29,7 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
-from .kraft import METADATA_TOPIC
+from .dirnames import METADATA_TOPIC, PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
 from .partition import (
     KafkaConfig,
     Partition,

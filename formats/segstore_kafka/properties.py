@@ -14,9 +14,10 @@ Layouts (UTF-8 text, Kafka 3.8.0)::
         version: 0                the first line: two whitespace-separated tokens, version >= 0
         topic_id: cp-NpW6vRj6q1bIA5SUr8g   the topic id (Uuid.toString: URL-safe base64, no padding)
 
-Pure parsers over text; :func:`read_meta_properties` and :func:`read_partition_metadata` read the
-file through :mod:`segstore.files`.  A file that is not what the broker reads raises
-:class:`segstore.errors.CorruptDataError` naming the file and the byte of the bad line.
+Pure parsers over text; :func:`read_meta_properties` (and :func:`node_identity`, the node it names) and
+:func:`read_partition_metadata` read the file through :mod:`segstore.files`.  A file that is not
+what the broker reads raises :class:`segstore.errors.CorruptDataError` naming the file and the byte of
+the bad line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import base64
 import binascii
 import os
 import re
+from dataclasses import dataclass
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
@@ -96,3 +98,28 @@ def read_partition_metadata(partition_dir: str) -> str | None:
     if not files.is_file(path):
         return None
     return parse_partition_metadata(files.read_text(path), path)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """What ``meta.properties`` says of the node that wrote a log directory."""
+
+    cluster_id: str | None
+    node_id: int | None
+    version: int | None
+
+
+def node_identity(log_dir: str) -> NodeIdentity | None:
+    """Cluster id and node id from ``meta.properties`` (``node.id``, or a ZooKeeper broker's ``broker.id``);
+    None without the file."""
+    props = read_meta_properties(log_dir)
+    if props is None:
+        return None
+
+    def number(name: str) -> int | None:
+        # PropertiesUtils.loadRequiredIntProp: Integer.parseInt of the text as it is (no trim)
+        return parse_int(props.get(name, ""))
+
+    node = number("node.id")
+    return NodeIdentity(props.get("cluster.id"), node if node is not None else number("broker.id"),
+                        number("version"))

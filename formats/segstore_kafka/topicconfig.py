@@ -21,12 +21,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from segstore.errors import ConfigError
 
 from .brokerconfig import BROKER_SYNONYMS, TIMESTAMP_BOUNDS, TIMESTAMP_DIFFERENCE, resolve
-from .kraft import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
+from .dirnames import METADATA_TOPIC
 from .partition import MIN_INDEX_BYTES, KafkaConfig, index_size_below_an_entry
+
+if TYPE_CHECKING:   # the metadata image's module loads where a log directory has a metadata log
+    from .kraft import MetadataImage
 
 #: Topics the broker always compacts.
 COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -181,6 +185,7 @@ class TopicConfigs:
         file's alone are in the base config already."""
         if self.image is None:
             return {}
+        from .kraft import BROKER_RESOURCE  # loaded already: it built the image
         layers = [self.image.configs.get((BROKER_RESOURCE, "")) or {}]
         if self.node_id is not None:
             layers.append(self.image.configs.get((BROKER_RESOURCE, str(self.node_id))) or {})

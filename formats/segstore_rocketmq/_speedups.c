@@ -5,7 +5,8 @@
  *   _speedups_encode.c   encode_plain: the batch append of plain messages (fastappend.py)
  *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py);
  *                        index_chains: the slots and links verify expects of them;
- *                        index_run_confirmed: a run of entries against a walk's messages
+ *                        index_run_confirmed: a run of entries against a walk's messages; index_key_runs:
+ *                        the runs of one message's entries holding a hash twice
  *   _speedups_single.c   Appender: the single and batch append in one call (fastappend.appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
@@ -653,6 +654,8 @@ static PyMethodDef methods[] = {
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {"index_run_confirmed", index_run_confirmed, METH_VARARGS,
      "index_run_confirmed(entries, lo, key_hashes, key_offsets, phy) -> bool: a run of entries in put order"},
+    {"index_key_runs", index_key_runs, METH_VARARGS,
+     "index_key_runs(entries, carry_phy, carry, chunk) -> (segments, tail_start) | None: runs holding a hash twice"},
     {"index_chains", index_chains, METH_VARARGS,
      "index_chains(entries, slots, index_count) -> (negative, wrong links, first, expected, wrong slots, first, "
      "expected): the IndexFile chains as verify checks them"},

@@ -2,7 +2,8 @@
  * segstore_rocketmq._speedups: the IndexFile put, index_put, and the loop the single append shares
  * (segstore/indexes/keyhash.py holds the Python reference); index_chains, the slots and links
  * verify expects of a file (verify.py's _chain_facts_reference); index_run_confirmed, a run of entries
- * against a walk's messages (recovery.Walked.confirms_index_run).
+ * against a walk's messages (recovery.Walked.confirms_index_run); index_key_runs, the runs of one message's
+ * entries holding a hash twice (verify.py's _key_runs_py).
  *
  * Included by _speedups.c (one translation unit): the layouts, constants and helpers defined
  * there, and in the files included before this one, are this file's.
@@ -429,4 +430,134 @@ index_run_confirmed(PyObject *module, PyObject *args)
         return NULL;
     }
     return PyBool_FromLong(same);
+}
+
+/* The longest run of one message's entries index_key_runs follows (longer: None, numpy's sort instead). */
+#define KEY_RUN_MAX 64
+
+/*
+ * index_key_runs(entries, carry_phy, carry, chunk) -> (segments, tail_start) | None
+ *
+ * The runs of one message's IndexFile entries that hold a hash twice, as verify.py's _key_runs_py finds
+ * them chunk by chunk (chunk entries at a time; a run is the entries of one commitlog offset one after
+ * another, carry the hashes of the run the entries before ended with, at carry_phy, which the first
+ * entry joins when it has that offset): segments, int64 triples (s, e, rs) in file order, one for each
+ * run and chunk where the run from its start rs (negative: -len(carry), the run began before these
+ * entries) to e (exclusive) holds a hash twice, s the run's first entry in that chunk; tail_start, the
+ * start of the run the entries end with.  None where an offset falls below the one before it or a run
+ * grows past KEY_RUN_MAX entries: the reference's sort handles those.  O(entries * run), one pass over
+ * the entries where they lie (the numpy version converted and compared each chunk's columns several
+ * times: 12 ms of a 1M-message verify).  Releases the GIL.
+ */
+static PyObject *
+index_key_runs(PyObject *module, PyObject *args)
+{
+    Py_buffer entries, carry;
+    long long carry_phy, chunk;
+    if (!PyArg_ParseTuple(args, "y*Ly*L", &entries, &carry_phy, &carry, &chunk)) {
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    Py_ssize_t n = entries.len / INDEX_ENTRY_SIZE, c = carry.len / (Py_ssize_t)sizeof(int64_t);
+    if (entries.len % INDEX_ENTRY_SIZE != 0 || carry.len % (Py_ssize_t)sizeof(int64_t) != 0 || chunk <= 0) {
+        PyErr_SetString(PyExc_ValueError, "expected 20-byte entries, int64 carried hashes and chunk > 0");
+        goto done;
+    }
+    if (c > KEY_RUN_MAX) {
+        Py_INCREF(Py_None);
+        ret = Py_None;
+        goto done;
+    }
+    Py_ssize_t cap = 64, used = 0;
+    int64_t *seg = PyMem_RawMalloc((size_t)cap * 3 * sizeof(int64_t));
+    if (seg == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *e = entries.buf;
+    const int64_t *carried = carry.buf;
+    int64_t window[KEY_RUN_MAX];
+    int sound = 1, nomem = 0;
+    Py_ssize_t run_start = 0, run_len = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int dup = 0;
+    int64_t run_phy = 0;
+    if (n > 0 && c > 0 && get_i64(e + 4) == carry_phy) {     /* the first entry goes on with the carried run */
+        for (Py_ssize_t k = 0; k < c; k++) {
+            for (Py_ssize_t j = 0; j < k && !dup; j++) {
+                dup = carried[j] == carried[k];
+            }
+            window[k] = carried[k];
+        }
+        run_start = -c;
+        run_len = c;
+        run_phy = carry_phy;
+    }
+    Py_ssize_t chunk_start = 0, next_chunk = (Py_ssize_t)chunk;
+    for (Py_ssize_t i = 0; i <= n && sound; i++) {
+        const uint8_t *at = e + i * INDEX_ENTRY_SIZE;
+        int64_t phy = i < n ? get_i64(at + 4) : 0;
+        int boundary = i == n || i == next_chunk, ends = run_len > 0 && (i == n || phy != run_phy);
+        if (i > 0 && i < n && phy < run_phy) {
+            sound = 0;
+            break;
+        }
+        if (boundary || ends) {     /* the run's segment in this chunk is done */
+            Py_ssize_t s = run_start > chunk_start ? run_start : chunk_start;
+            if (dup && s < i) {
+                if (used == cap) {
+                    int64_t *more = PyMem_RawRealloc(seg, (size_t)cap * 6 * sizeof(int64_t));
+                    if (more == NULL) {
+                        nomem = 1;
+                        break;
+                    }
+                    seg = more;
+                    cap *= 2;
+                }
+                seg[3 * used] = s;
+                seg[3 * used + 1] = i;
+                seg[3 * used + 2] = run_start;
+                used++;
+            }
+            if (boundary) {
+                chunk_start = i;
+                next_chunk = i + (Py_ssize_t)chunk;
+            }
+        }
+        if (i == n) {
+            break;
+        }
+        if (ends || run_len == 0) {
+            run_start = i;
+            run_len = 0;
+            run_phy = phy;
+            dup = 0;
+        }
+        if (run_len == KEY_RUN_MAX) {
+            sound = 0;
+            break;
+        }
+        int64_t hash = (int64_t)get_i32(at);
+        for (Py_ssize_t j = 0; j < run_len && !dup; j++) {
+            dup = window[j] == hash;
+        }
+        window[run_len++] = hash;
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+    } else if (!sound) {
+        Py_INCREF(Py_None);
+        ret = Py_None;
+    } else {
+        PyObject *segments = PyBytes_FromStringAndSize((const char *)seg, used * 3 * (Py_ssize_t)sizeof(int64_t));
+        if (segments != NULL) {
+            ret = Py_BuildValue("(Nn)", segments, run_start);
+        }
+    }
+    PyMem_RawFree(seg);
+done:
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&carry);
+    return ret;
 }
