@@ -378,8 +378,10 @@ def test_malformed_records_stop_both_decoders_alike(pure_codec, region, count, a
 
 
 # Lengths and deltas at the edges of one-, two- and three-byte varints (zigzag: 63/64 and 8191/8192),
-# where the C varint reader takes its one- and two-byte shortcuts.
-_varint_edges = st.sampled_from([0, 1, 62, 63, 64, 65, 100, 127, 128, 8191, 8192, 8193])
+# where the C varint reader takes its one- and two-byte shortcuts, and of the C loop's copies of keys
+# (copy_short: word moves up to 32 bytes, memcpy beyond).
+_varint_edges = st.sampled_from([0, 1, 3, 4, 7, 8, 15, 16, 31, 32, 33, 62, 63, 64, 65, 100, 127, 128, 8191,
+                                 8192, 8193])
 
 
 @needs_c
