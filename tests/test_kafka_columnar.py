@@ -377,6 +377,38 @@ def test_malformed_records_stop_both_decoders_alike(pure_codec, region, count, a
     assert reference[0][:3] == _outcome(GOOD, accelerated=False)[0]
 
 
+# Lengths and deltas at the edges of one-, two- and three-byte varints (zigzag: 63/64 and 8191/8192),
+# where the C varint reader takes its one- and two-byte shortcuts, and of the C loop's copies of keys
+# (copy_short: word moves up to 32 bytes, memcpy beyond).
+_varint_edges = st.sampled_from([0, 1, 3, 4, 7, 8, 15, 16, 31, 32, 33, 62, 63, 64, 65, 100, 127, 128, 8191,
+                                 8192, 8193])
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.tuples(st.one_of(st.none(), _varint_edges), st.one_of(st.none(), _varint_edges),
+                                _varint_edges), min_size=1, max_size=4),
+       cut=st.integers(0, 2**16), flips=st.lists(st.tuples(st.integers(0, 2**16), st.integers(0, 255)),
+                                                max_size=2),
+       extra=st.sampled_from([-1, 0, 0, 1]))
+def test_c_varints_at_their_byte_edges_decode_as_the_reference_whole_cut_or_damaged(
+        sizes, cut, flips, extra) -> None:
+    records = [(None if k is None else b"k" * k, None if v is None else b"v" * v, t) for k, v, t in sizes]
+    region = bytearray(_region(*records))
+    for at, byte in flips:
+        region[at % len(region)] = byte
+    if cut % 3 == 0:        # a record or field cut short inside a batch whose CRC is right
+        region = region[:cut % (len(region) + 1)]
+    buf = GOOD + _with_region(bytes(region), len(records) + extra) + GOOD
+    saved = codec._decode_records
+    codec._decode_records = codec._decode_records_py     # the reference all the way down
+    try:
+        reference = _outcome(buf, accelerated=False)
+    finally:
+        codec._decode_records = saved
+    assert _outcome(buf, accelerated=True) == reference
+
+
 # ---------------------------------------------------------------------------------
 # KafkaStore.scan_arrow and dump --json over real directories
 

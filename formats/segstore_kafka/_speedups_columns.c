@@ -314,7 +314,7 @@ decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch,
             }
             set_bit(c->key_valid, row, key_len >= 0);
             if (key_len >= 0) {
-                memcpy(c->key_data + c->n.key, body + key_at, key_len);
+                copy_short(c->key_data + c->n.key, body + key_at, (size_t)key_len);   /* keys: mostly short */
                 c->n.key += key_len;
             } else {
                 c->n.key_nulls++;
