@@ -300,6 +300,37 @@ def test_a_jsonl_topic_that_is_not_text_is_refused_naming_the_line(tmp_path, fmt
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize(("line", "name"), [
+    ('{"topic": "a", "value": "x", "topic": "b"}', "topic"),
+    ('{"topic": "a", "value": "x", "value": "y"}', "value"),
+    # a nested object too: a RocketMQ line's properties are one, and Kafka refuses the field by name after
+    ('{"topic": "a", "value": "x", "properties": {"p": "1", "q": "2", "p": "3"}}', "p"),
+])
+def test_a_jsonl_line_giving_a_name_twice_is_refused_naming_it(tmp_path, fmt, line, name):
+    """``json.loads`` keeps the last of a repeated name: the line was written to topic b (or value y)
+    without a word, where the input's rule is refused rather than written with one of two dropped."""
+    path = tmp_path / "in.jsonl"
+    first = '{"topic": "a", "value": "x"}\n'
+    path.write_text(first + line + "\n", encoding="utf-8")
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:{len(first)}: line 2: expected each name once in a JSON object, found "
+                          f"{name!r} twice"), err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_jsonl_line_giving_each_name_once_is_written_as_before(tmp_path):
+    """The same names in other objects of a line, and in other lines, are no repeat."""
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"topic": "a", "value": "x", "properties": {"topic": "t", "value": "v"}}\n'
+                    '{"topic": "a", "value": "y"}\n', encoding="utf-8")
+    code, _, err = cli_run("write", tmp_path / "store", "--input", path)
+    assert code == 0, err
+    with segstore.open(tmp_path / "store") as store:
+        assert [r.value for r in store.scan()] == [b"x", b"y"]
+
+
 @pytest.mark.parametrize(("data", "said"), [
     # json.loads of bytes guessed UTF-16 for a line starting with FF FE: "'utf-16-le' codec can't decode
     # byte 0x0a in position 10: truncated data at column ?"
