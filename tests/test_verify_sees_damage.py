@@ -19,7 +19,7 @@ from segstore_rocketmq.indexfile import ENTRY, HEADER
 import segstore
 from segstore import cli
 from segstore.indexes import keyhash
-from segstore.indexes.keyhash import ENTRY_DTYPE, SLOT_DTYPE
+from segstore.indexes.keyhash import ENTRY_DTYPE, SLOT_DTYPE, index_key_hash
 
 SLOTS = 64                  # maxHashSlotNum of the RocketMQ fixtures
 ENTRIES_AT = HEADER.size + SLOTS * 4
@@ -224,6 +224,90 @@ def test_c_key_runs_equal_the_numpy_reference(runs, carry, chunk, shuffle, long_
     assert [(p, r.tolist(), b, s) for p, r, b, s in got[0]] == \
         [(p, r.tolist(), b, s) for p, r, b, s in expected[0]]
     assert got[1] == expected[1] and got[2].tolist() == expected[2].tolist()
+
+
+@pytest.mark.parametrize("boundary", ["file", "chunk", "none"])
+def test_a_key_put_again_after_a_boundary_inside_the_run_is_named_where_the_run_goes_wrong(
+        tmp_path, monkeypatch, boundary):
+    """A message's run of entries (keys k, z in put order, ``IndexService.buildIndex``) cut by an
+    IndexFile end (7 entries a file) or by ``ENTRY_CHUNK`` (3), or not cut: its entry before the cut
+    damaged to z's hash, so z is indexed twice and ``queryMessage`` for z returns the message twice.
+    The part before the cut holds no hash twice and the part after it starts right, so verify said
+    nothing; it names the damaged entry as in a run not cut (one slot: the chains stay as the broker
+    links them; the entry holds a key of its message: no other check sees it)."""
+    store = tmp_path / "store"
+    geometry = {"maxIndexNum": 8 if boundary == "file" else 100, "maxHashSlotNum": 1}
+    with segstore.open(str(store), format="rocketmq", mode="a", **geometry) as s:
+        s.append_batch([{"topic": "T", "body": b"x", "keys": [f"k{i}", f"z{i}"]} for i in range(4)])
+    index, number, message = _index(store), (7 if boundary == "file" else 3), (3 if boundary == "file" else 1)
+    if boundary == "chunk":
+        monkeypatch.setattr(verify, "ENTRY_CHUNK", 3)      # entries 1-3, then 4-: message 1 is 3 and 4
+    slots_end = HEADER.size + 4
+    z_hash = index_key_hash(f"T#z{message}")
+    key_hash, phy = _entry_at(index, slots_end, number)[:2]
+    after = (sorted((store / "index").iterdir())[1], 1) if boundary == "file" else (index, number + 1)
+    assert key_hash == index_key_hash(f"T#k{message}") and _entry_at(index, slots_end, number - 1)[1] != phy
+    assert _entry_at(after[0], slots_end, after[1])[:2] == (z_hash, phy)      # the run goes on after the cut
+    _patch(index, slots_end + number * ENTRY.size, struct.pack(">i", z_hash))
+    with segstore.open(str(store), format="rocketmq") as s:
+        problems = [(p.path, p.pos, p.message) for p in s.verify()]
+    assert problems == [(str(index), slots_end + number * ENTRY.size,
+                         f"expected the 2 key(s) of the message at {phy} indexed once, found "
+                         f"index entry {number} put again")]
+
+
+class _Message:
+    """What ``verify._check_key_run`` reads of a message: topic ``T``, its keys."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.topic, self.store_timestamp, self.sys_flag = "T", 0, 0
+        self.properties = {"KEYS": " ".join(keys)}
+
+
+class _Index:
+    """What ``verify._verify_index_repeats`` reads of a store: its index files and its messages."""
+
+    def __init__(self, files: list, messages: list[_Message]) -> None:
+        self.index = type("Index", (), {"files": files})()
+        self.commitlog = type("Log", (), {"read": lambda _, phy: messages[phy]})()
+
+
+@settings(max_examples=150, deadline=None)
+@given(keys=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True), min_size=1,
+                     max_size=8), data=st.data())
+def test_keys_put_again_are_named_once_wherever_files_and_chunks_cut_the_runs(keys, data):
+    """Each message's run of entries (its keys in put order, some changed, some put again after it) is
+    named once where it first goes wrong if it holds a hash twice, however IndexFile ends and
+    ``ENTRY_CHUNK`` cut the runs: a run cut before its first wrong entry and holding the repeated hash
+    only after the cut was not named (found by verifyR)."""
+    messages = [_Message([f"k{k}" for k in ks]) for ks in keys]
+    phys, hashes, expected = [], [], []
+    for phy, ks in enumerate(keys):
+        own = [index_key_hash(f"T#k{k}") for k in ks]
+        run = [data.draw(st.sampled_from([h, *own])) if data.draw(st.booleans()) else h for h in own]
+        run += data.draw(st.lists(st.sampled_from(own), max_size=3))     # put again
+        wrong = [i for i, h in enumerate(run) if i >= len(own) or h != own[i]]
+        if len(set(run)) < len(run) and wrong:
+            expected.append(len(phys) + wrong[0])
+        phys += [phy] * len(run)
+        hashes += run
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(phys) - 1), max_size=3)) if len(phys) > 1 else [])
+    files = []
+    for lo, hi in zip([0, *cuts], [*cuts, len(phys)], strict=True):
+        f = _Entries(phys[lo:hi])
+        f.entries["hash"], f.path = hashes[lo:hi], lo          # a file named by its first entry's index
+        files.append(f)
+    saved, verify.ENTRY_CHUNK = verify.ENTRY_CHUNK, data.draw(st.integers(1, 9))
+    try:
+        problems: list = []
+        verify._verify_index_repeats(_Index(files, messages), problems)
+    finally:
+        verify.ENTRY_CHUNK = saved
+    assert [p.path + p.pos // ENTRY_DTYPE.itemsize - 1 for p in problems] == expected
+
+
+def _entry_at(path: Path, entries_at: int, number: int) -> tuple[int, int, int, int]:
+    return ENTRY.unpack_from(path.read_bytes(), entries_at + number * ENTRY.size)
 
 
 class _Entries:

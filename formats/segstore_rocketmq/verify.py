@@ -721,10 +721,10 @@ def _verify_index_repeats(store, problems: list[Problem]) -> None:
     if index is None:
         return
     carry_phy, carry = -1, np.zeros(0, np.int64)          # the run the entries before ended with
-    for f in index.files:
-        runs, carry_phy, carry = _key_runs(f.entries, carry_phy, carry)
+    for i, f in enumerate(index.files):
+        runs, carry_phy, carry = _key_runs(f.entries, carry_phy, carry, ENTRY_CHUNK)
         for phy, run, before, start in runs:
-            _check_key_run(store, f, phy, run, before, start, problems)
+            _check_key_run(store, index.files[:i + 1], phy, run, before, start, problems)
 
 
 #: A run of one message's entries: its offset, its hashes from its start (in this file or the ones
@@ -813,10 +813,12 @@ def _put_twice_sorted(phys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
     return unique(phys[order][1:][twice])
 
 
-def _check_key_run(store, f, phy: int, run: np.ndarray, before: int, first: int,
+def _check_key_run(store, files, phy: int, run: np.ndarray, before: int, first: int,
                    problems: list[Problem]) -> None:
-    """The entries ``run`` of the message at ``phy`` (``before`` of them in earlier files or chunks,
-    the rest from slot ``first`` of ``f.entries``) against its keys in put order."""
+    """The entries ``run`` of the message at ``phy`` (``before`` of them in earlier chunks or files,
+    the rest from ``first`` on in the last of ``files``' entries) against its keys in put order: the
+    first entry out of that order is named once, by the first part of the run holding a hash twice
+    (a part before it holding none was not checked; one holding one named it already)."""
     try:
         msg = store.commitlog.read(phy)
     except SegstoreError:
@@ -826,11 +828,15 @@ def _check_key_run(store, f, phy: int, run: np.ndarray, before: int, first: int,
     own = np.array([index_key_hash(k) for k in keys], np.int64)
     wrong = np.flatnonzero(np.concatenate([run[:len(own)] != own[:len(run)],
                                            np.ones(max(0, len(run) - len(own)), bool)]))
-    if len(wrong) and wrong[0] >= before:
-        n = first + int(wrong[0]) - before + 1
-        problems.append(Problem(f.path, f.entry_pos(n), f"expected the {len(own)} key(s) of the message "
-                                                        f"at {phy} indexed once, found index entry {n} "
-                                                        "put again"))
+    if not len(wrong) or (wrong[0] < before and len(unique(run[:before])) < before):
+        return
+    at, k = first + int(wrong[0]) - before, len(files) - 1    # where in files[k].entries: below 0,
+    while at < 0 and k > 0:                                     # in a file before (the run goes on
+        k -= 1                                                  # from it)
+        at += len(files[k].entries)
+    f, n = files[k], at + 1
+    problems.append(Problem(f.path, f.entry_pos(n), f"expected the {len(own)} key(s) of the message at {phy} "
+                                                    f"indexed once, found index entry {n} put again"))
 
 
 def _check_chains(f, problems: list[Problem]) -> None:
