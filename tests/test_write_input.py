@@ -800,3 +800,30 @@ def test_a_kafka_dump_line_whose_batch_number_is_past_its_width_is_refused_namin
     assert err.startswith(f"{path}:0: line 1: expected a Kafka dump --json line's fields of their "
                           "kinds, "), err
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("topic", 65536, "found the number 65536"),
+    ("topic", None, "found null"),
+    ("topic", True, "found true"),
+])
+def test_a_topic_of_the_wrong_kind_is_shown_as_the_line_gave_it(tmp_path, capsys, fmt, field, value, said):
+    """A JSON number where the topic's string goes is named as a number: it was ``found '65536'``
+    (Kafka: ``repr`` of its ``repr``, so it read as the string "65536") or ``found 65536`` (RocketMQ)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({field: value, "value": "x"}) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", fmt, "--input", lines)
+    assert code == 1
+    assert err.startswith(f"{lines}:0: line 1: expected ")
+    assert err.rstrip("\n").endswith(said), err
+
+
+def test_a_kafka_partition_given_as_a_string_is_shown_quoted_once(tmp_path, capsys):
+    """It was ``found "'3'"``: the ``repr`` of the ``repr``."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "t", "partition": "3", "value": "x"}\n')
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", "kafka", "--input", lines)
+    assert code == 1
+    assert err == f"{lines}:0: line 1: expected an integer partition, found '3'\n"
+
