@@ -201,6 +201,21 @@ def test_write_spec_with_fields_of_other_kinds_is_a_data_error_naming_the_spec(t
     assert not (tmp_path / store).exists()
 
 
+@pytest.mark.parametrize(("spec", "at"), [
+    ('{"messages": [{"topic": "T", "queueId": 1%s}]}', "messages[0].queueId"),
+    ('{"batches": [], "now_ms": -1%s}', "now_ms")])
+def test_write_spec_with_an_integer_of_thousands_of_digits_names_it(tmp_path, capsys, spec, at):
+    """It said Python's "Exceeds the limit (4300 digits) for integer string conversion ... use
+    sys.set_int_max_str_digits()": the number is named by its digits and where it stands."""
+    path = tmp_path / "spec.json"
+    path.write_text(spec % ("0" * 5000))
+    code, out, err = run(capsys, "write", tmp_path / "s", "--spec", path)
+    assert (code, out) == (2, "")
+    assert err == (f"segstore write: {path}: expected a JSON spec of integers a field can hold (a Java "
+                   f"long at most: 19 digits), found a number of 5001 digits at {at}\n")
+    assert not (tmp_path / "s").exists()
+
+
 def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
     store = copy_writable(BASIC, tmp_path / "store")
     lines = tmp_path / "in.jsonl"
