@@ -1648,6 +1648,13 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
                     progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
                                   len(items) if isinstance(items, list) else None, unit):
                 registry.get(fmt).write_spec(args.path, spec, merged)
+        except InvalidMessageError as err:
+            if err.path is not None:
+                raise
+            # a message of the spec (its topic, its queue id, a property) that the replay could not place:
+            # named by the spec, as every other error of it is (the exit code of its kind kept).  Not a
+            # ConfigError: its value may be the command line's --config, merged into the spec's.
+            raise type(err)(err.message, args.spec) from err
         except SegstoreError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
