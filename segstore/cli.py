@@ -1565,6 +1565,10 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
                                       f"({err.msg} at column {column})", shown, start) from err
         except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
+            number_text = jsontext.too_long_number(text)
+            if number_text is not None:     # not Python's advice to raise sys.set_int_max_str_digits
+                raise InvalidMessageError(f"line {number}: expected integers a field can hold (a Java long "
+                                          f"at most: 19 digits), found {number_text}", shown, start) from err
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
                                       shown, start) from err
         if not isinstance(obj, dict):
@@ -1619,9 +1623,14 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("write takes --spec or --input, not both")
     if args.spec:
         _require_input_file(args.spec, "a JSON spec file")
+        text = files.read_text(args.spec)
         try:
-            spec = json.loads(files.read_text(args.spec))
+            spec = json.loads(text)
         except ValueError as err:
+            number_text = jsontext.too_long_number(text)
+            if number_text is not None:
+                raise UsageError("expected a JSON spec of integers a field can hold (a Java long at most: 19 "
+                                 f"digits), found {number_text}", args.spec) from err
             raise UsageError(f"expected a JSON spec, found invalid JSON ({err})", args.spec) from err
         fmt = args.format or _spec_format(spec, args.spec)
         check_store_path(args.path)
@@ -1639,6 +1648,13 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
                     progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
                                   len(items) if isinstance(items, list) else None, unit):
                 registry.get(fmt).write_spec(args.path, spec, merged)
+        except InvalidMessageError as err:
+            if err.path is not None:
+                raise
+            # a message of the spec (its topic, its queue id, a property) that the replay could not place:
+            # named by the spec, as every other error of it is (the exit code of its kind kept).  Not a
+            # ConfigError: its value may be the command line's --config, merged into the spec's.
+            raise type(err)(err.message, args.spec) from err
         except SegstoreError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:

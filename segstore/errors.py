@@ -41,6 +41,34 @@ def cut(value: Any, limit: int = MAX_SHOWN) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def digits(value: int) -> int:
+    """The decimal digits of ``value`` (its sign not counted), for an int too long for ``str()`` (Python
+    refuses more than ``sys.get_int_max_str_digits()``, 4,300): from its bit length, ``O(digits)``."""
+    size = abs(value)
+    count = int((max(size.bit_length(), 1) - 1) * 0.30102999566398120) + 1    # log10(2)
+    return count + 1 if size >= 10 ** count else count
+
+
+def shown(value: Any) -> str:
+    """``value`` as a JSON line shows it, naming its kind, for an error about a value of the wrong kind:
+    ``the number 65536`` (not ``'65536'``), ``'x'`` (a string quoted, as :func:`cut` shows it), ``null``,
+    ``true``, ``an array [1]``, ``an object {...}``, else the Python type and :func:`cut`.  A number too
+    long to show whole is ``a number of N digits``.  ``O(MAX_SHOWN)`` but for such a number."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int) and value.bit_length() > 4 * MAX_SHOWN:    # past what cut shows whole
+        return f"a number of {digits(value)} digits"
+    if isinstance(value, (int, float)):
+        return f"the number {cut(value)}"
+    if isinstance(value, str):
+        return cut(value)
+    if isinstance(value, (list, tuple)):
+        return f"an array {cut(list(value))}"
+    if isinstance(value, dict):
+        return f"an object {cut(value)}"
+    return f"{type(value).__name__} {cut(value)}"
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``" (did you mean 'X'?)"`` for the name of ``known`` closest to ``name``, else ``""``: for the
     messages that refuse an unknown config or option name (a typo names what was meant).  Closest: the

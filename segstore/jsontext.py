@@ -41,6 +41,48 @@ def loads_object(text: str | bytes, what: str, *, path: str | os.PathLike[str] |
     return value
 
 
+class _Digits(str):
+    """An integer's text that ``int()`` refuses (past ``sys.get_int_max_str_digits()``, 4,300 digits)."""
+
+
+def _first_digits(value: Any, at: str) -> str | None:
+    """Where in ``value`` its first :class:`_Digits` stands (``partition``, ``messages[0].queueId``)."""
+    if isinstance(value, _Digits):
+        return at
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = (f"{at}.{key}" if at else key) if isinstance(key, str) else f"{at}[{key}]"
+        found = _first_digits(item, name)
+        if found is not None:
+            return found
+    return None
+
+
+def too_long_number(text: str) -> str | None:
+    """What refused ``text`` if ``json.loads`` raised Python's "Exceeds the limit (4300 digits) for integer
+    string conversion" (with advice to call ``sys.set_int_max_str_digits``: nothing a user of segstore
+    can do): ``"a number of N digits at NAME"``, NAME the field holding the first such integer
+    (``partition``, ``messages[0].queueId``; left out where the rest of ``text`` does not parse), else
+    ``None``.  No field segstore reads holds more than a Java long (19 digits).  ``O(len(text))``, for
+    the error path."""
+    seen: list[str] = []
+
+    def parse_int(digits: str) -> int | str:
+        try:
+            return int(digits)
+        except ValueError:
+            seen.append(digits)
+            return _Digits(digits)
+
+    try:
+        at = _first_digits(json.JSONDecoder(parse_int=parse_int).decode(text), "")
+    except (ValueError, RecursionError):
+        at = None
+    if not seen:
+        return None
+    return f"a number of {len(seen[0].lstrip('-'))} digits" + (f" at {at}" if at else "")
+
+
 #: A lone surrogate: a str decoded from stored bytes with ``surrogatepass`` (RocketMQ properties keep
 #: ``ED A0 80``... so that what is stored is written back byte for byte) may hold one.
 _SURROGATE = re.compile("[\ud800-\udfff]")

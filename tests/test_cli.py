@@ -201,6 +201,45 @@ def test_write_spec_with_fields_of_other_kinds_is_a_data_error_naming_the_spec(t
     assert not (tmp_path / store).exists()
 
 
+@pytest.mark.parametrize(("spec", "at"), [
+    ('{"messages": [{"topic": "T", "queueId": 1%s}]}', "messages[0].queueId"),
+    ('{"batches": [], "now_ms": -1%s}', "now_ms")])
+def test_write_spec_with_an_integer_of_thousands_of_digits_names_it(tmp_path, capsys, spec, at):
+    """It said Python's "Exceeds the limit (4300 digits) for integer string conversion ... use
+    sys.set_int_max_str_digits()": the number is named by its digits and where it stands."""
+    path = tmp_path / "spec.json"
+    path.write_text(spec % ("0" * 5000))
+    code, out, err = run(capsys, "write", tmp_path / "s", "--spec", path)
+    assert (code, out) == (2, "")
+    assert err == (f"segstore write: {path}: expected a JSON spec of integers a field can hold (a Java "
+                   f"long at most: 19 digits), found a number of 5001 digits at {at}\n")
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("message", "code", "said"), [
+    ({"topic": "../x"}, 2, "a topic of the characters [%|a-zA-Z0-9_-], found '../x'"),
+    ({"topic": "T", "queueId": -1}, 1, "a queue id in [0, 2147483646]"),
+    ({"topic": "T", "properties": {"a": 1}}, 1, "a property value as a str or UTF-8 bytes, found int")])
+def test_write_spec_with_a_message_the_store_refuses_names_the_spec(tmp_path, capsys, message, code, said):
+    """A RocketMQ spec's message with a topic, a queue id or a property the store refuses was said without
+    naming the spec (the replay's error has no file of its own), where every other error of a spec names
+    it."""
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"messages": [{"body": "a", **message}]}))
+    got, out, err = run(capsys, "write", tmp_path / "s", "--spec", path)
+    assert (got, out) == (code, "")
+    assert f"{path}: expected {said}" in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_write_spec_with_a_bad_config_of_the_command_line_does_not_blame_the_spec(tmp_path, capsys):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"messages": [{"topic": "T", "body": "a"}]}))
+    code, _, err = run(capsys, "write", tmp_path / "s", "--spec", path, "--config", "maxMessageSize=-1")
+    assert code == 2
+    assert str(path) not in err and "maxMessageSize" in err
+
+
 def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
     store = copy_writable(BASIC, tmp_path / "store")
     lines = tmp_path / "in.jsonl"

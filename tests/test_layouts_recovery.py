@@ -415,7 +415,9 @@ def test_an_index_build_cut_short_by_a_full_disk_is_a_line_and_builds_again(tmp_
     mkdir found no room after its files were let go of, and the clean-up's close flushed them anyway:
     ``AttributeError: 'KeyStreamIndex' object has no attribute 'service'``, a traceback over the
     StorageFullError.  Now exit 1 naming the directory, and the next build and lookups answer as a
-    scan."""
+    scan.  That next build needs no ``--option`` again: the failed one deleted the index's state, and
+    with it the options the index was built with, so a plain build took the defaults; now it writes
+    the state (not clean, with the options) before it deletes the files."""
     import errno
 
     from conftest import cli_run
@@ -424,23 +426,39 @@ def test_an_index_build_cut_short_by_a_full_disk_is_a_line_and_builds_again(tmp_
         pytest.skip(f"{name} is native to {fmt} stores")
     path = tmp_path / "T-0"
     _write(path, fmt, _data(6, 11), indexes=list(LAYOUT_NAMES))
-    real = os.mkdir
+    options = {option: value for option, value in LAYOUT_OPTIONS.items()
+               if option.startswith(("layout.", f"{name}."))}
+    built = [state["options"] for state in _states(path) if state["layout"] == name]
+    assert built and all(state.items() >= options.items() for state in built)
+    real_open, real_remove, real_mkdir = os.open, os.remove, os.mkdir
+    removed = []
 
     def mkdir(target, *args, **kwargs):
         if f"{os.sep}.segstore{os.sep}" in os.fspath(target):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(target, *args, **kwargs)
+        return real_mkdir(target, *args, **kwargs)
 
-    monkeypatch.setattr(os, "mkdir", mkdir)
-    code, _, err = cli_run("index", "build", path, "--index", name)
+    def remove(target, *args, **kwargs):
+        removed.append(target)
+        return real_remove(target, *args, **kwargs)
+
+    def open_file(target, *args, **kwargs):     # once the build removed a file: room for the state only
+        if removed and f"{os.sep}.segstore{os.sep}" in os.fspath(target) and not os.fspath(target).endswith(
+                ("state.json", "state.json.tmp")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(target, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "mkdir", mkdir)
+        patched.setattr(os, "remove", remove)
+        patched.setattr(os, "open", open_file)
+        code, _, err = cli_run("index", "build", path, "--index", name)
     assert code == 1, err
     assert "expected room on the device" in err and "Traceback" not in err, err
-    monkeypatch.setattr(os, "mkdir", real)
-    # the options again: the failed build had deleted the state that kept them
-    options = [arg for option, value in LAYOUT_OPTIONS.items() if option.startswith(("layout.", f"{name}."))
-               for arg in ("--option", f"{option}={value}")]
-    code, _, err = cli_run("index", "build", path, "--index", name, *options)
+    code, _, err = cli_run("index", "build", path, "--index", name)
     assert code == 0, err
+    built = [state["options"] for state in _states(path) if state["layout"] == name]
+    assert built and all(state.items() >= options.items() for state in built)
     assert cli_run("index", "verify", path, "--index", name)[0] == 0
     with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
         check_against_scan(store, store.indexes)

@@ -800,3 +800,52 @@ def test_a_kafka_dump_line_whose_batch_number_is_past_its_width_is_refused_namin
     assert err.startswith(f"{path}:0: line 1: expected a Kafka dump --json line's fields of their "
                           "kinds, "), err
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("topic", 65536, "found the number 65536"),
+    ("topic", None, "found null"),
+    ("topic", True, "found true"),
+])
+def test_a_topic_of_the_wrong_kind_is_shown_as_the_line_gave_it(tmp_path, capsys, fmt, field, value, said):
+    """A JSON number where the topic's string goes is named as a number: it was ``found '65536'``
+    (Kafka: ``repr`` of its ``repr``, so it read as the string "65536") or ``found 65536`` (RocketMQ)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({field: value, "value": "x"}) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", fmt, "--input", lines)
+    assert code == 1
+    assert err.startswith(f"{lines}:0: line 1: expected ")
+    assert err.rstrip("\n").endswith(said), err
+
+
+def test_a_kafka_partition_given_as_a_string_is_shown_quoted_once(tmp_path, capsys):
+    """It was ``found "'3'"``: the ``repr`` of the ``repr``."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "t", "partition": "3", "value": "x"}\n')
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", "kafka", "--input", lines)
+    assert code == 1
+    assert err == f"{lines}:0: line 1: expected an integer partition, found '3'\n"
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("field", ["partition", "timestamp", "queue_id"])
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_integer_of_thousands_of_digits_is_named_with_its_field(tmp_path, capsys, fmt, field, sign):
+    """Past 4,300 digits ``json.loads`` raises Python's own limit, which the message passed on with its
+    advice to call ``sys.set_int_max_str_digits()``: the number is named by its digits and field."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "t", "value": "x"}\n' f'{{"topic": "t", "{field}": {sign}{"9" * 5000}}}\n')
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", fmt, "--input", lines)
+    assert code == 1
+    assert err == (f"{lines}:29: line 2: expected integers a field can hold (a Java long at most: 19 "
+                   f"digits), found a number of 5000 digits at {field}\n")
+    assert not (tmp_path / "store").exists()
+
+
+def test_an_integer_of_thousands_of_digits_before_a_syntax_error_is_named(tmp_path, capsys):
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(f'{{"topic": "t", "headers": [["k", {"1" * 4400}]], "x": }}\n')
+    code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
+    assert code == 1
+    assert err.endswith("found a number of 4400 digits\n"), err

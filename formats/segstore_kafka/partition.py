@@ -46,6 +46,7 @@ from segstore.errors import (
     UnrepairedDataError,
     cut,
     did_you_mean,
+    shown,
 )
 from segstore.javatext import java_trim, parse_long
 from segstore.log import SegmentedLog
@@ -420,7 +421,7 @@ def validate_topic(topic: str, partition: int) -> None:
     :raises InvalidTopicError: with the rule broken.
     """
     if not isinstance(topic, str):
-        raise InvalidTopicError(f"expected a topic name (str), found {cut(repr(topic))}")
+        raise InvalidTopicError(f"expected a topic name (str), found {shown(topic)}")
     if not topic or topic in (".", ".."):
         raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:
@@ -429,7 +430,7 @@ def validate_topic(topic: str, partition: int) -> None:
     if LEGAL_TOPIC.fullmatch(topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if not isinstance(partition, int) or isinstance(partition, bool):
-        raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
+        raise InvalidTopicError(f"expected an integer partition, found {shown(partition)}")
     if not 0 <= partition <= MAX_PARTITION:
         raise InvalidTopicError(f"expected a partition from 0 to {MAX_PARTITION} (an int32, as Kafka keeps "
                                 f"it), found {partition}")

@@ -41,6 +41,7 @@ from segstore.errors import (
     UnrepairedDataError,
     UnsupportedOperationError,
     cut,
+    shown,
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
@@ -275,7 +276,7 @@ def _partition_number(partition: Any) -> int:
         return partition
     if isinstance(partition, numbers.Integral) and not isinstance(partition, bool):
         return int(partition)
-    raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
+    raise InvalidTopicError(f"expected an integer partition, found {shown(partition)}")
 
 
 def _timestamp_number(timestamp: Any) -> int:

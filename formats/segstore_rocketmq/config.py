@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore.errors import ConfigError, InvalidTopicError, cut, did_you_mean
+from segstore.errors import ConfigError, InvalidTopicError, cut, did_you_mean, shown
 from segstore.javatext import parse_int, parse_long
 
 #: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
@@ -63,7 +63,7 @@ def validate_topic(topic: object, max_length: int = TOPIC_MAX_LENGTH) -> str:
         character outside ``[%|a-zA-Z0-9_-]`` (so no path separators or ``..``).
     """
     if not isinstance(topic, str) or not topic:
-        raise InvalidTopicError(f"expected a non-empty topic name, found {topic!r}")
+        raise InvalidTopicError(f"expected a non-empty topic name, found {shown(topic)}")
     if len(topic) > max_length:
         raise InvalidTopicError(f"expected a topic of at most {max_length} characters, "
                                 f"found {len(topic)}")

@@ -253,14 +253,13 @@ class StreamIndex:
         self.catch_up()
 
     def _discard(self, *, new_options: bool = False) -> None:
-        """Delete every file of the stream index and start it empty (it will be rebuilt).
+        """Delete every file of the stream index and start it empty (it will be rebuilt); its state file
+        is rewritten first (not clean), so that a rebuild cut short keeps the options.
 
         The index keeps the options it was built with; ``new_options`` (a requested build) takes
         those its caller named (:attr:`Layout.requested`) in their place.
         """
         self._close_files()
-        files.remove_tree(self.directory)
-        files.make_dirs(self.directory)
         if new_options:
             self.options = {**self.options, **self.layout.requested}
         self.state.options = self.options
@@ -268,6 +267,18 @@ class StreamIndex:
         self.state.carry = {}
         self._marked_end = None
         self.stale = None
+        if files.is_file(self.state.path):
+            # the state first, not clean, from the log start, with the options now asked for: a build cut
+            # short after it (a full disk) leaves the index to be rebuilt with them, not with the defaults
+            # (a lost state kept none); one that could not write it leaves the index as it was
+            self._save(clean=False)
+            for name in files.list_dir(self.directory):
+                entry = os.path.join(self.directory, name)
+                if name != STATE_FILE:
+                    (files.remove_tree if files.is_dir(entry) else files.remove)(entry)
+        else:
+            files.remove_tree(self.directory)
+            files.make_dirs(self.directory)
         self._open_files()
 
     def _forget(self, offset: int) -> None:
