@@ -504,10 +504,12 @@ def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int],
     first = columnar.contradicting(rows)
     n = len(rows) if first is None else first
     numbers = np.zeros(0, np.int32)
-    if n and numbered is not None:
-        numbers = numbered.codes(view, rows, n, topics)
-    elif n:
-        numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
+    if n:
+        if numbered is not None:
+            numbers = numbered.codes(view, rows, n, topics)
+        else:
+            numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
+        # however numbered: a topic no broker accepts ends the rows the walk takes
         invalid = [code for name, code in topics.items() if not _valid_topic(name)]
         if invalid:
             hits = np.flatnonzero(np.isin(numbers, invalid))
