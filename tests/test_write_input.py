@@ -819,6 +819,21 @@ def test_a_topic_of_the_wrong_kind_is_shown_as_the_line_gave_it(tmp_path, capsys
     assert err.rstrip("\n").endswith(said), err
 
 
+@pytest.mark.parametrize(("fields", "said"), [
+    # was: found "unhashable type: 'list'" (a set lookup of the topic before it was validated)
+    ({"topic": ["a"]}, "expected a non-empty topic name, found an array ['a']"),
+    # was: found "'int' object is not iterable"
+    ({"topic": "a", "keys": 5}, "expected keys as a text or a list of texts, found the number 5"),
+])
+def test_a_rocketmq_line_of_the_wrong_kind_says_what_it_found_not_pythons_words(tmp_path, capsys, fields,
+                                                                                 said):
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({**fields, "body": "x"}) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "store", "--format", "rocketmq", "--input", lines)
+    assert code == 1
+    assert err == f"{lines}:0: line 1: {said}\n", err
+
+
 def test_a_kafka_partition_given_as_a_string_is_shown_quoted_once(tmp_path, capsys):
     """It was ``found "'3'"``: the ``repr`` of the ``repr``."""
     lines = tmp_path / "in.jsonl"

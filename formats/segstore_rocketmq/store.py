@@ -49,6 +49,7 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
     did_you_mean,
+    shown,
 )
 from segstore.javatext import parse_int
 from segstore.overlap import in_rounds, overlapped, thread_count
@@ -1123,7 +1124,8 @@ class RocketMQStore(LifecycleMixin, Store):
         fields = self._normalize(item)
         get = fields.get
         topic = get("topic")
-        if topic not in self._valid_topics:
+        # a list or an object is no set member (TypeError: unhashable): validate_topic names its kind
+        if type(topic) is not str or topic not in self._valid_topics:
             topic = validate_topic(topic, self.config.topic_max_length)
             if len(self._valid_topics) < _CACHE_LIMIT:
                 self._valid_topics.add(topic)
@@ -1145,6 +1147,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if keys:
             if isinstance(keys, str | bytes):
                 keys = [keys]
+            elif not isinstance(keys, Iterable):    # a number: "'int' object is not iterable" said nothing
+                raise InvalidMessageError(f"expected keys as a text or a list of texts, found {shown(keys)}")
             joined = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key") for k in keys])
             if joined:
                 produced[PROPERTY_KEYS] = joined
