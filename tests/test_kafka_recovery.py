@@ -11,7 +11,7 @@ import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka_messages import marked_transaction
 from segstore_kafka.batch import (
@@ -1526,18 +1526,23 @@ def _offsets_going_back(part: Path) -> bytes:
     return data
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 50), st.integers(0, 200)),
                 min_size=1, max_size=8),
-       st.integers(0, 400), st.integers(-1, 2**20))
+       st.integers(0, 400), st.integers(-1, 2**20), st.one_of(st.just(1 << 20), st.integers(12, 64)))
+# offsets 10 and 20 fill the time index of segment.index.bytes 36 (3 slots, TimeIndex.isFull at 2): the
+# batch of 5 after them gets no entry, so nothing goes back (index_gone_back named it, a needless rebuild)
+@example([(0, 0, 0, 100), (10, 0, 1, 100), (20, 0, 2, 100), (5, 0, 0, 100)], 50, -1, 36)
 def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
         tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[int, int, int, int]], interval: int,
-        flip: int) -> None:
+        flip: int, index_bytes: int) -> None:
     """``LogSegment.index_gone_back`` (the open's and the first append's look for what Kafka 3.8.0
     ``LogSegment.recover`` throws ``InvalidOffsetException`` on) names a batch exactly where ``recover``
-    cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times and
-    ``index.interval.bytes``, a byte flipped anywhere or not (a CRC or framing failing where recover's
-    walk ends, or an offset moved); and it names the batch recover's error names."""
+    cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times,
+    ``index.interval.bytes`` and ``segment.index.bytes`` (the rebuilt indexes filling up:
+    ``OffsetIndex``/``TimeIndex.isFull`` in storage/.../log/, where ``recover`` adds no more entries), a
+    byte flipped anywhere or not (a CRC or framing failing where recover's walk ends, or an offset
+    moved); and it names the batch recover's error names."""
     part = tmp_path_factory.mktemp("gone") / "t-0"
     part.mkdir()
     data = b"".join(encode_batch([(b"k", b"v" * size, stamp) for _ in range(count + 1)], base_offset=base)
@@ -1548,7 +1553,7 @@ def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
     (part / f"{SEG0}.log").write_bytes(data)
     for suffix in (".index", ".timeindex"):
         (part / f"{SEG0}{suffix}").write_bytes(b"")
-    seg = LogSegment(str(part), 0, index_interval_bytes=interval, max_index_size=1 << 20, writable=True)
+    seg = LogSegment(str(part), 0, index_interval_bytes=interval, max_index_size=index_bytes, writable=True)
     try:
         found = seg.index_gone_back()
         result = seg.recover()

@@ -957,9 +957,11 @@ class LogSegment:
         (:func:`.batch.valid_v2_end` with ``rising``) up to the first batch whose framing or CRC fails,
         where ``recover``'s walk ends, nothing more.  Elsewhere (offsets that do not rise, legacy
         batches) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are followed over
-        the batches it walks, Python per batch; an index filling up (``segment.index.bytes``) and records
-        that stop the walk early are not counted, so a segment named here may yet recover whole.  The
-        answer is kept until the log's size changes.  ``O(bytes)``."""
+        the batches it walks, Python per batch, each index filling up at ``segment.index.bytes`` as
+        ``recover`` rebuilds it (no entry is added once one is full: :attr:`RecoverResult.index_full_at`;
+        only the time index entry forced in at the end is checked then); records that stop the walk early
+        (a marker ``recover`` cuts after) are not counted, so a segment named here may yet be cut before
+        the batch named.  The answer is kept until the log's size changes.  ``O(bytes)``."""
         if self._intact_size == self.log.size:
             return None
         if self._gone_back_kept is not None and self._gone_back_kept[0] == self.log.size:
@@ -985,6 +987,11 @@ class LogSegment:
         last_time: int | None = None
         last_stamp = NO_TIMESTAMP
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
+        # the rebuilt indexes' room (recover's reset to segment.index.bytes) and the entries they take
+        offset_room = self.max_index_size // self.offset_index.entry_size
+        time_room = self.max_index_size // self.time_index.entry_size
+        offset_entries = time_entries = 0
+        full = False
         batch: codec.RecordBatch | None = None
         try:
             for batch in self.batches():
@@ -992,13 +999,18 @@ class LogSegment:
                     continue
                 if batch.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if batch.position - last_entry > self.index_interval_bytes:
+                if batch.position - last_entry > self.index_interval_bytes and not full:
+                    if offset_entries >= offset_room or time_entries >= time_room - 1:
+                        full = True             # OffsetIndex / TimeIndex.isFull: recover adds no more
+                        continue
                     gone_back = self._gone_back(batch, batch.last_offset, max_ts, last_offset, last_time)
                     if gone_back is not None:
                         return gone_back
                     last_offset, last_entry = batch.last_offset, batch.position
+                    offset_entries += 1
                     if max_ts.timestamp > last_stamp:
                         last_stamp, last_time = max_ts
+                        time_entries += 1
         except CorruptDataError:
             pass                        # where recover's walk ends (a torn or corrupt batch)
         return None if batch is None else self._gone_back(batch, None, max_ts, last_offset, last_time)
