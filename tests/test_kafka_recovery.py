@@ -1420,6 +1420,56 @@ def test_a_flush_moves_a_partition_directorys_recovery_point_past_the_damage_it_
     assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
 
 
+_KILLED_BEFORE_FLUSH = """
+import sys, segstore
+store = segstore.open(sys.argv[1], format="kafka", mode="a", **{"segment.bytes": 600})
+store.append({"topic": "t", "partition": 0, "value": b"after"})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize(("damage", "opened"), [
+    ("active segment below the point", "logdir"), ("active segment below the point", "partition"),
+    ("earlier segment after a clean shutdown", "logdir"),
+    ("earlier segment after a clean shutdown", "partition"),
+])
+def test_a_writer_killed_before_its_first_flush_leaves_no_recovery_point_before_damage(
+        tmp_path: Path, damage: str, opened: str) -> None:
+    """A log dir whose ``recovery-point-offset-checkpoint`` (5) is behind the log end (15), with damage
+    Kafka 3.8.0's next unclean load reaches from it (``LogLoader.recoverLog`` recovers the segment holding
+    the point and every later one, core/src/main/scala/kafka/log/LogLoader.scala; ``LogSegment.recover``
+    truncates at the first batch ``ensureValid`` fails and every later segment is deleted): a CRC failing
+    below the point in the active segment (which a writable open keeps, and the first append rolls past),
+    or in a later segment after a clean shutdown (an open that checks no CRC).  A writer appended offset 15
+    and was killed (SIGKILL) before any flush or close: the checkpoint still said 5, and the storage
+    oracle's recovery then cut segment 0 (1,518 bytes) or segment 5 (506 bytes) and skipped what followed
+    ("LogLoader deletes segments after a truncated one"), the acknowledged append with it.  Now the first
+    append moves the checkpointed point to the log end first (the segments synced), past the damage."""
+    root = tmp_path / "logs"
+    part = root / "t-0"
+    if damage.startswith("active"):
+        log = _log_dir_of_batches(root)
+        _flip(log, _positions(log)[1] - 10)                # a record byte of batch 0 (offsets 0..4)
+        damaged = log
+    else:
+        log = _three_segments(root)                        # (its last-batch flip undone: segment 0 intact)
+        _flip(log, log.stat().st_size - 10)
+        damaged = part / f"{5:020d}.log"
+        _flip(damaged, damaged.stat().st_size - 10)
+        (root / ".kafka_cleanshutdown").write_bytes(b"")
+    (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 5\n")
+    before = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    cut = _kafka_unclean_load_cuts_at(root, "t", 0)
+    assert cut is not None and cut[0] == damaged.name
+    kill_after_append(_KILLED_BEFORE_FLUSH, str(root if opened == "logdir" else part))
+    assert "t 0 15" in (root / "recovery-point-offset-checkpoint").read_text()
+    assert _kafka_unclean_load_cuts_at(root, "t", 0) is None
+    assert {name: (part / name).read_bytes()[:len(data)] for name, data in before.items()} == before  # kept
+    with segstore.open(str(root)) as store:
+        assert [r.value for r in store.read("t", 0, offset=15)] == [b"after"]
+
+
 def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
     """A CRC failing in a segment before the active one, below the recovery point: the appends go to the
     active segment as they would, and the recovery point the close checkpoints (the log end) lies past the

@@ -305,6 +305,10 @@ class LogSegment:
         self._rolling_ts: int | None = None
         #: (log size, :meth:`index_gone_back`'s answer at that size)
         self._gone_back_kept: tuple[int, CorruptDataError | None] | None = None
+        #: where :meth:`recover` found a rebuilt index full (None: it has not, or every entry fitted):
+        #: Kafka 3.8.0's ``LogSegment.recover`` throws there (``IllegalArgumentException``, which no caller
+        #: catches: the log does not load)
+        self.index_full_at: int | None = None
         #: the log size at which a walk from its start found every batch a whole v2 one, its CRC holding
         #: and its last offset above the one before (no torn batch, no index going back: nothing to walk
         #: again while the size stays; only appends grow it, and recover forgets it)
@@ -903,6 +907,7 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
+        self.index_full_at = full_at
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def _truncate_to_base_at(self) -> int:
