@@ -1458,12 +1458,13 @@ def test_a_writer_killed_before_its_first_flush_leaves_no_recovery_point_before_
         damaged = part / f"{5:020d}.log"
         _flip(damaged, damaged.stat().st_size - 10)
         (root / ".kafka_cleanshutdown").write_bytes(b"")
-    (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 5\n")
+    # (u-0: a partition the log dir does not hold; its entry, as any other partition's, stays as it was)
+    (root / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 5\nu 0 3\n")
     before = {p.name: p.read_bytes() for p in part.glob("*.log")}
     cut = _kafka_unclean_load_cuts_at(root, "t", 0)
     assert cut is not None and cut[0] == damaged.name
     kill_after_append(_KILLED_BEFORE_FLUSH, str(root if opened == "logdir" else part))
-    assert "t 0 15" in (root / "recovery-point-offset-checkpoint").read_text()
+    assert (root / "recovery-point-offset-checkpoint").read_text() == "0\n2\nt 0 15\nu 0 3\n"
     assert _kafka_unclean_load_cuts_at(root, "t", 0) is None
     assert {name: (part / name).read_bytes()[:len(data)] for name, data in before.items()} == before  # kept
     with segstore.open(str(root)) as store:
