@@ -375,6 +375,12 @@ class KafkaConfig:
         return self.segment_ms
 
     @property
+    def delete(self) -> bool:
+        """Whether ``cleanup.policy`` has ``delete`` (``LogConfig.delete``): retention runs its size and
+        time passes."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
     def compact(self) -> bool:
         """Whether ``cleanup.policy`` has ``compact`` (3.8 ``LogConfig.compact``): the broker then refuses a
         record without a key (:func:`check_keys`)."""
@@ -1499,12 +1505,17 @@ class Partition:
 
     # -- retention ----------------------------------------------------------------
     def apply_retention(self, now_ms: int | None = None) -> list[int]:
-        """Delete old segments per ``retention.ms`` / ``retention.bytes``; returns their base offsets."""
+        """Delete old segments per ``retention.bytes`` / ``retention.ms`` as Kafka 3.8.0
+        ``UnifiedLog.deleteOldSegments`` does, in its order (size, then time), each pass from the oldest
+        segment while it holds, never the active one; only where ``cleanup.policy`` has ``delete``
+        (``config.delete``: a compacted topic, ``__consumer_offsets`` and ``__transaction_state`` among
+        them, loses no segment to either, whatever ``retention.*`` says).  A segment's time is
+        ``LogSegment.largestTimestamp``: its largest record time, else its ``.log`` file's mtime.
+        Returns their base offsets."""
+        if not self.config.delete:
+            return []
         now = self.clock() if now_ms is None else now_ms
         removed: list[LogSegment] = []
-        if self.config.retention_ms >= 0:
-            removed += self.log.delete_oldest(
-                lambda seg: now - seg.max_timestamp_so_far().timestamp <= self.config.retention_ms)
         if self.config.retention_bytes >= 0:
             excess = [sum(seg.size for seg in self.log.segments) - self.config.retention_bytes]
 
@@ -1515,6 +1526,9 @@ class Partition:
                 return False
 
             removed += self.log.delete_oldest(keep)
+        if self.config.retention_ms >= 0:
+            removed += self.log.delete_oldest(
+                lambda seg: now - seg.largest_timestamp() <= self.config.retention_ms)
         for seg in removed:
             seg.delete()
         first = self.log.segments.first
