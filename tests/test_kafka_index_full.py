@@ -172,7 +172,12 @@ sys.stdin.read()
 
 def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_path: Path) -> None:
     """``segstore recover --config segment.index.bytes=64`` on the killed store: exit 0, one line naming
-    where the indexes filled, every record kept; a second recover finds nothing to do."""
+    where the indexes filled, every record kept; a second recover finds nothing to do.  The full segment
+    was left active: the recovery point the close checkpointed (the log end, 21) lay in it, and with no
+    clean-shutdown marker Kafka 3.8.0's next load (``LogLoader.recoverLog`` from the segment holding it,
+    core/src/main/scala/kafka/log/LogLoader.scala) ran the storage oracle's ``LogSegment.recover`` on it,
+    which threw ``IllegalArgumentException: Attempt to append to a full index (size = 8)``: the partition
+    did not load.  The recovery now rolls an empty segment at the log end, which holds the point."""
     config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
     store = tmp_path / "k"
     n = _grown_across_reopens_then_killed(store, config)
@@ -180,8 +185,11 @@ def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_pat
     recover = _cli("recover", str(store), *args)
     assert recover.returncode == 0, recover.stdout + recover.stderr
     assert "full at position" in recover.stdout and "00000000000000000000.log" in recover.stdout
+    assert f"rolled a new segment at {n}" in recover.stdout
     partition = store / "t-0"
-    assert _sizes(partition, ".index") == [OFFSET_SLOTS * 8]
+    assert _sizes(partition, ".index") == [OFFSET_SLOTS * 8, 0]
+    assert sorted(int(p.name[:20]) for p in partition.glob("*.log")) == [0, n]
+    assert (store / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {n}\n"
     assert _kafka_python_offsets(partition) == list(range(n))
     again = _cli("verify", str(store), *args)
     assert again.returncode == 0, again.stdout + again.stderr

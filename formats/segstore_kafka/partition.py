@@ -1091,6 +1091,16 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} ({where})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
+        active = self.log.active
+        if active is not None and active.size and active.index_full_at is not None:
+            # Kafka 3.8.0 LogSegment.recover throws IllegalArgumentException on the full index, which
+            # LogLoader.recoverLog does not catch, and the broker's next load recovers the segment holding
+            # the recovery point segstore checkpoints (the log end: this one).  The roll the next append
+            # makes (shouldRoll: an index full), made now, leaves the segment below it.
+            active.on_become_inactive()
+            self.log.roll(end).make_appendable()
+            lines.append(f"{active.path}: rolled a new segment at {end}: Kafka's recovery of this one "
+                         "(holding the recovery point) would throw on its full index and not load the log")
         if end < end_before:
             # the log now ends before where the load truncated the epochs to (a cut): again, from the end
             # and then from the start.  Not where it did not move: an entry at the log start that is its
@@ -1129,7 +1139,7 @@ class Partition:
         line = f"{seg.path}: rebuilt indexes over {result.valid_bytes} valid bytes"
         if result.index_full_at is not None:
             line += (f" (full at position {result.index_full_at}: segment.index.bytes="
-                     f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
+                     f"{seg.max_index_size}; later batches unindexed)")
         if result.truncated_bytes:
             kept = "all zeros: nothing to keep" if result.saved_to is None else f"kept in {result.saved_to}"
             line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} ({kept})"

@@ -853,7 +853,7 @@ class LogSegment:
                     # Kafka 3.8's recover() appends here unchecked and throws on a full index: a log
                     # grown after a reopen (bytesSinceLastIndexEntry starts at 0) needs more entries
                     # than the writer made.  The indexes are sparse, so the rest of the segment goes
-                    # unindexed (lookups walk it) and the next append rolls (shouldRoll: index full).
+                    # unindexed (lookups walk it); an active one is rolled past (Partition._recover_from).
                     full_at = batch.position
                 else:
                     gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
