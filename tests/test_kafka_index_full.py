@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, kill_after_append
 from kafka.record.memory_records import MemoryRecords
 
 import segstore
@@ -141,9 +141,43 @@ def test_a_segment_grown_across_reopens_then_killed_reopens_and_rolls(tmp_path: 
     assert len(dump.stdout.splitlines()) == n
 
 
+def test_a_writer_killed_after_rolling_past_a_full_index_leaves_the_recovery_point_past_it(
+        tmp_path: Path) -> None:
+    """The killed store above reopened and appended to by a writer killed (SIGKILL) before any flush: its
+    log dir's ``recovery-point-offset-checkpoint`` still said 18, inside segment 0, and the storage
+    oracle's ``LogSegment.recover`` of segment 0 threw ``IllegalArgumentException: Attempt to append to a
+    full index (size = 8)``, which ``LogLoader.recoverLog`` (core/src/main/scala/kafka/log/LogLoader.scala)
+    does not catch: Kafka 3.8.0 could not load the partition.  Now the first append, whose open's recovery
+    found that index full, moves the checkpointed point to the log end (21) first: the broker's next load
+    recovers only segment 21, the one the append rolled to."""
+    config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
+    store = tmp_path / "k"
+    n = _grown_across_reopens_then_killed(store, config)
+    checkpoint = store / "recovery-point-offset-checkpoint"
+    assert checkpoint.read_text() == "0\n1\nt 0 18\n"      # the last close's: the kill wrote none
+    kill_after_append(_APPEND_THEN_WAIT.format(config=config, t0=T0), str(store))
+    assert checkpoint.read_text() == f"0\n1\nt 0 {n}\n"
+    assert sorted(int(p.name[:20]) for p in (store / "t-0").glob("*.log")) == [0, n]
+    assert _kafka_python_offsets(store / "t-0") == list(range(n + 1))
+
+
+_APPEND_THEN_WAIT = """
+import sys, segstore
+s = segstore.open(sys.argv[1], format="kafka", mode="a", **{config!r})
+s.append({{"topic": "t", "partition": 0, "value": b"after", "timestamp": {t0}}})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
 def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_path: Path) -> None:
     """``segstore recover --config segment.index.bytes=64`` on the killed store: exit 0, one line naming
-    where the indexes filled, every record kept; a second recover finds nothing to do."""
+    where the indexes filled, every record kept; a second recover finds nothing to do.  The full segment
+    was left active: the recovery point the close checkpointed (the log end, 21) lay in it, and with no
+    clean-shutdown marker Kafka 3.8.0's next load (``LogLoader.recoverLog`` from the segment holding it,
+    core/src/main/scala/kafka/log/LogLoader.scala) ran the storage oracle's ``LogSegment.recover`` on it,
+    which threw ``IllegalArgumentException: Attempt to append to a full index (size = 8)``: the partition
+    did not load.  The recovery now rolls an empty segment at the log end, which holds the point."""
     config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
     store = tmp_path / "k"
     n = _grown_across_reopens_then_killed(store, config)
@@ -151,8 +185,11 @@ def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_pat
     recover = _cli("recover", str(store), *args)
     assert recover.returncode == 0, recover.stdout + recover.stderr
     assert "full at position" in recover.stdout and "00000000000000000000.log" in recover.stdout
+    assert f"rolled a new segment at {n}" in recover.stdout
     partition = store / "t-0"
-    assert _sizes(partition, ".index") == [OFFSET_SLOTS * 8]
+    assert _sizes(partition, ".index") == [OFFSET_SLOTS * 8, 0]
+    assert sorted(int(p.name[:20]) for p in partition.glob("*.log")) == [0, n]
+    assert (store / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {n}\n"
     assert _kafka_python_offsets(partition) == list(range(n))
     again = _cli("verify", str(store), *args)
     assert again.returncode == 0, again.stdout + again.stderr

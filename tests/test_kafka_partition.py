@@ -162,6 +162,44 @@ def test_retention_bytes_and_ms_move_the_log_start(tmp_path: Path) -> None:
     aged.close()
 
 
+@pytest.mark.parametrize(("topic", "policy", "kept"), [
+    ("t", "compact", [0, 1, 2, 3, 4, 5]),
+    ("__consumer_offsets", "delete", [0, 1, 2, 3, 4, 5]),    # always compacted (topicconfig)
+    ("t", "compact,delete", [5]),
+    ("t", "delete", [5]),
+])
+def test_retention_at_append_runs_only_where_the_cleanup_policy_deletes(
+        tmp_path: Path, topic: str, policy: str, kept: list[int]) -> None:
+    """Kafka 3.8.0 ``UnifiedLog.deleteOldSegments`` (core/src/main/scala/kafka/log/UnifiedLog.scala) runs
+    the ``retention.bytes`` and ``retention.ms`` passes only ``if (config.delete)``: a compacted topic loses
+    segments to neither.  The retention each append runs (``Partition.apply_retention``) ran both whatever
+    the policy: records of a month ago appended to a compacted topic with ``retention.ms`` a day (or
+    ``__consumer_offsets``, with the broker's stock ``log.retention.hours=168``) lost every closed
+    segment at the next append."""
+    month_ago = Clock().now - 30 * 86_400_000           # (and years before the store's clock)
+    config = {"segment.bytes": 300, "cleanup.policy": policy, "retention.ms": 86_400_000,
+              "retention.bytes": 500}
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a", **config) as store:
+        for i in range(6):
+            store.append_batch([{"topic": topic, "partition": 0, "key": b"k%d" % i, "value": b"v" * 100,
+                                 "timestamp": month_ago + i}])
+        assert [seg.base for seg in store.partition_of(topic, 0).segments] == kept
+
+
+def test_retention_at_append_measures_a_segment_without_times_by_its_files_mtime(tmp_path: Path) -> None:
+    """``LogSegment.largestTimestamp`` (Kafka 3.8.0, storage/.../log/LogSegment.java) is the largest
+    record time, else (none: every record's -1) the ``.log`` file's mtime, which ``retention.ms`` is
+    measured from (``deleteRetentionMsBreachedSegments``); ``apply_retention`` took -1 as the time, so a
+    closed segment of records without times went at the next append, fresh as it was."""
+    part = _partition(tmp_path, **{"segment.bytes": 200, "retention.ms": 86_400_000})
+    for _ in range(3):
+        part.append_records([(b"k", b"v" * 100, -1, [])], check_times=False)
+    mtime = int(Path(part.segments[0].path).stat().st_mtime * 1000)
+    assert len(part.segments) == 3 and part.apply_retention(now_ms=mtime + 1000) == []
+    assert part.apply_retention(now_ms=mtime + 86_400_000 + 1000) == [0, 1]
+    part.close()
+
+
 def test_log_append_time_uses_the_broker_clock(tmp_path: Path) -> None:
     clock = Clock(1_800_000_000_000)
     with segstore.open(tmp_path / "t-0", format="kafka", mode="a",

@@ -11,7 +11,7 @@ import crc32c
 import numpy as np
 import pytest
 from conftest import FIXTURES, copy_writable, kill_after_append
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka_messages import marked_transaction
 from segstore_kafka.batch import (
@@ -1420,6 +1420,57 @@ def test_a_flush_moves_a_partition_directorys_recovery_point_past_the_damage_it_
     assert _kafka_unclean_load_cuts_at(tmp_path / "logs", "t", 0) is None
 
 
+_KILLED_BEFORE_FLUSH = """
+import sys, segstore
+store = segstore.open(sys.argv[1], format="kafka", mode="a", **{"segment.bytes": 600})
+store.append({"topic": "t", "partition": 0, "value": b"after"})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize(("damage", "opened"), [
+    ("active segment below the point", "logdir"), ("active segment below the point", "partition"),
+    ("earlier segment after a clean shutdown", "logdir"),
+    ("earlier segment after a clean shutdown", "partition"),
+])
+def test_a_writer_killed_before_its_first_flush_leaves_no_recovery_point_before_damage(
+        tmp_path: Path, damage: str, opened: str) -> None:
+    """A log dir whose ``recovery-point-offset-checkpoint`` (5) is behind the log end (15), with damage
+    Kafka 3.8.0's next unclean load reaches from it (``LogLoader.recoverLog`` recovers the segment holding
+    the point and every later one, core/src/main/scala/kafka/log/LogLoader.scala; ``LogSegment.recover``
+    truncates at the first batch ``ensureValid`` fails and every later segment is deleted): a CRC failing
+    below the point in the active segment (which a writable open keeps, and the first append rolls past),
+    or in a later segment after a clean shutdown (an open that checks no CRC).  A writer appended offset 15
+    and was killed (SIGKILL) before any flush or close: the checkpoint still said 5, and the storage
+    oracle's recovery then cut segment 0 (1,518 bytes) or segment 5 (506 bytes) and skipped what followed
+    ("LogLoader deletes segments after a truncated one"), the acknowledged append with it.  Now the first
+    append moves the checkpointed point to the log end first (the segments synced), past the damage."""
+    root = tmp_path / "logs"
+    part = root / "t-0"
+    if damage.startswith("active"):
+        log = _log_dir_of_batches(root)
+        _flip(log, _positions(log)[1] - 10)                # a record byte of batch 0 (offsets 0..4)
+        damaged = log
+    else:
+        log = _three_segments(root)                        # (its last-batch flip undone: segment 0 intact)
+        _flip(log, log.stat().st_size - 10)
+        damaged = part / f"{5:020d}.log"
+        _flip(damaged, damaged.stat().st_size - 10)
+        (root / ".kafka_cleanshutdown").write_bytes(b"")
+    # (u-0: a partition the log dir does not hold; its entry, as any other partition's, stays as it was)
+    (root / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 5\nu 0 3\n")
+    before = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    cut = _kafka_unclean_load_cuts_at(root, "t", 0)
+    assert cut is not None and cut[0] == damaged.name
+    kill_after_append(_KILLED_BEFORE_FLUSH, str(root if opened == "logdir" else part))
+    assert (root / "recovery-point-offset-checkpoint").read_text() == "0\n2\nt 0 15\nu 0 3\n"
+    assert _kafka_unclean_load_cuts_at(root, "t", 0) is None
+    assert {name: (part / name).read_bytes()[:len(data)] for name, data in before.items()} == before  # kept
+    with segstore.open(str(root)) as store:
+        assert [r.value for r in store.read("t", 0, offset=15)] == [b"after"]
+
+
 def test_damage_in_an_earlier_segment_needs_no_roll(tmp_path: Path) -> None:
     """A CRC failing in a segment before the active one, below the recovery point: the appends go to the
     active segment as they would, and the recovery point the close checkpoints (the log end) lies past the
@@ -1526,18 +1577,23 @@ def _offsets_going_back(part: Path) -> bytes:
     return data
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 50), st.integers(0, 200)),
                 min_size=1, max_size=8),
-       st.integers(0, 400), st.integers(-1, 2**20))
+       st.integers(0, 400), st.integers(-1, 2**20), st.one_of(st.just(1 << 20), st.integers(12, 64)))
+# offsets 10 and 20 fill the time index of segment.index.bytes 36 (3 slots, TimeIndex.isFull at 2): the
+# batch of 5 after them gets no entry, so nothing goes back (index_gone_back named it, a needless rebuild)
+@example([(0, 0, 0, 100), (10, 0, 1, 100), (20, 0, 2, 100), (5, 0, 0, 100)], 50, -1, 36)
 def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
         tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[int, int, int, int]], interval: int,
-        flip: int) -> None:
+        flip: int, index_bytes: int) -> None:
     """``LogSegment.index_gone_back`` (the open's and the first append's look for what Kafka 3.8.0
     ``LogSegment.recover`` throws ``InvalidOffsetException`` on) names a batch exactly where ``recover``
-    cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times and
-    ``index.interval.bytes``, a byte flipped anywhere or not (a CRC or framing failing where recover's
-    walk ends, or an offset moved); and it names the batch recover's error names."""
+    cuts for it, over batches of any offsets (rising, repeated, going back), sizes, times,
+    ``index.interval.bytes`` and ``segment.index.bytes`` (the rebuilt indexes filling up:
+    ``OffsetIndex``/``TimeIndex.isFull`` in storage/.../log/, where ``recover`` adds no more entries), a
+    byte flipped anywhere or not (a CRC or framing failing where recover's walk ends, or an offset
+    moved); and it names the batch recover's error names."""
     part = tmp_path_factory.mktemp("gone") / "t-0"
     part.mkdir()
     data = b"".join(encode_batch([(b"k", b"v" * size, stamp) for _ in range(count + 1)], base_offset=base)
@@ -1548,7 +1604,7 @@ def test_index_gone_back_names_what_recover_cuts_for_invalid_offset(
     (part / f"{SEG0}.log").write_bytes(data)
     for suffix in (".index", ".timeindex"):
         (part / f"{SEG0}{suffix}").write_bytes(b"")
-    seg = LogSegment(str(part), 0, index_interval_bytes=interval, max_index_size=1 << 20, writable=True)
+    seg = LogSegment(str(part), 0, index_interval_bytes=interval, max_index_size=index_bytes, writable=True)
     try:
         found = seg.index_gone_back()
         result = seg.recover()

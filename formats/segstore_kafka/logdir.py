@@ -198,7 +198,8 @@ class LogDir:
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
                                  unwritable=unwritable(topic), lock=False,
-                                 clean_shutdown=self.clean_shutdown)
+                                 clean_shutdown=self.clean_shutdown,
+                                 write_recovery_point=self._write_recovery_point)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
@@ -368,6 +369,13 @@ class LogDir:
                       _brokers(self.log_starts() if log_starts is None else log_starts))
         write_offsets(os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT),
                       _brokers({key: self.high_watermark(key) for key in self.partitions}))
+
+    def _write_recovery_point(self, part: Partition) -> None:
+        """Checkpoint ``part``'s recovery point at its log end, every other partition's as last written
+        (what they appended since is not synced): :meth:`Partition.active_holds_damage`, before an append
+        the broker's recovery from the old point would delete."""
+        self.recovery_points[(part.topic, part.partition)] = part.next_offset
+        write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), _brokers(self.recovery_points))
 
     def log_starts(self) -> dict[tuple[str, int], int]:
         """The ``log-start-offset-checkpoint`` entries: LogManager.checkpointLogStartOffsetsInDir (3.8)

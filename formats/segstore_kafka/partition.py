@@ -375,6 +375,12 @@ class KafkaConfig:
         return self.segment_ms
 
     @property
+    def delete(self) -> bool:
+        """Whether ``cleanup.policy`` has ``delete`` (``LogConfig.delete``): retention runs its size and
+        time passes."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
     def compact(self) -> bool:
         """Whether ``cleanup.policy`` has ``compact`` (3.8 ``LogConfig.compact``): the broker then refuses a
         record without a key (:func:`check_keys`)."""
@@ -784,6 +790,10 @@ class Partition:
         log dir's checkpoint at close (a log directory's store: every partition's; a partition
         directory's: where that file names it); False: the broker's next load recovers it from offset 0
         whatever is appended (:meth:`_refuse_appends_after_damage`).
+    :param write_recovery_point: ``(partition)``: the owner's writer of this partition's entry in its log
+        dir's ``recovery-point-offset-checkpoint`` (its log end), called before the first append where
+        the broker's next load would cut at damage from the checkpointed one, or fail
+        (:meth:`_checkpoint_past_damage`); None: nothing written then.
     :param lock: a writable partition locks its directory (False: its owner holds the lock of the log
         directory around it, which every writer of one of its partitions takes, :class:`.KafkaStore`;
         a directory lock is a descriptor held from open to close, and a store may write thousands of
@@ -793,7 +803,8 @@ class Partition:
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
                  clock: Callable[[], int] = now_ms, recovery_point: int = 0,
                  unwritable: str | None = None, lock: bool = True, clean_shutdown: bool = False,
-                 recovery_point_kept: bool = True) -> None:
+                 recovery_point_kept: bool = True,
+                 write_recovery_point: Callable[[Partition], None] | None = None) -> None:
         """``clean_shutdown``: its log dir holds the marker of a broker's clean shutdown (Kafka 3.8.0
         ``LogLoader.load`` then recovers no segment, ``hadCleanShutdown``): a writable open checks no
         batch's CRC to find a torn one (a batch whose CRC fails there is damage, not a write a crash cut
@@ -809,6 +820,7 @@ class Partition:
         self.unwritable = unwritable
         self.recovery_point = recovery_point
         self.recovery_point_kept = recovery_point_kept
+        self._write_recovery_point = write_recovery_point
         self.clean_shutdown = clean_shutdown
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
@@ -820,6 +832,9 @@ class Partition:
         #: whether this open's appends were checked for damage in the active segment
         #: (:meth:`active_holds_damage`: once, at the first append)
         self._active_checked = False
+        #: whether this open's first append looked for damage from the checkpointed recovery point
+        #: (:meth:`_damage_from_recovery_point`, in :meth:`active_holds_damage`)
+        self._point_checked = False
         #: ``(path, pos, message)`` of index files a reader found corrupt and read without
         self.index_problems: list[tuple[str, int | None, str]] = []
         self._lock: files.DirectoryLock | None = None
@@ -1076,6 +1091,16 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} ({where})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
+        active = self.log.active
+        if active is not None and active.size and active.index_full_at is not None:
+            # Kafka 3.8.0 LogSegment.recover throws IllegalArgumentException on the full index, which
+            # LogLoader.recoverLog does not catch, and the broker's next load recovers the segment holding
+            # the recovery point segstore checkpoints (the log end: this one).  The roll the next append
+            # makes (shouldRoll: an index full), made now, leaves the segment below it.
+            active.on_become_inactive()
+            self.log.roll(end).make_appendable()
+            lines.append(f"{active.path}: rolled a new segment at {end}: Kafka's recovery of this one "
+                         "(holding the recovery point) would throw on its full index and not load the log")
         if end < end_before:
             # the log now ends before where the load truncated the epochs to (a cut): again, from the end
             # and then from the start.  Not where it did not move: an entry at the log start that is its
@@ -1114,7 +1139,7 @@ class Partition:
         line = f"{seg.path}: rebuilt indexes over {result.valid_bytes} valid bytes"
         if result.index_full_at is not None:
             line += (f" (full at position {result.index_full_at}: segment.index.bytes="
-                     f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
+                     f"{seg.max_index_size}; later batches unindexed)")
         if result.truncated_bytes:
             kept = "all zeros: nothing to keep" if result.saved_to is None else f"kept in {result.saved_to}"
             line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} ({kept})"
@@ -1361,20 +1386,66 @@ class Partition:
         all the broker recovers; the damage stays where it was, for ``verify`` to name.  A damaged batch
         in an earlier segment needs no roll: at or past the recovery point the open cut it (a torn
         write), below it the broker's recovery never reaches it once the recovery point moves past it.
-        Where no recovery point is kept no roll helps: :meth:`_refuse_appends_after_damage`.
+        Where no recovery point is kept no roll helps: :meth:`_refuse_appends_after_damage`.  Where the
+        checkpointed one is behind the log end and the broker's recovery from it would reach damage (or
+        fail), it is moved to the log end first (:meth:`_checkpoint_past_damage`): a writer killed before
+        its first flush would otherwise have left the appends to be deleted with what that recovery cuts.
         ``O(active segment bytes)`` once per appending open (at most ``segment.bytes``): v2 batches framed
         and CRC-checked in C (:meth:`LogSegment.first_torn_batch`), legacy ones and what follows a bad one
         in Python; nothing where the open recovered the active segment already.
 
         :raises UnrepairedDataError: no recovery point is kept, and a segment holds such damage.
         """
-        if self._active_checked:
+        if self._point_checked:
             return False
-        self._active_checked = True
-        if not self.recovery_point_kept:
-            self._refuse_appends_after_damage()
+        self._point_checked = True
         active = self.active_segment()
-        return active.first_torn_batch(0, active.base) is not None or active.index_gone_back() is not None
+        damaged = False
+        if not self._active_checked:
+            self._active_checked = True
+            if not self.recovery_point_kept:
+                self._refuse_appends_after_damage()
+            damaged = (active.first_torn_batch(0, active.base) is not None
+                       or active.index_gone_back() is not None)
+        if damaged or self._damage_from_recovery_point(active):
+            self._checkpoint_past_damage()
+        return damaged
+
+    def _damage_from_recovery_point(self, active: LogSegment) -> bool:
+        """Whether a segment Kafka 3.8.0's next unclean load recovers (the one holding the checkpointed
+        recovery point on: ``LogLoader.recoverLog``) holds what its recovery cuts the log at or fails on:
+        a batch before ``active`` that :meth:`active_holds_damage`'s checks name, or, in any of them, a
+        rebuilt index this open's recovery found full (:attr:`LogSegment.index_full_at`: a segment grown
+        across reopens, on which ``LogSegment.recover`` throws ``IllegalArgumentException`` and the log
+        does not load).  Only where the recovery point is below the log end (a broker or writer killed
+        before its flush, a checkpoint left behind): the damage a writable open keeps (a CRC failing below
+        the recovery point in the segment holding it; any, after a clean shutdown, whose open checks no
+        CRC).  ``O(bytes of those segments)``, intact v2 batches in C."""
+        if not self.recovery_point_kept or self.recovery_point >= self.next_offset:
+            return False
+        return any(seg.index_full_at is not None
+                   or (seg is not active and (seg.first_torn_batch(0, seg.base) is not None
+                                              or seg.index_gone_back() is not None))
+                   for seg in self.segments[self._recovery_point_segment(self.recovery_point):])
+
+    def _checkpoint_past_damage(self) -> None:
+        """Before the first append, move the checkpointed recovery point to the log end (every segment
+        from the old point's synced first, with the leader epochs: ``UnifiedLog.flush`` then
+        ``LogManager.checkpointRecoveryOffsetsInDir``), where the broker's recovery from the checkpointed
+        point would cut at damage or fail (:meth:`_damage_from_recovery_point`).  Left there, a writer
+        killed before its first flush left the broker a load that recovers from it, cuts the log at the
+        damage and deletes every later segment, the appends with them (Kafka 3.8.0
+        ``LogLoader.recoverLog``), or does not load the log; moved, the broker recovers only the segment
+        holding the log end, the one the appends go to (rolled past a damaged active segment:
+        :meth:`active_holds_damage`; past a full index: ``shouldRoll``), and the damage stays where it is
+        for ``verify`` to name."""
+        if self._write_recovery_point is None or self.recovery_point >= self.next_offset:
+            return
+        for seg in self.segments[self._recovery_point_segment(self.recovery_point):]:
+            seg.flush()
+        self.epochs.flush()
+        self.recovery_point = self.next_offset
+        self._write_recovery_point(self)
 
     def _refuse_appends_after_damage(self) -> None:
         """Refuse the appends of a partition whose recovery point no checkpoint keeps
@@ -1444,12 +1515,17 @@ class Partition:
 
     # -- retention ----------------------------------------------------------------
     def apply_retention(self, now_ms: int | None = None) -> list[int]:
-        """Delete old segments per ``retention.ms`` / ``retention.bytes``; returns their base offsets."""
+        """Delete old segments per ``retention.bytes`` / ``retention.ms`` as Kafka 3.8.0
+        ``UnifiedLog.deleteOldSegments`` does, in its order (size, then time), each pass from the oldest
+        segment while it holds, never the active one; only where ``cleanup.policy`` has ``delete``
+        (``config.delete``: a compacted topic, ``__consumer_offsets`` and ``__transaction_state`` among
+        them, loses no segment to either, whatever ``retention.*`` says).  A segment's time is
+        ``LogSegment.largestTimestamp``: its largest record time, else its ``.log`` file's mtime.
+        Returns their base offsets."""
+        if not self.config.delete:
+            return []
         now = self.clock() if now_ms is None else now_ms
         removed: list[LogSegment] = []
-        if self.config.retention_ms >= 0:
-            removed += self.log.delete_oldest(
-                lambda seg: now - seg.max_timestamp_so_far().timestamp <= self.config.retention_ms)
         if self.config.retention_bytes >= 0:
             excess = [sum(seg.size for seg in self.log.segments) - self.config.retention_bytes]
 
@@ -1460,6 +1536,9 @@ class Partition:
                 return False
 
             removed += self.log.delete_oldest(keep)
+        if self.config.retention_ms >= 0:
+            removed += self.log.delete_oldest(
+                lambda seg: now - seg.largest_timestamp() <= self.config.retention_ms)
         for seg in removed:
             seg.delete()
         first = self.log.segments.first

@@ -305,6 +305,10 @@ class LogSegment:
         self._rolling_ts: int | None = None
         #: (log size, :meth:`index_gone_back`'s answer at that size)
         self._gone_back_kept: tuple[int, CorruptDataError | None] | None = None
+        #: where :meth:`recover` found a rebuilt index full (None: it has not, or every entry fitted):
+        #: Kafka 3.8.0's ``LogSegment.recover`` throws there (``IllegalArgumentException``, which no caller
+        #: catches: the log does not load)
+        self.index_full_at: int | None = None
         #: the log size at which a walk from its start found every batch a whole v2 one, its CRC holding
         #: and its last offset above the one before (no torn batch, no index going back: nothing to walk
         #: again while the size stays; only appends grow it, and recover forgets it)
@@ -849,7 +853,7 @@ class LogSegment:
                     # Kafka 3.8's recover() appends here unchecked and throws on a full index: a log
                     # grown after a reopen (bytesSinceLastIndexEntry starts at 0) needs more entries
                     # than the writer made.  The indexes are sparse, so the rest of the segment goes
-                    # unindexed (lookups walk it) and the next append rolls (shouldRoll: index full).
+                    # unindexed (lookups walk it); an active one is rolled past (Partition._recover_from).
                     full_at = batch.position
                 else:
                     gone_back = self._index_gone_back(batch, batch.last_offset, self._max_ts)
@@ -903,6 +907,7 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
+        self.index_full_at = full_at
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def _truncate_to_base_at(self) -> int:
@@ -957,9 +962,11 @@ class LogSegment:
         (:func:`.batch.valid_v2_end` with ``rising``) up to the first batch whose framing or CRC fails,
         where ``recover``'s walk ends, nothing more.  Elsewhere (offsets that do not rise, legacy
         batches) the entries ``recover`` adds at this segment's ``index.interval.bytes`` are followed over
-        the batches it walks, Python per batch; an index filling up (``segment.index.bytes``) and records
-        that stop the walk early are not counted, so a segment named here may yet recover whole.  The
-        answer is kept until the log's size changes.  ``O(bytes)``."""
+        the batches it walks, Python per batch, each index filling up at ``segment.index.bytes`` as
+        ``recover`` rebuilds it (no entry is added once one is full: :attr:`RecoverResult.index_full_at`;
+        only the time index entry forced in at the end is checked then); records that stop the walk early
+        (a marker ``recover`` cuts after) are not counted, so a segment named here may yet be cut before
+        the batch named.  The answer is kept until the log's size changes.  ``O(bytes)``."""
         if self._intact_size == self.log.size:
             return None
         if self._gone_back_kept is not None and self._gone_back_kept[0] == self.log.size:
@@ -985,6 +992,11 @@ class LogSegment:
         last_time: int | None = None
         last_stamp = NO_TIMESTAMP
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
+        # the rebuilt indexes' room (recover's reset to segment.index.bytes) and the entries they take
+        offset_room = self.max_index_size // self.offset_index.entry_size
+        time_room = self.max_index_size // self.time_index.entry_size
+        offset_entries = time_entries = 0
+        full = False
         batch: codec.RecordBatch | None = None
         try:
             for batch in self.batches():
@@ -992,13 +1004,18 @@ class LogSegment:
                     continue
                 if batch.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if batch.position - last_entry > self.index_interval_bytes:
+                if batch.position - last_entry > self.index_interval_bytes and not full:
+                    if offset_entries >= offset_room or time_entries >= time_room - 1:
+                        full = True             # OffsetIndex / TimeIndex.isFull: recover adds no more
+                        continue
                     gone_back = self._gone_back(batch, batch.last_offset, max_ts, last_offset, last_time)
                     if gone_back is not None:
                         return gone_back
                     last_offset, last_entry = batch.last_offset, batch.position
+                    offset_entries += 1
                     if max_ts.timestamp > last_stamp:
                         last_stamp, last_time = max_ts
+                        time_entries += 1
         except CorruptDataError:
             pass                        # where recover's walk ends (a torn or corrupt batch)
         return None if batch is None else self._gone_back(batch, None, max_ts, last_offset, last_time)

@@ -844,7 +844,8 @@ class KafkaStore(Store):
                 self._part: Partition | None = Partition(
                     path, self.topic_configs.config_for(topic), writable=writable, clock=clock,
                     unwritable=self.topic_configs.unwritable(topic), recovery_point=point or 0,
-                    recovery_point_kept=point is not None, clean_shutdown=had_clean_shutdown(parent))
+                    recovery_point_kept=point is not None, clean_shutdown=had_clean_shutdown(parent),
+                    write_recovery_point=write_recovery_point)
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
                     forget_clean_shutdown(parent)

@@ -34,7 +34,9 @@ if TYPE_CHECKING:   # the metadata image's module loads where a log directory ha
 
 #: Topics the broker always compacts.
 COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-#: ``Topic.INTERNAL_TOPICS`` (Kafka 4.0 adds ``__share_group_state``): DeleteRecords refuses them.
+#: ``Topic.INTERNAL_TOPICS``: DeleteRecords refuses them.  ``__share_group_state`` is one from Kafka 3.9
+#: (clients/.../common/internals/Topic.java at 3.9.0-rc3); 3.8.0's set holds the two compacted topics
+#: only, so a 3.8 broker takes DeleteRecords on a topic of that name, which segstore refuses.
 INTERNAL_TOPICS = COMPACTED_INTERNAL_TOPICS | {"__share_group_state"}
 COMPACT = "compact"
 METADATA_LOG_SOURCE = "the metadata log"
