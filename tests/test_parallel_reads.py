@@ -477,6 +477,29 @@ def test_next_boundary_is_the_first_plausible_header(data, fill, size, base):
     limit = data.draw(st.integers(pos, size + 10))
     expected = _boundary_by_every_byte(view, pos, limit, base)
     assert rocketmq_columnar.next_boundary(view, pos, limit, base) == expected
+    assert rocketmq_columnar.next_boundary_py(view, pos, limit, base) == expected
+
+
+@pytest.mark.parametrize("at", [0, (64 << 10) - 40, (64 << 10) - 4, 64 << 10, (64 << 10) + 1, 150_000, None])
+@pytest.mark.parametrize("pos", [0, 3, 70_000])
+def test_next_boundary_past_its_first_64k(at, pos):
+    """The C search gives up the GIL past the first 64 KiB it searches (a range of zeros after a crashed
+    file's data): a header before, across and after that point, or none, found as the reference finds
+    it; a false mark (wrong PHYSICALOFFSET) just before it passed over."""
+    size, base = 200_000, 1 << 30
+    buf = bytearray(size)
+    magic = rocketmq_columnar._MAGICS[1].tobytes()
+    false = (64 << 10) - 100
+    buf[false + 4:false + 8] = magic
+    buf[false + 28:false + 36] = (base + false + 1).to_bytes(8, "big")
+    if at is not None:
+        buf[at + 4:at + 8] = magic
+        buf[at + 28:at + 36] = (base + at).to_bytes(8, "big")
+    view = memoryview(bytes(buf))
+    expected = at if at is not None and at >= pos else size
+    assert rocketmq_columnar.next_boundary_py(view, pos, size, base) == expected
+    assert rocketmq_columnar.next_boundary(view, pos, size, base) == expected
+    assert rocketmq_columnar.next_boundary(view, pos, size - 36, base) == min(expected, size - 36)
 
 
 # -- recover ----------------------------------------------------------------------------------

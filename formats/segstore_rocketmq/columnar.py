@@ -902,11 +902,20 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
     and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
     walk splits a file; ``limit`` when there is none.  A guess: a body may hold those bytes, so a
     split walk takes a boundary only where the walk before it ended (:class:`Reach`).
-    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB: one compare per byte
-    with the magics' first byte, the rest only where it matched (a range of zeros past a crashed
-    file's data is searched whole: eight compares a byte and their masks cost 60M instructions
-    per 2 MiB).
+    ``O(bytes searched)``, in C (``_speedups.next_boundary``: one call, the GIL given up only past
+    the first 64 KiB; the reference's twenty numpy calls gave it up twenty times a range, each time
+    waiting for it back behind the other threads' Python) or :func:`next_boundary_py`.  Thread-safe.
     """
+    if _speedups is not None:
+        return int(_speedups.next_boundary(view, pos, limit, base))
+    return next_boundary_py(view, pos, limit, base)
+
+
+def next_boundary_py(view: memoryview, pos: int, limit: int, base: int) -> int:
+    """The reference of :func:`next_boundary`, in numpy, searching a window that doubles from 4 KiB:
+    one compare per byte with the magics' first byte, the rest only where it matched (a range of
+    zeros past a crashed file's data is searched whole: eight compares a byte and their masks cost
+    60M instructions per 2 MiB)."""
     window = 4 << 10
     size = len(view)
     while pos < limit:
