@@ -597,12 +597,13 @@ class _Ahead:
     names: list[str]
 
 
-#: A range of :class:`_WalkAhead` is this many times ``columnar.SPLIT_BYTES`` (8 MiB: about 36k
-#: messages of 230 bytes, a step or two of rows, ``columnar.BATCH_ROWS`` at most a step), as one
-#: thread's walk takes 64k-row steps.  A verify of 4M messages on two threads with 2 MiB ranges took
-#: 449 steps and 448 lockstep checks against one thread's 62, each paying its numpy and Python
-#: again: 1.30 s of CPU against one thread's 0.72 s; with 8 MiB 0.88 s (+3k page faults).
-WALK_SPLIT_FACTOR = 4
+#: A range of :class:`_WalkAhead` is this many times ``columnar.SPLIT_BYTES`` (4 MiB: about 18k
+#: messages of 230 bytes, a step of rows), as one thread's walk takes 64k-row steps: each step and
+#: each of the caller's checks of it pays its numpy and Python again.  Measured (2026-12-02, load
+#: 7-13, medians of 5-9 fresh processes): verify of 4M messages on two threads 0.503 s of CPU with 2
+#: MiB ranges, 0.488 s with 4, 0.477 s with 8 (one thread: 0.456 s); recover of 500k messages (queues
+#: and IndexFile lost) 0.117 s, 0.108 s, 0.123 s, with 8.8k, 10.7k and 13.4k page faults.
+WALK_SPLIT_FACTOR = 2
 #: Ranges a thread of :class:`_WalkAhead` walks ahead of the batch the walk hands out.
 WALK_AHEAD = 2
 
