@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import threading
 
 import pyarrow as pa
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from segstore_kafka import store as kafka_store
 from segstore_rocketmq import columnar as rocketmq_columnar
+from segstore_rocketmq import recovery as rocketmq_recovery
 
 import segstore
 from segstore import cli, overlap
@@ -61,6 +63,7 @@ def kafka_path(tmp_path_factory) -> str:
 @pytest.fixture(autouse=True)
 def small_splits(monkeypatch):
     monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", 5000)
+    monkeypatch.setattr(rocketmq_recovery, "WALK_SPLIT_FACTOR", 1)     # a verify's ranges as small
     monkeypatch.setattr(kafka_store, "SPLIT_BYTES", 3000)
 
 
@@ -366,6 +369,40 @@ def test_rocketmq_verify_index_problems_same_for_every_thread_count(rocketmq_pat
         assert _verify(path, threads) == one
 
 
+def _walkers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "segstore-ahead"]
+
+
+def test_rocketmq_split_walk_stops_its_threads_before_the_caller_goes_on(rocketmq_path):
+    """``recovery.walk_batches`` on several threads walks ranges ahead of the batch it hands out
+    (``overlap.ahead``: a verify checks, a recovery dispatches, while they walk), the same batches as one
+    thread; closed early, or walked to its end, its threads are gone when it returns (a recovery changes
+    the files after its walk)."""
+    from segstore_rocketmq.recovery import Walk, walk_batches
+
+    with segstore.open(rocketmq_path) as store:
+        cl = store.commitlog
+
+        def walk(threads: int):
+            return walk_batches(cl, cl.min_offset, store.tags_code, Walk(cl.min_offset, cl.min_offset),
+                                counted=False, threads=threads)
+
+        def walked(threads: int) -> list[tuple[int, int, int, str]]:     # batches are cut elsewhere
+            return [(p, q, code, batch.topics[t]) for batch in walk(threads) for p, q, code, t in zip(
+                batch.phy.tolist(), batch.queue_offset.tolist(), batch.tags_code.tolist(),
+                batch.topic.tolist(), strict=True)]
+
+        one = walked(1)
+        assert len(one) == 2500 and walked(2) == one
+        assert not _walkers()
+        walking = walk(2)
+        next(walking)
+        if overlap.ENABLED:     # (one core: the ranges are walked on this thread)
+            assert _walkers()
+        walking.close()
+        assert not _walkers()
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000))
 def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split):
@@ -440,6 +477,29 @@ def test_next_boundary_is_the_first_plausible_header(data, fill, size, base):
     limit = data.draw(st.integers(pos, size + 10))
     expected = _boundary_by_every_byte(view, pos, limit, base)
     assert rocketmq_columnar.next_boundary(view, pos, limit, base) == expected
+    assert rocketmq_columnar.next_boundary_py(view, pos, limit, base) == expected
+
+
+@pytest.mark.parametrize("at", [0, (64 << 10) - 40, (64 << 10) - 4, 64 << 10, (64 << 10) + 1, 150_000, None])
+@pytest.mark.parametrize("pos", [0, 3, 70_000])
+def test_next_boundary_past_its_first_64k(at, pos):
+    """The C search gives up the GIL past the first 64 KiB it searches (a range of zeros after a crashed
+    file's data): a header before, across and after that point, or none, found as the reference finds
+    it; a false mark (wrong PHYSICALOFFSET) just before it passed over."""
+    size, base = 200_000, 1 << 30
+    buf = bytearray(size)
+    magic = rocketmq_columnar._MAGICS[1].tobytes()
+    false = (64 << 10) - 100
+    buf[false + 4:false + 8] = magic
+    buf[false + 28:false + 36] = (base + false + 1).to_bytes(8, "big")
+    if at is not None:
+        buf[at + 4:at + 8] = magic
+        buf[at + 28:at + 36] = (base + at).to_bytes(8, "big")
+    view = memoryview(bytes(buf))
+    expected = at if at is not None and at >= pos else size
+    assert rocketmq_columnar.next_boundary_py(view, pos, size, base) == expected
+    assert rocketmq_columnar.next_boundary(view, pos, size, base) == expected
+    assert rocketmq_columnar.next_boundary(view, pos, size - 36, base) == min(expected, size - 36)
 
 
 # -- recover ----------------------------------------------------------------------------------
@@ -669,8 +729,9 @@ _SPLIT_READS = """
 import json, sys
 import segstore
 from segstore_kafka import store as kafka_store
-from segstore_rocketmq import columnar as rocketmq_columnar
+from segstore_rocketmq import columnar as rocketmq_columnar, recovery as rocketmq_recovery
 rocketmq_columnar.SPLIT_BYTES, kafka_store.SPLIT_BYTES = 5000, 3000
+rocketmq_recovery.WALK_SPLIT_FACTOR = 1
 rows = 0
 for path in sys.argv[1:]:
     with segstore.open(path) as store:

@@ -684,6 +684,8 @@ static PyMethodDef methods[] = {
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
+    {"next_boundary", next_boundary, METH_VARARGS,
+     "next_boundary(view, pos, limit, base) -> int: the first plausible message header in [pos, limit), or limit"},
     {"merge_order", merge_order, METH_VARARGS,
      "merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool: the stable sorting order "
      "of ascending ranges, merged (with the positions and sizes in that order)"},

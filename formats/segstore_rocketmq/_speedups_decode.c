@@ -2092,3 +2092,72 @@ merge_order(PyObject *module, PyObject *args)
     }
     return PyBool_FromLong(ascending);
 }
+
+/*
+ * next_boundary(view, pos, limit, base) -> int
+ *
+ * columnar.next_boundary: the first p in [pos, limit) where a whole header prefix fits in view
+ * (p + BOUNDARY_PREFIX <= len(view)) and plausibly starts a message, a message magic at p + 4 and
+ * a big-endian PHYSICALOFFSET equal to base + p at p + 28; limit where none does.  The sync mark
+ * by which a parallel walk splits a file.  One memchr for the magics' first byte, the rest only
+ * where it matched.  The Python reference (columnar.next_boundary_py) ran about twenty numpy calls
+ * a call, each giving up the GIL: 0.1 s of CPU over the 894 ranges of a 4M-message scan on two
+ * threads, and a wait for the GIL back after each.  The first BOUNDARY_HELD bytes are searched
+ * with the GIL held (a message boundary lies a message away); the GIL is given up past them (a
+ * range of zeros after a crashed file's data is searched whole).
+ */
+#define BOUNDARY_PREFIX 36
+#define BOUNDARY_PHYSICAL_OFFSET_AT 28
+#define BOUNDARY_HELD (64 << 10)
+
+static Py_ssize_t
+boundary_search(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t base)
+{
+    /* candidates p in [pos, end): each a magic's first byte at p + 4 */
+    while (pos < end) {
+        const uint8_t *hit = memchr(buf + pos + 4, (uint8_t)((uint32_t)MESSAGE_MAGIC >> 24), (size_t)(end - pos));
+        if (hit == NULL) {
+            break;
+        }
+        Py_ssize_t p = (hit - buf) - 4;
+        int32_t magic = get_i32(buf + p + 4);
+        if ((magic == MESSAGE_MAGIC || magic == MESSAGE_MAGIC_V2)
+            && get_i64(buf + p + BOUNDARY_PHYSICAL_OFFSET_AT) == base + p) {
+            return p;
+        }
+        pos = p + 1;
+    }
+    return -1;
+}
+
+static PyObject *
+next_boundary(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    long long base;
+    if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &base)) {
+        return NULL;
+    }
+    if (pos < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos");
+        return NULL;
+    }
+    Py_ssize_t end = view.len - BOUNDARY_PREFIX + 1;     /* where a whole header prefix may start */
+    if (end > limit) {
+        end = limit;
+    }
+    Py_ssize_t found = -1;
+    if (pos < end) {
+        Py_ssize_t held = end - pos > BOUNDARY_HELD ? pos + BOUNDARY_HELD : end;
+        found = boundary_search(view.buf, pos, held, base);
+        if (found < 0 && held < end) {
+            Py_BEGIN_ALLOW_THREADS
+            found = boundary_search(view.buf, held, end, base);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(found < 0 ? limit : found);
+}

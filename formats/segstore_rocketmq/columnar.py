@@ -446,8 +446,8 @@ class _Variable:
         self.lengths = np.ascontiguousarray(lengths, dtype=np.int32)
         self.valid, self.items = valid, items
         used = self.lengths if valid is None else self.lengths[valid]
-        self.offsets = pooled(len(self.lengths) + 1, np.int32)
-        self.data = pooled(int(used.sum(dtype=np.int64)), np.uint8)
+        self.offsets, self.data = pooled_together([(len(self.lengths) + 1, np.int32),
+                                                   (int(used.sum(dtype=np.int64)), np.uint8)])
 
     def array(self) -> pa.Array:
         import pyarrow as pa
@@ -491,14 +491,12 @@ class _Properties:
         n = len(rows)
         self.view = view
         lengths = rows["props_len"]
-        self.item_offsets = pooled(n + 1, np.int32)
-        self.tags, self.tags_lens = pooled(n, np.int64), pooled(n, np.int32)
-        self.token_offsets = pooled(n + 1, np.int32)
+        self.item_offsets, self.tags, self.tags_lens, self.token_offsets = pooled_together(
+            [(n + 1, np.int32), (n, np.int64), (n, np.int32), (n + 1, np.int32)])
         # a guess that fits usual messages (a few properties, a few keys), then the sure bound
         for cap in (4 * n + 16, int(lengths.sum(dtype=np.int64)) // 2 + n + 1):
-            names, name_lens = pooled(cap, np.int64), pooled(cap, np.int32)
-            values, value_lens = pooled(cap, np.int64), pooled(cap, np.int32)
-            tokens, token_lens = pooled(cap, np.int64), pooled(cap, np.int32)
+            names, name_lens, values, value_lens, tokens, token_lens = pooled_together(
+                [(cap, np.int64), (cap, np.int32)] * 3)
             items, count = _speedups.split_properties(
                 view, rows["props_pos"], lengths, self.item_offsets, names, name_lens, values, value_lens,
                 self.tags, self.tags_lens, self.token_offsets, tokens, token_lens)
@@ -536,11 +534,16 @@ class _PropertyColumns:
         lengths = rows["props_len"]
         total = int(lengths.sum(dtype=np.int64))
         cap = total // 2 + n + 1        # items or tokens at most (each takes a byte and a separator)
-        self.item_offsets, self.token_offsets = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
-        names, values, tokens = (pooled(cap + 1, np.int32) for _ in range(3))
-        tags, keys = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
-        data = [pooled(total, np.uint8) for _ in range(5)]
-        tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
+        # two allocations, not fourteen (each gives up the GIL: see pooled_together): the buffers of the
+        # KEYS columns, and those of the others, which keys_only leaves unused (a kept key column keeps
+        # only its own group alive)
+        self.token_offsets, keys, tokens, key_valid, tokens_data, keys_data = pooled_together(
+            [(n + 1, np.int32), (n + 1, np.int32), (cap + 1, np.int32), (n, np.uint8), (total, np.uint8),
+             (total, np.uint8)])
+        (self.item_offsets, tags, names, values, tag_valid, names_data, values_data,
+         tags_data) = pooled_together([(n + 1, np.int32), (n + 1, np.int32), (cap + 1, np.int32),
+                                       (cap + 1, np.int32), (n, np.uint8), *[(total, np.uint8)] * 3])
+        data = [names_data, values_data, tags_data, tokens_data, keys_data]
         items, count, tag_nulls, key_nulls = _speedups.property_columns(
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
             data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only)
@@ -567,8 +570,7 @@ def host_text_bound(rows: Rows, which: int) -> int:
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
-    offsets = pooled(n + 1, np.int32)
-    data = pooled(host_text_bound(rows, which), np.uint8)
+    offsets, data = pooled_together([(n + 1, np.int32), (host_text_bound(rows, which), np.uint8)])
     rows.require(FILL_HOSTS)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
@@ -902,11 +904,20 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
     and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
     walk splits a file; ``limit`` when there is none.  A guess: a body may hold those bytes, so a
     split walk takes a boundary only where the walk before it ended (:class:`Reach`).
-    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB: one compare per byte
-    with the magics' first byte, the rest only where it matched (a range of zeros past a crashed
-    file's data is searched whole: eight compares a byte and their masks cost 60M instructions
-    per 2 MiB).
+    ``O(bytes searched)``, in C (``_speedups.next_boundary``: one call, the GIL given up only past
+    the first 64 KiB; the reference's twenty numpy calls gave it up twenty times a range, each time
+    waiting for it back behind the other threads' Python) or :func:`next_boundary_py`.  Thread-safe.
     """
+    if _speedups is not None:
+        return int(_speedups.next_boundary(view, pos, limit, base))
+    return next_boundary_py(view, pos, limit, base)
+
+
+def next_boundary_py(view: memoryview, pos: int, limit: int, base: int) -> int:
+    """The reference of :func:`next_boundary`, in numpy, searching a window that doubles from 4 KiB:
+    one compare per byte with the magics' first byte, the rest only where it matched (a range of
+    zeros past a crashed file's data is searched whole: eight compares a byte and their masks cost
+    60M instructions per 2 MiB)."""
     window = 4 << 10
     size = len(view)
     while pos < limit:
