@@ -522,6 +522,30 @@ def test_a_command_lines_usage_errors_and_help_read_as_with_every_parser_built(a
     assert seen[0] == seen[1] and seen[0][1].out + seen[0][1].err
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["--help", "info", "x"], ["--version"],
+                                  ["--version", "dump"]])
+def test_help_or_version_first_makes_no_commands_parser(argv, capsys, monkeypatch):
+    """A command line starting with ``--help`` or ``--version`` prints and exits before any command is
+    parsed: main makes the top level's parser alone (the commands' parsers made 207 of the 209
+    ``add_argument`` calls of ``segstore --help``), and prints what the parser with every command built
+    prints."""
+    made = []
+    make = cli._Parser.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(kwargs.get("prog"))
+        make(self, *args, **kwargs)
+
+    with pytest.raises(SystemExit) as full:
+        cli.build_parser().parse_args(argv)
+    want = capsys.readouterr()
+    monkeypatch.setattr(cli._Parser, "__init__", counting)
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert (done.value.code, capsys.readouterr()) == (full.value.code, want) and want.out
+    assert made == ["segstore"]
+
+
 def test_a_bad_flag_prints_that_commands_usage():
     done = run_process("dump", "--bogus", BASIC)
     assert done.returncode == 2

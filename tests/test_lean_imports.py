@@ -452,3 +452,26 @@ def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_sch
         unused = {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.schema",
                   "segstore_kafka.internal_topics", "segstore_kafka.retention"}
         assert not unused & set(result["loaded"]), path
+
+
+_MODULES_AFTER = """
+import io, json, sys
+from segstore import cli
+code = cli.main(json.loads(sys.argv[1]), io.StringIO())
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.startswith("segstore"))}))
+"""
+
+
+def test_verify_and_dump_load_no_code_for_files_the_store_does_not_hold(tmp_path) -> None:
+    """A RocketMQ ``verify`` reads the 5.x batch consume queues and timer store only where the store
+    has them (their modules load only then, as for ``info``: ~1 ms of a small store's verify), and a
+    Kafka store's text dump loads no internal-topic decoder or schema (~1 ms) unless a control record
+    other than a transaction marker, or ``--offsets-decoder`` and its like, asks for one."""
+    cases = ((["verify", str(_rocketmq(tmp_path / "r"))],
+              {"segstore_rocketmq.batchconsumequeue", "segstore_rocketmq.timerstore"}),
+             (["dump", str(_kafka(tmp_path / "k"))],    # an ABORT marker among its batches
+              {"segstore_kafka.internal_topics", "segstore_kafka.schema"}))
+    for argv, unused in cases:
+        result = _run(_MODULES_AFTER, json.dumps(argv))
+        assert result["code"] == 0, argv
+        assert not unused & set(result["loaded"]), argv

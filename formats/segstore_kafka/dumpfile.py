@@ -28,7 +28,7 @@ from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
 
 from . import batch as codec
-from . import internal_topics, snapshot
+from . import snapshot
 from .checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -72,12 +72,11 @@ _PARTIAL_SNAPSHOT = re.compile(r"^\d{20}-\d{10}-\d+\.checkpoint\.part$")
 NO_TIMESTAMP = codec.NO_TIMESTAMP
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
 
-#: The internal-topic decoders ``--offsets-decoder`` etc. pick: (key, value, offset, path, pos) -> texts.
-DECODERS: dict[str, Callable[..., tuple[str | None, str | None]]] = {
-    "offsets": internal_topics.decode_offsets,
-    "transaction-log": internal_topics.decode_transaction_log,
-    "cluster-metadata": internal_topics.decode_cluster_metadata,
-}
+#: The internal-topic decoders ``--offsets-decoder`` etc. pick, by their names in :mod:`.internal_topics`
+#: (key, value, offset, path, pos) -> texts; that module and its schemas load where one is asked for,
+#: or a control record is dumped (a store's plain text dump paid ~1 ms for them).
+DECODERS = {"offsets": "decode_offsets", "transaction-log": "decode_transaction_log",
+            "cluster-metadata": "decode_cluster_metadata"}
 
 
 def file_kind(path: str) -> str | None:
@@ -301,6 +300,8 @@ def control_text(record: codec.Record, data: dict[str, Any] | None = None, *, pa
     if coordinator_epoch is not None:
         data["coordinator_epoch"] = coordinator_epoch
         return f"endTxnMarker: {kind} coordinatorEpoch: {coordinator_epoch}"
+    from . import internal_topics
+
     try:
         decoded = internal_topics.decode_control_record(kind, record.value, path=path, pos=pos)
     except CorruptDataError as err:
@@ -351,7 +352,11 @@ def _payload(
     record: codec.Record, options: FileDumpOptions, path: str, pos: int
 ) -> tuple[str | None, str | None]:
     if options.decoder is not None:
-        return DECODERS[options.decoder](record.key, record.value, record.offset, path=path, pos=pos)
+        from . import internal_topics
+
+        decode: Callable[..., tuple[str | None, str | None]] = getattr(internal_topics,
+                                                                       DECODERS[options.decoder])
+        return decode(record.key, record.value, record.offset, path=path, pos=pos)
     decode_key = options.key_decoder or _utf8
     decode_value = options.value_decoder or _utf8
     key = None if record.key is None else decode_key(bytes(record.key))
