@@ -11,7 +11,10 @@ kafka-python's legacy builder.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import json
+import mmap
 import struct
 from pathlib import Path
 
@@ -20,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES, kafka_log_dir
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from segstore_kafka import batch as codec
@@ -407,6 +410,186 @@ def test_c_varints_at_their_byte_edges_decode_as_the_reference_whole_cut_or_dama
     finally:
         codec._decode_records = saved
     assert _outcome(buf, accelerated=True) == reference
+
+
+# The C loop's fast path (_speedups_columns.c, fast_records): a batch's records read field by field without
+# a bound per field, one check a record that they end where its length says, and the checked loop taking
+# over at the first record that is not of the usual shape.  Its reads may run FAST_OVERREAD bytes past a
+# record's end, so it must stop short of the end of what is readable: a map's last batch is decoded here
+# with nothing mapped after it (an unreadable page), so that a read past it crashes the test.
+_PAGE = mmap.PAGESIZE
+
+
+@pytest.fixture(scope="module")
+def at_map_end():
+    """``place(data)``: ``data`` as a memoryview ending exactly where a map's readable bytes end (a
+    PROT_NONE page after them); one map of 2 MiB for the module, each call writing over the last."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    readable = 2 << 20
+    mapped = mmap.mmap(-1, readable + _PAGE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+    assert libc.mprotect(address + readable, _PAGE, 0) == 0, ctypes.get_errno()   # PROT_NONE
+    whole = memoryview(mapped)[:readable]
+
+    def place(data: bytes) -> memoryview:
+        whole[readable - len(data):] = data
+        return whole[readable - len(data):]
+
+    try:
+        yield place
+    finally:
+        libc.mprotect(address + readable, _PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
+        whole.release()
+        gc.collect()    # decode errors' traceback cycles may still hold views of the map
+        with contextlib.suppress(BufferError):  # (a failed test's may: unmapped when they go)
+            mapped.close()
+
+
+def _record_starts(region: bytes, count: int) -> list[tuple[int, int, int]]:
+    """(start, length varint's size, length) of each of the first ``count`` records of a good region."""
+    out, pos = [], 0
+    for _ in range(count):
+        raw, shift, at = 0, 0, pos
+        while True:
+            byte = region[at]
+            raw |= (byte & 0x7F) << shift
+            shift += 7
+            at += 1
+            if byte < 0x80:
+                break
+        length = (raw >> 1) ^ -(raw & 1)
+        out.append((pos, at - pos, length))
+        pos = at + length
+    return out
+
+
+def _varint(value: int) -> bytes:
+    raw, out = (value << 1) ^ (value >> 63), bytearray()
+    raw &= (1 << 64) - 1
+    while raw > 0x7F:
+        out.append(raw & 0x7F | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+# timestamp and offset deltas at the fast loop's three-byte bound (zigzag 2^21: +-2^20) and past it
+_DELTA_EDGES = [0, 1, 63, 64, 8191, 8192, 2**20 - 1, 2**20, 2**20 + 1, -1, -(2**20), -(2**20) - 1]
+_FAST_SIZES = st.sampled_from([0, 1, 3, 7, 15, 16, 17, 31, 33, 100, 8191, 8192])
+# offset deltas (rising) about the same bound: 2^20 - 1 takes three bytes, 2^20 four
+_OFFSET_DELTA_EDGES = [0, 2**20 - 1, 2**20, 2**20 + 1, 2**21]
+_PLAIN = {"deltas": False, "codec_name": "none", "which": 0, "at": 0, "byte": 0, "control": False,
+          "log_append": False, "columns": None, "small": False}
+
+
+def _reference_outcome(buf) -> tuple:
+    saved = codec._decode_records
+    codec._decode_records = codec._decode_records_py     # the reference all the way down
+    try:
+        return _outcome(buf, accelerated=False)
+    finally:
+        codec._decode_records = saved
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(st.tuples(st.one_of(st.none(), _FAST_SIZES), st.one_of(st.none(), _FAST_SIZES),
+                                  st.sampled_from(_DELTA_EDGES),
+                                  st.lists(st.tuples(st.sampled_from(["", "h", "\xe9", "k" * 20]),
+                                                     st.one_of(st.none(), _FAST_SIZES)), max_size=2)),
+                        min_size=1, max_size=5),
+       deltas=st.booleans(), codec_name=st.sampled_from(["none", "none", "none", "lz4"]),
+       damage=st.sampled_from(["none", "none", "lie", "cut", "claim", "flip"]), which=st.integers(0, 4),
+       by=st.sampled_from([-2, -1, 1, 2, 64]), at=st.integers(0, 2**16), byte=st.integers(0, 255),
+       last=st.booleans(), control=st.booleans(), log_append=st.booleans(), columns=st.sampled_from(
+           [None, ["value", "offset"], ["key", "timestamp", "sequence"], ["headers", "offset"]]),
+       small=st.booleans())
+@example(records=[(None, None, 0, [])] * 2, damage="lie", by=-2, last=False, **_PLAIN)
+@example(records=[(None, None, 0, [])] * 2, damage="lie", by=1, last=True, **_PLAIN)
+@example(records=[(1, 3, 0, [("h", 1)])], damage="claim", by=1, last=True, **_PLAIN)
+def test_the_fast_record_loop_decodes_as_the_reference(at_map_end, records, deltas, codec_name, damage,
+                                                       which, by, at, byte, last, control, log_append,
+                                                       columns, small) -> None:
+    """Records of every fast-loop shape and the edges where it hands over (varints of three and four
+    bytes, headers, nulls), whole or with a record's length varint lying, the last record cut short (its
+    length left or claiming the bytes left) or a byte changed (the CRC right), plain or compressed, the
+    batch last in a map or followed by more, maybe after a control batch; every projection and full
+    buffers: the rows and errors of the reference."""
+    t0 = 1_700_000_000_000
+    made = [(None if k is None else b"k" * k, None if v is None else b"v" * v, t0 + d,
+             [(hk, None if hv is None else b"x" * hv) for hk, hv in hs]) for k, v, d, hs in records]
+    batch = bytearray(codec.encode_batch(
+        made, base_offset=5, offset_deltas=_OFFSET_DELTA_EDGES[:len(made)] if deltas else None,
+        timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+        log_append_time=t0 if log_append else None))
+    region = bytes(batch[codec.HEADER.size:])
+    if damage != "none":
+        starts = _record_starts(region, len(made))
+        start, size, length = starts[which % len(starts)]
+        if damage == "lie":
+            region = region[:start] + _varint(max(length + by, -1)) + region[start + size:]
+        elif damage == "cut":
+            start, size, length = starts[-1]
+            region = region[:start + at % (size + length)]
+        elif damage == "claim":
+            start, size, length = starts[-1]
+            region = _claiming(region, len(made), start + size + at % (length + 1))
+        else:
+            region = region[:at % len(region)] + bytes([byte]) + region[at % len(region) + 1:]
+    attributes = int.from_bytes(batch[codec.ATTRIBUTES_OFFSET:codec.ATTRIBUTES_OFFSET + 2], "big")
+    if codec_name != "none":
+        region = compression.compress(codec_name, region)
+        attributes |= compression.COMPRESSION_NAMES.index(codec_name)
+    batch = bytearray(batch[:codec.HEADER.size] + region)
+    struct.pack_into(">i", batch, 8, len(batch) - codec.LOG_OVERHEAD)
+    struct.pack_into(">h", batch, codec.ATTRIBUTES_OFFSET, attributes)
+    _recrc(batch)
+    before = codec.encode_control_batch("COMMIT", base_offset=0, producer_id=7, producer_epoch=1,
+                                        coordinator_epoch=3, timestamp=t0) if control else GOOD
+    data = before + bytes(batch) + (b"" if last else GOOD)
+    tiny = columnar.Capacity(rows=3, batches=2, key=5, value=7, headers=1, hkey=2, hvalue=3)
+    view = at_map_end(data)
+    projected = _outcome(view, accelerated=True, columns=columns)
+    assert projected == _outcome(view, accelerated=False, columns=columns)
+    assert _outcome(view, accelerated=True, capacity=tiny if small else None) == _reference_outcome(view)
+
+
+def _claiming(region: bytes, count: int, cut: int) -> bytes:
+    """``region`` cut at ``cut`` inside its last record, that record's length varint rewritten to claim
+    exactly the bytes left (its fields then run past its end)."""
+    start, size, _length = _record_starts(region, count)[-1]
+    return region[:start] + _varint(max(0, cut - start - size)) + region[start + size:max(cut, start + size)]
+
+
+@needs_c
+@pytest.mark.parametrize("tail", [b"", b"\x00" * 3])
+@pytest.mark.parametrize(("body", "count"), [
+    (VALID, 1), (WITH_HEADER, 1), (_region((None, None, 0)), 1), (_region((b"k", b"v" * 100, 0)), 1),
+    (_region((b"a", b"b", 0), (None, None, 9)), 2),
+], ids=["one-byte-lengths", "header", "nulls", "value", "two"])
+def test_a_batch_ending_at_the_end_of_a_map_is_read_without_reading_past_it(at_map_end, body, count,
+                                                                            tail) -> None:
+    """The smallest records (an 8-byte body: the fast loop may read FAST_OVERREAD bytes past it) as a
+    map's last bytes: whole, cut in each place (the last record's length left, or claiming what is
+    left), trailing bytes after them, their count one too many."""
+    for cut in range(len(body) + 1):
+        for region in (body[:cut] + tail, _claiming(body, count, cut) + tail):
+            for extra in (0, 1):
+                view = at_map_end(GOOD + _with_region(region, count + extra))
+                assert _outcome(view, accelerated=True) == _reference_outcome(view)
+
+
+@needs_c
+@pytest.mark.parametrize("value", [2**20 - 9, 2**20 - 8])
+def test_a_record_at_the_fast_loops_length_bound_decodes_as_the_reference(at_map_end, value) -> None:
+    """A record of 2^20 - 1 bytes (its length a three-byte varint: the fast loop's) and of 2^20 (four
+    bytes: the checked loop's), between two of the fast loop's."""
+    data = codec.encode_batch([(b"a", b"b", 0), (None, b"v" * value, 1), (b"c", None, 2)], base_offset=0)
+    lengths = [length for _, _, length in _record_starts(data[codec.HEADER.size:], 3)]
+    assert lengths[1] == value + 8
+    view = at_map_end(data)
+    assert _outcome(view, accelerated=True) == _reference_outcome(view)
 
 
 # ---------------------------------------------------------------------------------

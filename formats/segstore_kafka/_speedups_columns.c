@@ -28,6 +28,11 @@
  * (columnar.py's one call into compression.py); an exception from it is left to
  * the reference path to raise again (STOP_DECLINE).  Keys, values and headers are
  * copied (memcpy) into one contiguous data buffer per column.
+ *
+ * A batch's records go through two loops: the fast loop (fast_records) takes the records of the
+ * usual shape with one bound check a record, and hands the first other record and the rest of the
+ * batch to the checked loop (checked_record), which checks every field as the reference does and
+ * so decides every decline and FULL stop.
  */
 
 enum { STOP_END = 0, STOP_FULL = 1, STOP_DECLINE = 2 };
@@ -35,6 +40,10 @@ enum { STOP_END = 0, STOP_FULL = 1, STOP_DECLINE = 2 };
  * LogSegment.recover): a data batch's records are not decoded (no row), a control batch's are (its
  * marker).  The reference (columnar._decode_reference) does the same. */
 enum { WANT_KEY = 1, WANT_VALUE = 2, WANT_HEADERS = 4, WANT_BATCH_HEADERS = 8 };
+/* OMIT_*: row buffers a reader of the chunk does not look at (columnar.want_flags), which the fast loop
+ * leaves unwritten: OMIT_TIMESTAMP the timestamps, OMIT_ROW_EXTRAS the sequences, the rows' batches
+ * and the header offsets (ignored with WANT_HEADERS).  The checked loop writes them all the same. */
+enum { OMIT_TIMESTAMP = 16, OMIT_ROW_EXTRAS = 32 };
 enum {
     NEED_BATCHES = 1, NEED_ROWS = 2, NEED_KEY = 4, NEED_VALUE = 8, NEED_HEADERS = 16, NEED_HKEY = 32,
     NEED_HVALUE = 64,
@@ -184,6 +193,24 @@ set_bit(uint8_t *bitmap, Py_ssize_t i, int on)
     }
 }
 
+/* Bits [from, to) of a bitmap set (the other bits of their bytes left as they are). */
+static inline void
+set_bits_on(uint8_t *bitmap, Py_ssize_t from, Py_ssize_t to)
+{
+    if (from >= to) {
+        return;
+    }
+    Py_ssize_t first = from >> 3, last = (to - 1) >> 3;
+    uint8_t head = (uint8_t)(0xFFu << (from & 7)), tail = (uint8_t)(0xFFu >> (7 - ((to - 1) & 7)));
+    if (first == last) {
+        bitmap[first] |= head & tail;
+        return;
+    }
+    bitmap[first] |= head;
+    memset(bitmap + first + 1, 0xFF, (size_t)(last - first - 1));
+    bitmap[last] |= tail;
+}
+
 static inline uint32_t
 be32(const uint8_t *p)
 {
@@ -223,127 +250,455 @@ col_blob(const uint8_t *body, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *start
 /* Outcome of one batch's records: OK, DECLINE (the reference decides), or FULL with c->need. */
 enum { REC_OK = 0, REC_DECLINE = 1, REC_FULL = 2 };
 
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Header ``hkey`` (UTF-8, checked) / ``hvalue`` (< 0: null) into the next header slot; the caller
+ * checked that the slot and both data buffers have room. */
+static inline void
+put_header(Cols *c, const uint8_t *hkey, int32_t hkey_len, const uint8_t *hvalue, int32_t hvalue_len)
+{
+    Py_ssize_t hi = c->n.headers;
+    copy_short(c->hkey_data + c->n.hkey, hkey, (size_t)hkey_len);
+    c->n.hkey += hkey_len;
+    c->hkey_off[hi + 1] = (int32_t)c->n.hkey;
+    set_bit(c->hvalue_valid, hi, hvalue_len >= 0);
+    if (hvalue_len >= 0) {
+        copy_short(c->hvalue_data + c->n.hvalue, hvalue, (size_t)hvalue_len);
+        c->n.hvalue += hvalue_len;
+    } else {
+        c->n.hvalue_nulls++;
+    }
+    c->hvalue_off[hi + 1] = (int32_t)c->n.hvalue;
+    c->n.headers = hi + 1;
+}
+
+/* Row c->n.rows: the record's offset and timestamp (computed, in range), its key and value (< 0:
+ * null; copied where wanted: the caller checked the room) and the headers put before it. */
+static inline void
+put_row(Cols *c, const BatchRow *batch, int64_t offset, int64_t timestamp, int32_t offset_delta,
+        const uint8_t *key, int32_t key_len, const uint8_t *value, int32_t value_len)
+{
+    Py_ssize_t row = c->n.rows;
+    if (c->want & WANT_KEY) {
+        set_bit(c->key_valid, row, key_len >= 0);
+        if (key_len >= 0) {
+            copy_short(c->key_data + c->n.key, key, (size_t)key_len);   /* keys: mostly short */
+            c->n.key += key_len;
+        } else {
+            c->n.key_nulls++;
+        }
+        c->key_off[row + 1] = (int32_t)c->n.key;
+    }
+    if (c->want & WANT_VALUE) {
+        set_bit(c->value_valid, row, value_len >= 0);
+        if (value_len >= 0) {
+            memcpy(c->value_data + c->n.value, value, (size_t)value_len);
+            c->n.value += value_len;
+        } else {
+            c->n.value_nulls++;
+        }
+        c->value_off[row + 1] = (int32_t)c->n.value;
+    }
+    c->offset[row] = offset;
+    c->timestamp[row] = timestamp;
+    c->sequence[row] = (int32_t)(batch->base_sequence == NO_SEQUENCE
+                                     ? NO_SEQUENCE
+                                     : increment_sequence(batch->base_sequence, offset_delta));
+    c->row_batch[row] = (int32_t)c->n.batches;
+    c->header_off[row + 1] = (int32_t)c->n.headers;
+    c->n.rows = row + 1;
+}
+
+/* One record at buf[*pos] by the checked loop: every read bounded by the record's length, every
+ * field checked as the reference checks it (the same outcome for every input, in the same order:
+ * a short buffer is FULL only where the record would decode). */
 static int
-decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch, int log_append_time,
-                      Cols *c, int *need)
+checked_record(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, const BatchRow *batch,
+               int log_append_time, Cols *c, int *need)
 {
     const int want = c->want;
-    Py_ssize_t pos = 0;
-    for (int32_t index = 0; index < batch->record_count; index++) {
-        int32_t length;
-        if (read_varint(buf, end, &pos, &length) != VARINT_OK || length < 0 || length > end - pos ||
-            length < 1) {
+    int32_t length;
+    if (read_varint(buf, end, pos, &length) != VARINT_OK || length < 0 || length > end - *pos ||
+        length < 1) {
+        return REC_DECLINE;
+    }
+    const uint8_t *body = buf + *pos;
+    Py_ssize_t bp = 1;
+    int64_t ts_delta;
+    int32_t offset_delta, key_len, value_len, header_count;
+    Py_ssize_t key_at = 0, value_at = 0;
+    if (read_varlong(body, length, &bp, &ts_delta) != VARINT_OK ||
+        read_varint(body, length, &bp, &offset_delta) != VARINT_OK ||
+        col_blob(body, length, &bp, &key_at, &key_len) < 0 ||
+        col_blob(body, length, &bp, &value_at, &value_len) < 0 ||
+        read_varint(body, length, &bp, &header_count) != VARINT_OK || header_count < 0) {
+        return REC_DECLINE;
+    }
+    if (c->n.rows >= c->cap.rows) {
+        *need |= NEED_ROWS;
+        return REC_FULL;
+    }
+    if ((want & WANT_HEADERS) && header_count > c->cap.headers - c->n.headers) {
+        *need |= NEED_HEADERS;
+        return REC_FULL;
+    }
+    for (int32_t h = 0; h < header_count; h++) {
+        int32_t hkey_len, hvalue_len;
+        Py_ssize_t hkey_at = 0, hvalue_at = 0;
+        if (read_varint(body, length, &bp, &hkey_len) != VARINT_OK || hkey_len < 0 ||
+            hkey_len > length - bp) {
             return REC_DECLINE;
         }
-        const uint8_t *body = buf + pos;
-        Py_ssize_t bp = 1;
-        int64_t ts_delta;
-        int32_t offset_delta, key_len, value_len, header_count;
-        Py_ssize_t key_at = 0, value_at = 0;
-        if (read_varlong(body, length, &bp, &ts_delta) != VARINT_OK ||
-            read_varint(body, length, &bp, &offset_delta) != VARINT_OK ||
-            col_blob(body, length, &bp, &key_at, &key_len) < 0 ||
-            col_blob(body, length, &bp, &value_at, &value_len) < 0 ||
-            read_varint(body, length, &bp, &header_count) != VARINT_OK || header_count < 0) {
+        hkey_at = bp;
+        bp += hkey_len;
+        if (!valid_utf8(body + hkey_at, hkey_len, 0) || col_blob(body, length, &bp, &hvalue_at, &hvalue_len) < 0) {
             return REC_DECLINE;
-        }
-        Py_ssize_t row = c->n.rows;
-        if (row >= c->cap.rows) {
-            *need |= NEED_ROWS;
-            return REC_FULL;
         }
         if (want & WANT_HEADERS) {
-            if (header_count > c->cap.headers - c->n.headers) {
-                *need |= NEED_HEADERS;
+            if (hkey_len > c->cap.hkey - c->n.hkey) {
+                *need |= NEED_HKEY;
                 return REC_FULL;
             }
-        }
-        for (int32_t h = 0; h < header_count; h++) {
-            int32_t hkey_len, hvalue_len;
-            Py_ssize_t hkey_at = 0, hvalue_at = 0;
-            if (read_varint(body, length, &bp, &hkey_len) != VARINT_OK || hkey_len < 0 ||
-                hkey_len > length - bp) {
-                return REC_DECLINE;
+            if (hvalue_len > c->cap.hvalue - c->n.hvalue) {
+                *need |= NEED_HVALUE;
+                return REC_FULL;
             }
-            hkey_at = bp;
-            bp += hkey_len;
-            if (!valid_utf8(body + hkey_at, hkey_len, 0) || col_blob(body, length, &bp, &hvalue_at, &hvalue_len) < 0) {
-                return REC_DECLINE;
-            }
-            if (want & WANT_HEADERS) {
-                Py_ssize_t hi = c->n.headers;
-                if (hkey_len > c->cap.hkey - c->n.hkey) {
-                    *need |= NEED_HKEY;
-                    return REC_FULL;
-                }
-                if (hvalue_len > c->cap.hvalue - c->n.hvalue) {
-                    *need |= NEED_HVALUE;
-                    return REC_FULL;
-                }
-                copy_short(c->hkey_data + c->n.hkey, body + hkey_at, (size_t)hkey_len);
-                c->n.hkey += hkey_len;
-                c->hkey_off[hi + 1] = (int32_t)c->n.hkey;
-                set_bit(c->hvalue_valid, hi, hvalue_len >= 0);
-                if (hvalue_len >= 0) {
-                    copy_short(c->hvalue_data + c->n.hvalue, body + hvalue_at, (size_t)hvalue_len);
-                    c->n.hvalue += hvalue_len;
-                } else {
-                    c->n.hvalue_nulls++;
-                }
-                c->hvalue_off[hi + 1] = (int32_t)c->n.hvalue;
-                c->n.headers = hi + 1;
-            }
+            put_header(c, body + hkey_at, hkey_len, body + hvalue_at, hvalue_len);
         }
-        if (bp != length) {
-            return REC_DECLINE;
+    }
+    if (bp != length) {
+        return REC_DECLINE;
+    }
+    int64_t offset, timestamp;
+    int overflow = __builtin_add_overflow(batch->base_offset, (int64_t)offset_delta, &offset);
+    if (log_append_time) {
+        timestamp = batch->max_timestamp;
+    } else {
+        overflow |= __builtin_add_overflow(batch->base_timestamp, ts_delta, &timestamp);
+    }
+    if (overflow) {
+        return REC_DECLINE;
+    }
+    if ((want & WANT_KEY) && key_len > c->cap.key - c->n.key) {
+        *need |= NEED_KEY;
+        return REC_FULL;
+    }
+    if ((want & WANT_VALUE) && value_len > c->cap.value - c->n.value) {
+        *need |= NEED_VALUE;
+        return REC_FULL;
+    }
+    put_row(c, batch, offset, timestamp, offset_delta, body + key_at, key_len, body + value_at, value_len);
+    *pos += length;
+    return REC_OK;
+}
+
+/* ---- the fast loop: the records of a batch already known to fit ----
+ *
+ * Most records are alike: every varint of one to three bytes, each field inside the record.  The
+ * fast loop reads a record's fields without a bound per field and checks once that they end where
+ * its length says (bp == length: a field running past the end leaves it past).  A field read past
+ * the record's end is read from bytes that are still the buffer's: the loop takes a record only
+ * where FAST_OVERREAD bytes follow it in the readable bytes (``safe``; a batch decoded where it
+ * lies in the log may read into what follows it, an inflated one only its own bytes), so the last
+ * records of a map or of an inflated region go to the checked loop.  Bounds that hold for a whole
+ * batch are checked once (fast_batch).  On anything else (a longer varint, a field past the
+ * record, a short header buffer) the record is left untouched and the checked loop takes it and
+ * the rest of the batch, so declines, FULL stops and their positions are the checked loop's. */
+
+/* Bytes a record's reads may lie past its end (body + length): before any bound is checked the
+ * reads reach body[15] at most (the attributes, three varints of three bytes, a null key, two more
+ * varints: a record of one byte reads the 15 bytes after it), and after a field checked to end inside the
+ * record at most two varints (6 bytes) past the end. */
+#define FAST_OVERREAD 16
+/* Three varint bytes hold values below 2^21: zigzag deltas within +-2^20. */
+#define FAST_DELTA_BOUND ((int64_t)1 << 20)
+
+/* An unsigned varint of one to three bytes at *p, read without a bound (three bytes there are
+ * readable): its value, *p moved past it; -1, *p left, for a longer one (the checked loop reads it). */
+static inline int32_t
+fast_unsigned(const uint8_t **p)
+{
+    const uint8_t *q = *p;
+    uint32_t b0 = q[0];
+    if (LIKELY(b0 < 0x80)) {
+        *p = q + 1;
+        return (int32_t)b0;
+    }
+    uint32_t b1 = q[1];
+    if (LIKELY(b1 < 0x80)) {
+        *p = q + 2;
+        return (int32_t)((b0 & 0x7F) | (b1 << 7));
+    }
+    uint32_t b2 = q[2];
+    if (b2 < 0x80) {
+        *p = q + 3;
+        return (int32_t)((b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14));
+    }
+    return -1;
+}
+
+static inline int32_t
+unzigzag32(int32_t raw)
+{
+    return (int32_t)((uint32_t)raw >> 1) ^ -(raw & 1);
+}
+
+/* Whether the fast loop may take the batch's records: their offsets and timestamps cannot leave
+ * int64 (deltas of three varint bytes), and keys and values, which lie inside the region, fit in
+ * what is left of their buffers.  The rows fit already (decode_column_batch). */
+static inline int
+fast_batch(const BatchRow *b, int log_append_time, Py_ssize_t region_len, const Cols *c)
+{
+    if (b->base_offset > INT64_MAX - FAST_DELTA_BOUND || b->base_offset < INT64_MIN + FAST_DELTA_BOUND) {
+        return 0;
+    }
+    if (!log_append_time && (b->base_timestamp > INT64_MAX - FAST_DELTA_BOUND ||
+                             b->base_timestamp < INT64_MIN + FAST_DELTA_BOUND)) {
+        return 0;
+    }
+    return (!(c->want & WANT_KEY) || region_len <= c->cap.key - c->n.key) &&
+           (!(c->want & WANT_VALUE) || region_len <= c->cap.value - c->n.value);
+}
+
+/* The ``count`` headers of a record from q (after its header count; the record ends at ``stop``) by
+ * the fast loop: where they end, them put (where wanted); or NULL (some may be put: the caller sets
+ * the header counts back).  Not inlined: a record with headers is the fast loop's rarer case, and q
+ * passed by address would keep the loop's cursor out of a register. */
+static const uint8_t *
+fast_headers(const uint8_t *q, const uint8_t *stop, int32_t count, Cols *c)
+{
+    const int want = c->want;
+    if (q > stop || ((want & WANT_HEADERS) && count > c->cap.headers - c->n.headers)) {
+        return NULL;
+    }
+    for (int32_t h = 0; h < count; h++) {
+        /* q <= stop + 3 here (a null value's length may have run past): the reads stay within
+         * stop + 6, and a key length past that fails its bound */
+        int32_t hkey_len = fast_unsigned(&q);
+        if (hkey_len < 0 || (hkey_len = unzigzag32(hkey_len)) < 0 || hkey_len > stop - q) {
+            return NULL;
         }
-        int64_t offset, timestamp;
-        int overflow = __builtin_add_overflow(batch->base_offset, (int64_t)offset_delta, &offset);
-        if (log_append_time) {
-            timestamp = batch->max_timestamp;
+        const uint8_t *hkey = q;
+        q += hkey_len;
+        int32_t hvalue_len = fast_unsigned(&q);
+        if (hvalue_len < 0) {
+            return NULL;
+        }
+        hvalue_len = unzigzag32(hvalue_len);
+        const uint8_t *hvalue = q;
+        if (hvalue_len >= 0) {
+            if (hvalue_len > stop - q) {
+                return NULL;
+            }
+            q += hvalue_len;
+        }
+        if (!valid_utf8(hkey, hkey_len, 0)) {
+            return NULL;
+        }
+        if (want & WANT_HEADERS) {
+            if (hkey_len > c->cap.hkey - c->n.hkey || hvalue_len > c->cap.hvalue - c->n.hvalue) {
+                return NULL;
+            }
+            put_header(c, hkey, hkey_len, hvalue, hvalue_len);
+        }
+    }
+    return q;
+}
+
+/* The fast loop over a batch's records from buf[*pos], record *index on: each record it takes is put
+ * as put_row puts it, *pos and *index moved past it; it stops before the first it does not take
+ * (c->n then as after the record before) or at the batch's end.  Reads lie before buf + *pos + 3 and
+ * before each record's end plus FAST_OVERREAD, inside ``safe``.  The counts and column pointers are
+ * held in locals while it runs (a store through a byte pointer would make the compiler load c's
+ * fields again), and ``want`` is a constant where decode_column_records calls it: each of its
+ * copies writes only what its columns need. */
+static inline __attribute__((always_inline)) void
+fast_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t safe, Py_ssize_t *pos_p, int32_t *index_p,
+             const BatchRow *batch, int log_append_time, Cols *c, const int want)
+{
+    /* a record at or past ``limit`` cannot be taken (its length must end inside the region and
+     * FAST_OVERREAD bytes before ``safe``): below it, its length varint's three bytes are readable */
+    const Py_ssize_t limit = end < safe - FAST_OVERREAD ? end : safe - FAST_OVERREAD;
+    const int32_t count = batch->record_count;
+    const int64_t base_offset = batch->base_offset;
+    const int64_t base_timestamp = batch->base_timestamp, max_timestamp = batch->max_timestamp;
+    const int32_t base_sequence = batch->base_sequence, batch_index = (int32_t)c->n.batches;
+    Py_ssize_t pos = *pos_p, row = c->n.rows, nkey = c->n.key, nvalue = c->n.value;
+    Py_ssize_t key_nulls = c->n.key_nulls, value_nulls = c->n.value_nulls, headers = c->n.headers;
+    int32_t index = *index_p;
+    uint8_t *const key_data = c->key_data, *const value_data = c->value_data;
+    uint8_t *const key_valid = c->key_valid, *const value_valid = c->value_valid;
+    int32_t *const key_off = c->key_off, *const value_off = c->value_off;
+    int64_t *const offsets = c->offset, *const timestamps = c->timestamp;
+    int32_t *const sequences = c->sequence, *const row_batch = c->row_batch, *const header_off = c->header_off;
+    /* validity: the bits of the rows from *_valid_from on are set when a null comes (then its bit
+     * cleared) or the loop ends, not one a row */
+    Py_ssize_t key_valid_from = row, value_valid_from = row;
+    for (; index < count && pos < limit; index++) {
+        const uint8_t *q = buf + pos;
+        int32_t raw = fast_unsigned(&q);
+        Py_ssize_t at = q - buf;
+        /* even and >= 2: a length >= 1 (a varint of more than three bytes: -1, odd) */
+        if (UNLIKELY((raw & 1) || raw < 2 || (raw >> 1) > limit - at)) {
+            break;
+        }
+        const uint8_t *body = q, *stop = body + (raw >> 1);
+        q = body + 1;       /* attributes: unused */
+        int32_t ts_raw = fast_unsigned(&q);
+        int32_t delta_raw = fast_unsigned(&q);
+        int32_t key_raw = fast_unsigned(&q);
+        if (UNLIKELY((ts_raw | delta_raw | key_raw) < 0)) {
+            break;
+        }
+        /* a length's zigzag is odd where it is negative (null, whatever its value) */
+        const uint8_t *key = q;
+        int32_t key_len = -1;
+        if (LIKELY(!(key_raw & 1))) {
+            key_len = key_raw >> 1;
+            if (UNLIKELY(key_len > stop - q)) {
+                break;
+            }
+            q += key_len;
+        }
+        int32_t value_raw = fast_unsigned(&q);
+        if (UNLIKELY(value_raw < 0)) {
+            break;
+        }
+        const uint8_t *value = q;
+        int32_t value_len = -1;
+        if (LIKELY(!(value_raw & 1))) {
+            value_len = value_raw >> 1;
+            if (UNLIKELY(value_len > stop - q)) {
+                break;
+            }
+            q += value_len;
+        }
+        int32_t header_raw = fast_unsigned(&q);
+        if (LIKELY(header_raw == 0)) {
+            if (UNLIKELY(q != stop)) {
+                break;
+            }
         } else {
-            overflow |= __builtin_add_overflow(batch->base_timestamp, ts_delta, &timestamp);
+            if (header_raw < 0 || (header_raw & 1)) {
+                break;      /* a count of more than three bytes, or negative */
+            }
+            Py_ssize_t hkey = c->n.hkey, hvalue = c->n.hvalue, hvalue_nulls = c->n.hvalue_nulls;
+            q = fast_headers(q, stop, header_raw >> 1, c);
+            if (q != stop) {    /* (NULL: refused) */
+                c->n.headers = headers;     /* what was put is the checked loop's to put again */
+                c->n.hkey = hkey;
+                c->n.hvalue = hvalue;
+                c->n.hvalue_nulls = hvalue_nulls;
+                break;
+            }
+            headers = c->n.headers;
         }
-        if (overflow) {
-            return REC_DECLINE;
-        }
+        /* the record is whole: put it */
         if (want & WANT_KEY) {
-            if (key_len > c->cap.key - c->n.key) {
-                *need |= NEED_KEY;
-                return REC_FULL;
-            }
-            set_bit(c->key_valid, row, key_len >= 0);
-            if (key_len >= 0) {
-                copy_short(c->key_data + c->n.key, body + key_at, (size_t)key_len);   /* keys: mostly short */
-                c->n.key += key_len;
+            if (LIKELY(key_len >= 0)) {
+                copy_short(key_data + nkey, key, (size_t)key_len);
+                nkey += key_len;
             } else {
-                c->n.key_nulls++;
+                set_bits_on(key_valid, key_valid_from, row);
+                set_bit(key_valid, row, 0);
+                key_valid_from = row + 1;
+                key_nulls++;
             }
-            c->key_off[row + 1] = (int32_t)c->n.key;
+            key_off[row + 1] = (int32_t)nkey;
         }
         if (want & WANT_VALUE) {
-            if (value_len > c->cap.value - c->n.value) {
-                *need |= NEED_VALUE;
-                return REC_FULL;
-            }
-            set_bit(c->value_valid, row, value_len >= 0);
-            if (value_len >= 0) {
-                memcpy(c->value_data + c->n.value, body + value_at, value_len);
-                c->n.value += value_len;
+            if (LIKELY(value_len >= 0)) {
+                memcpy(value_data + nvalue, value, (size_t)value_len);
+                nvalue += value_len;
             } else {
-                c->n.value_nulls++;
+                set_bits_on(value_valid, value_valid_from, row);
+                set_bit(value_valid, row, 0);
+                value_valid_from = row + 1;
+                value_nulls++;
             }
-            c->value_off[row + 1] = (int32_t)c->n.value;
+            value_off[row + 1] = (int32_t)nvalue;
         }
-        c->offset[row] = offset;
-        c->timestamp[row] = timestamp;
-        c->sequence[row] = (int32_t)(batch->base_sequence == NO_SEQUENCE
-                                         ? NO_SEQUENCE
-                                         : increment_sequence(batch->base_sequence, offset_delta));
-        c->row_batch[row] = (int32_t)c->n.batches;
-        c->header_off[row + 1] = (int32_t)c->n.headers;
-        c->n.rows = row + 1;
-        pos += length;
+        int32_t offset_delta = unzigzag32(delta_raw);
+        offsets[row] = base_offset + offset_delta;
+        if (!(want & OMIT_TIMESTAMP)) {
+            timestamps[row] = log_append_time ? max_timestamp : base_timestamp + unzigzag32(ts_raw);
+        }
+        if (!(want & OMIT_ROW_EXTRAS)) {
+            sequences[row] = (int32_t)(base_sequence == NO_SEQUENCE
+                                           ? NO_SEQUENCE : increment_sequence(base_sequence, offset_delta));
+            row_batch[row] = batch_index;
+            header_off[row + 1] = (int32_t)headers;
+        }
+        row++;
+        pos = q - buf;
+    }
+    if (want & WANT_KEY) {
+        set_bits_on(key_valid, key_valid_from, row);
+    }
+    if (want & WANT_VALUE) {
+        set_bits_on(value_valid, value_valid_from, row);
+    }
+    c->n.rows = row;
+    c->n.key = nkey;
+    c->n.value = nvalue;
+    c->n.key_nulls = key_nulls;
+    c->n.value_nulls = value_nulls;
+    *pos_p = pos;
+    *index_p = index;
+}
+
+/* fast_records with ``want`` a constant, one copy for each value of the bits it tests. */
+typedef void (*FastRecords)(const uint8_t *, Py_ssize_t, Py_ssize_t, Py_ssize_t *, int32_t *, const BatchRow *,
+                            int, Cols *);
+/* the bits it tests, packed: KEY, VALUE, OMIT_TIMESTAMP, OMIT_ROW_EXTRAS -> 0..15 (OMIT_ROW_EXTRAS
+ * dropped with WANT_HEADERS: the header offsets are then a column's) */
+#define FAST_BITS (WANT_KEY | WANT_VALUE | OMIT_TIMESTAMP | OMIT_ROW_EXTRAS)
+#define FAST_WANT(v) (((v) & 3) | (((v) & 12) << 2))
+_Static_assert(FAST_WANT(15) == FAST_BITS, "FAST_WANT unpacks FAST_BITS");
+
+static inline int
+fast_variant(int want)
+{
+    if (want & WANT_HEADERS) {
+        want &= ~OMIT_ROW_EXTRAS;
+    }
+    return (want & 3) | ((want >> 2) & 12);
+}
+#define FAST_COPY(v)                                                                                       \
+    static void fast_records_##v(const uint8_t *buf, Py_ssize_t end, Py_ssize_t safe, Py_ssize_t *pos,   \
+                                 int32_t *index, const BatchRow *batch, int log_append_time, Cols *c)    \
+    {                                                                                                    \
+        fast_records(buf, end, safe, pos, index, batch, log_append_time, c, FAST_WANT(v));               \
+    }
+#define FAST_COPY8(a, b, c, d, e, f, g, h) FAST_COPY(a) FAST_COPY(b) FAST_COPY(c) FAST_COPY(d) FAST_COPY(e) \
+    FAST_COPY(f) FAST_COPY(g) FAST_COPY(h)
+FAST_COPY8(0, 1, 2, 3, 4, 5, 6, 7)
+FAST_COPY8(8, 9, 10, 11, 12, 13, 14, 15)
+#define FAST_REF(v) fast_records_##v
+static const FastRecords fast_variants[16] = {
+    FAST_REF(0), FAST_REF(1), FAST_REF(2), FAST_REF(3), FAST_REF(4), FAST_REF(5), FAST_REF(6), FAST_REF(7),
+    FAST_REF(8), FAST_REF(9), FAST_REF(10), FAST_REF(11), FAST_REF(12), FAST_REF(13), FAST_REF(14),
+    FAST_REF(15),
+};
+
+/* A batch's ``record_count`` records from buf[0] (``end`` bytes; ``safe`` >= end of them readable)
+ * into the columns: the fast loop while it takes them (its copy for the columns wanted), then the
+ * checked loop. */
+static int
+decode_column_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t safe, const BatchRow *batch,
+                      int log_append_time, Cols *c, int *need)
+{
+    Py_ssize_t pos = 0;
+    int32_t index = 0;
+    if (fast_batch(batch, log_append_time, end, c)) {
+        fast_variants[fast_variant(c->want)](buf, end, safe, &pos, &index, batch, log_append_time, c);
+    }
+    for (; index < batch->record_count; index++) {
+        int rc = checked_record(buf, end, &pos, batch, log_append_time, c, need);
+        if (rc != REC_OK) {
+            return rc;
+        }
     }
     return pos == end ? REC_OK : REC_DECLINE;
 }
@@ -445,7 +800,9 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
         rc = REC_FULL;
     } else {
         Counts saved = c->n;
-        rc = decode_column_records(region, region_len, &b, b.attributes & TIMESTAMP_TYPE_FLAG, c, need);
+        /* read in place, a batch may read into the log after it; inflated, only its own bytes */
+        Py_ssize_t safe = inflated != NULL ? region_len : log_len - (pos + V2_HEADER_SIZE);
+        rc = decode_column_records(region, region_len, safe, &b, b.attributes & TIMESTAMP_TYPE_FLAG, c, need);
         if (rc != REC_OK) {
             c->n = saved;
         } else {

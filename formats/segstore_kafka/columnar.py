@@ -111,6 +111,9 @@ WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
 #: ``ProducerAppendInfo.append``, ``LogSegment.recover``): a data batch is taken on its header and CRC,
 #: its records not decoded (no row); a control batch's records (its marker) are decoded.
 WANT_BATCH_HEADERS = 8
+#: Row buffers the C loop may leave unwritten (:func:`want_flags`, for a scan's columns that do not read
+#: them): ``timestamp``; ``sequence``, ``row_batch`` and (without :data:`WANT_HEADERS`) ``header_offsets``.
+OMIT_TIMESTAMP, OMIT_ROW_EXTRAS = 16, 32
 _NEED = {"batches": 1, "rows": 2, "key": 4, "value": 8, "headers": 16, "hkey": 32, "hvalue": 64}
 _DATA = ("key", "value", "hkey", "hvalue")
 
@@ -243,10 +246,18 @@ def _inflater(path: str):
 
 
 def want_flags(columns: Iterable[str]) -> int:
-    """The C loop's ``want`` mask for the columns named (only variable columns cost a copy)."""
+    """The C loop's ``want`` mask for a scan of the columns named: the variable columns to copy (only
+    they cost a copy), and the row buffers none of them reads to leave unwritten (:data:`OMIT_TIMESTAMP`,
+    :data:`OMIT_ROW_EXTRAS`): a chunk decoded with it holds those columns (and ``offset`` and the batch
+    rows) for :func:`to_arrow`, not every buffer."""
+    names = set(columns)
     flags = 0
-    for name in columns:
+    for name in names:
         flags |= VARIABLE.get(name, 0)
+    if "timestamp" not in names:
+        flags |= OMIT_TIMESTAMP
+    if "sequence" not in names:
+        flags |= OMIT_ROW_EXTRAS
     return flags
 
 
