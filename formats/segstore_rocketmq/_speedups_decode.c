@@ -1964,6 +1964,123 @@ match_entries(PyObject *module, PyObject *args)
 }
 
 /*
+ * claim_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, positions, sizes, bounds,
+ *               part_slots, part_firsts, queue_ids, topic_offsets, topic_data, cursors, met, hits)
+ *     -> (count, passed, identity)
+ *
+ * match_entries without the merge, for ranges of distinct queues each ascending: each row claims the
+ * one entry it can be, the entry of its queue offset in the range of its queue id and topic (slots
+ * as match_entries has them; positions and sizes int64 one range after another, range r from
+ * bounds[r] to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on), which must
+ * lie at the row's position with the row's size.  Row indexes of the claimed entries go to hits in row
+ * order (so in position order) and met[o] is set for each claimed entry o (range order).  Each range's
+ * cursors[r] (in and out, int64) passes over its entries at or before the last row's position:
+ * passed is how many.  count == passed says that every entry passed was claimed, each by the row
+ * at its position: what match_entries finds of the same entries (none wrong, none unmet, the same hits).
+ * Else the caller matches these rows by match_entries to find what is wrong, in its order.  identity:
+ * every row claimed.  A slot outside the tables fails the call (ValueError).  O(rows + entries passed),
+ * no merge.  Releases the GIL.
+ */
+/* rows' queue ids hashed into this many chains of ranges */
+#define CLAIM_CHAINS 64
+
+static PyObject *
+claim_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, pos, size, qid, qoff, tpos, tlen, positions, sizes, bounds, pslots, pfirsts, qids, toff, tdata,
+        cursors, met, hits;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*", &view, &pos, &size, &qid, &qoff, &tpos,
+                          &tlen, &positions, &sizes, &bounds, &pslots, &pfirsts, &qids, &toff, &tdata, &cursors,
+                          &met, &hits)) {
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8, entries = positions.len / 8, nslots = qids.len / 8, nparts = pslots.len / 8;
+    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = positions.buf, *es = sizes.buf,
+                  *pb = bounds.buf, *ps = pslots.buf, *pf = pfirsts.buf, *sq = qids.buf, *to = toff.buf;
+    const int32_t *sz = size.buf, *qi = qid.buf, *tl = tlen.buf;
+    const uint8_t *d = view.buf, *td = tdata.buf;
+    int64_t *cur = cursors.buf, *h = hits.buf;
+    uint8_t *m = met.buf;
+    int ok = size.len == n * 4 && qid.len == n * 4 && qoff.len == n * 8 && tpos.len == n * 8 && tlen.len == n * 4
+             && sizes.len == entries * 8 && bounds.len == (nparts + 1) * 8 && pfirsts.len == nparts * 8
+             && cursors.len == nparts * 8 && nparts > 0 && pb[0] == 0 && pb[nparts] == entries
+             && toff.len == (nslots + 1) * 8 && met.len >= entries && hits.len >= n * 8;
+    for (Py_ssize_t r = 0; ok && r < nparts; r++) {
+        ok = pb[r] <= pb[r + 1] && pb[r] <= cur[r] && cur[r] <= pb[r + 1];
+    }
+    Py_ssize_t count = 0, passed = 0;
+    match_part *part = ok ? PyMem_RawMalloc((size_t)nparts * (sizeof(match_part) + sizeof(Py_ssize_t))) : NULL;
+    Py_ssize_t *next = part != NULL ? (Py_ssize_t *)(part + nparts) : NULL;
+    int no_memory = ok && part == NULL;
+    ok = ok && !no_memory;
+    Py_ssize_t chain[CLAIM_CHAINS];
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < CLAIM_CHAINS; k++) {
+        chain[k] = -1;
+    }
+    for (Py_ssize_t r = nparts - 1; ok && r >= 0; r--) {
+        int64_t s = ps[r];
+        ok = 0 <= s && s < nslots && 0 <= to[s] && to[s] <= to[s + 1] && to[s + 1] <= tdata.len;
+        if (ok) {
+            part[r] = (match_part){sq[s], pf[r], td + to[s], to[s + 1] - to[s]};     /* base: the first offset */
+            next[r] = chain[(uint64_t)sq[s] % CLAIM_CHAINS];
+            chain[(uint64_t)sq[s] % CLAIM_CHAINS] = r;
+        }
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (i + MATCH_AHEAD < n && tp[i + MATCH_AHEAD] >= 0 && tp[i + MATCH_AHEAD] < view.len) {
+            __builtin_prefetch(d + tp[i + MATCH_AHEAD]);        /* as match_entries asks for it */
+        }
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t r = chain[(uint32_t)qi[i] % CLAIM_CHAINS];
+        for (; r >= 0; r = next[r]) {
+            const match_part *e = part + r;
+            if (e->queue_id == qi[i] && e->topic_len == tl[i] && same_text(d + tp[i], e->topic, tl[i])) {
+                break;
+            }
+        }
+        /* its place in the range (unsigned: an offset below the range's first is past its end too) */
+        uint64_t k = r >= 0 ? (uint64_t)qo[i] - (uint64_t)part[r].base : 0;
+        if (r < 0 || k >= (uint64_t)(pb[r + 1] - pb[r])) {
+            continue;           /* no range holds its queue offset: not read */
+        }
+        Py_ssize_t o = pb[r] + (Py_ssize_t)k;
+        if (ep[o] == p[i] && es[o] == sz[i]) {
+            m[o] = 1;
+            h[count++] = i;
+        }
+    }
+    for (Py_ssize_t r = 0; ok && n > 0 && r < nparts; r++) {
+        Py_ssize_t c = cur[r], end = pb[r + 1];
+        while (c < end && ep[c] <= p[n - 1]) {
+            c++;
+        }
+        passed += c - cur[r];
+        cur[r] = c;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(part);
+    PyObject *ret = NULL;
+    if (no_memory) {
+        PyErr_NoMemory();
+    } else if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, cursors, slots "
+                                          "and topics inside their tables, and room for the hits");
+    } else {
+        ret = Py_BuildValue("nnO", count, passed, count == n ? Py_True : Py_False);
+    }
+    Py_buffer *held[] = {&view, &pos, &size, &qid, &qoff, &tpos, &tlen, &positions, &sizes, &bounds, &pslots,
+                         &pfirsts, &qids, &toff, &tdata, &cursors, &met, &hits};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        PyBuffer_Release(held[k]);
+    }
+    return ret;
+}
+
+/*
  * merge_order(positions, bounds, order[, sizes, phys, sorted_sizes]) -> bool
  *
  * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
