@@ -527,9 +527,10 @@ class _PropertyColumns:
     ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
     ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token).
     ``keys_only``: only ``tokens`` and ``key`` are made (the others stay None), for a batch that
-    wants no other property column: no copy of every property's name and value."""
+    wants no other property column: no copy of every property's name and value; ``key_only`` as well:
+    only ``key`` (``tokens`` empty), for a batch that wants no ``keys`` list either."""
 
-    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False) -> None:
+    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False, key_only: bool = False) -> None:
         import pyarrow as pa
 
         n = len(rows)
@@ -543,7 +544,8 @@ class _PropertyColumns:
         tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
         items, count, tag_nulls, key_nulls = _speedups.property_columns(
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
-            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only)
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only,
+            not (keys_only and key_only))
         self.names: pa.Array | None = None
         self.values: pa.Array | None = None
         self.tags: pa.Array | None = None
@@ -658,8 +660,8 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     fixed = _fixed_columns()
     n = len(rows)
     wanted = set(schema.names)
-    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"}) \
-        if wanted & _PROPERTY_COLUMNS else None
+    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"},
+                         key_only="keys" not in wanted) if wanted & _PROPERTY_COLUMNS else None
     # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
