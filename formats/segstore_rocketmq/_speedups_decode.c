@@ -107,9 +107,9 @@ enum { FILL_TIMES = 1, FILL_PROPS = 2, FILL_HOSTS = 4, FILL_REST = 8, FILL_ALL =
  * Decode the message at d = view + pos (left bytes to the limit) into row n of c, all but crc_ok
  * (check_crcs fills it) and the groups fill leaves out; 0 when message.decode would raise for its
  * layout (checked whatever fill is).  Row n may be partly written then: the caller does not
- * count it.
+ * count it.  Inlined in its two walks: a call a message cost 18 instructions of its 134.
  */
-static int
+static inline __attribute__((always_inline)) int
 decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, Cols *c, Py_ssize_t n,
            Py_ssize_t pos, int64_t base, int fill)
 {
