@@ -50,6 +50,7 @@ from segstore.errors import (
     CorruptDataError,
     NotFoundError,
     OffsetOutOfRangeError,
+    SegstoreError,
     UnrepairedDataError,
 )
 from segstore.indexes.keyhash import index_key_hash
@@ -1103,6 +1104,125 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
                 met = np.zeros(len(entries), bool)
                 hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
             results.append((hits.tolist(), wrong, identity, met.tolist()))
+    assert results[0] == results[1]
+
+
+@needs_c
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(st.integers(0, 180), st.sampled_from([ENTRY_AS_IS] * 6 + [*range(1, 6)])),
+                      max_size=40),
+       window=st.tuples(st.integers(0, 60), st.integers(1, 60)), cursor_skips=st.lists(st.integers(0, 3)))
+def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, window, cursor_skips):
+    """Ranges of one queue each (ascending entries at, inside, or wrong for a walk's messages: sizes,
+    queue offsets, another queue, two at one place), their cursors anywhere before the rows: the C
+    claims give the reference's hits, entries passed, identity, cursors and met entries."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        seg = store.commitlog.file_for(4096)
+        view = seg.file.view()
+        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
+        skip, count = window
+        rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
+        slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
+        topics = [bytes(memoryview(view)[p:p + n]).decode()
+                  for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
+        by_slot: dict[int, list[tuple[int, int, int]]] = {}     # slot: (queue offset, position, size) each
+        for pick, how in picks or [(0, ENTRY_AS_IS)]:
+            k = min(pick, len(walked) - 1)
+            slot = slots.index((topics[k], int(walked["queue_id"][k])))
+            slot = slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC else slot
+            by_slot.setdefault(slot, []).append((int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
+                                                 int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
+                                                 int(walked["size"][k]) + (how == ENTRY_SIZE)))
+        part_slots, part_firsts, positions, sizes, bounds = [], [], [], [], [0]
+        for slot, entries in sorted(by_slot.items()):
+            entries.sort(key=lambda e: e[1])            # a range ascends; its first entry's offset starts it
+            part_slots.append(slot)
+            part_firsts.append(entries[0][0])
+            positions += [e[1] for e in entries]
+            sizes += [e[2] for e in entries]
+            bounds.append(len(positions))
+        names = [t.encode() for t, _ in slots]
+        ranges = columnar.QueueRanges(np.array(positions, np.int64), np.array(sizes, np.int64),
+                                      np.array(bounds, np.int64), np.array(part_slots, np.int64),
+                                      np.array(part_firsts, np.int64),
+                                      np.array([q for _, q in slots], np.int64),
+                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+        assert ranges.claimable()
+        skips = cursor_skips + [0] * len(bounds)
+        start = np.array([min(b + k, e) for b, e, k in zip(bounds, bounds[1:], skips, strict=False)],
+                         np.int64)
+        results = []
+        for python in (False, True):
+            with monkeypatch.context() as patch:      # undone before the next example
+                if python:
+                    patch.setattr(columnar, "_speedups", None)
+                met, cursors = np.zeros(len(positions), bool), start.copy()
+                hits, passed, identity = columnar.claim_entries(view, rows, ranges, cursors, met)
+            results.append((hits.tolist(), passed, identity, cursors.tolist(), met.tolist()))
+    assert results[0] == results[1]
+
+
+def test_queue_ranges_claimable_only_for_distinct_ascending_queues():
+    """A queue named twice, or a range that descends (a damaged queue): the merge, not the claims."""
+    def ranges(positions, slots):
+        # slots: 0/A, 1/A, 0/B, and 0/A again (a read naming a queue twice)
+        return columnar.QueueRanges(np.array(positions, np.int64), np.ones(len(positions), np.int64),
+                                    np.array([0, 2, 4], np.int64), np.array(slots, np.int64),
+                                    np.zeros(len(slots), np.int64), np.array([0, 1, 0, 0], np.int64),
+                                    np.array([0, 1, 2, 3, 4], np.int64), b"AABA")
+    assert ranges([5, 9, 1, 2], [0, 1]).claimable()           # a drop between ranges only
+    assert ranges([5, 9, 1, 2], [1, 2]).claimable()           # queue 0 of another topic
+    assert not ranges([5, 9, 1, 2], [0, 3]).claimable()       # one queue twice
+    assert not ranges([5, 3, 1, 2], [0, 1]).claimable()       # range 0 descends
+    assert not ranges([5, 9, 2, 1], [0, 1]).claimable()       # range 1 descends
+
+
+#: Damage to a consume-queue entry (its 20 bytes: offset, size, tags code): (what, bytes at 0..12).
+_ENTRY_DAMAGE = ("another entry's", "inside its message", "its size", "past the log", "its neighbour's size")
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 29), st.sampled_from(_ENTRY_DAMAGE)),
+                       max_size=3),
+       cut=st.integers(0, 30), batch_rows=st.sampled_from([3, 7, 1000]))
+def test_queue_ranges_read_the_same_claimed_or_merged(interleaved, tmp_path_factory, monkeypatch, accel,
+                                                      damage, cut, batch_rows):
+    """A log-order read of queue ranges whose entries are damaged (pointing at another message, inside
+    one, past the log, with a wrong size): the rows and the error are the same whether each row claims
+    its entry (claim_entries, switching to the merge where one is not claimed) or every entry is merged
+    and matched (match_entries) from the start."""
+    path = tmp_path_factory.mktemp("claims") / "store"
+    shutil.copytree(interleaved, path)
+    queues = sorted(p for p in (path / "consumequeue").glob("*/*"))
+    for queue, slot, how in damage:
+        files = sorted(queues[queue].iterdir())
+        data = bytearray(files[0].read_bytes())
+        at, other = 20 * (slot % (len(data) // 20)), 20 * ((slot + 1) % (len(data) // 20))
+        if how == "another entry's":
+            data[at:at + 8] = data[other:other + 8]
+        elif how == "inside its message":
+            data[at:at + 8] = (int.from_bytes(data[at:at + 8], "big") + 5).to_bytes(8, "big")
+        elif how == "its size":
+            data[at + 8:at + 12] = (int.from_bytes(data[at + 8:at + 12], "big") + 1).to_bytes(4, "big")
+        elif how == "past the log":
+            data[at:at + 8] = (1 << 40).to_bytes(8, "big")
+        else:
+            data[at + 8:at + 12] = data[other + 8:other + 12]
+        files[0].write_bytes(bytes(data))
+    results = []
+    for claimed in (True, False):
+        with monkeypatch.context() as patch:
+            if not claimed:
+                patch.setattr(columnar.QueueRanges, "claimable", lambda self: False)
+            got: list = []
+            try:
+                with RocketMQStore(str(path), "r", INTERLEAVED_CONFIG) as store:
+                    ranges = [(t, q, cut // 3, 10 ** 6) for t in store.topics() for q in store.partitions(t)]
+                    for batch in store.scan_arrow(QUEUE_COLUMNS, queues=ranges, batch_rows=batch_rows):
+                        got.append(batch.to_pylist())
+            except SegstoreError as err:
+                got.append((type(err).__name__, str(err)))
+        results.append(got)
     assert results[0] == results[1]
 
 

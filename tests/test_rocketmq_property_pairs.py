@@ -29,6 +29,7 @@ from segstore_rocketmq.message import (
 )
 from segstore_rocketmq.store import RocketMQStore
 
+from segstore.columns import ROCKETMQ_SCHEMA, project
 from segstore.errors import InvalidMessageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,8 +58,12 @@ RAW = [b"empty\x01\x02x\x011", b"x\x011\x02empty\x01", b"\x01noname\x02y\x012",
        b"TAGS\x01\x02KEYS\x01\x02a\x01b\x02", b"a\x01\x01b", b"a\x01b\x01c\x02\x01\x02",
        b"\x01\x01\x02TAGS\x01x\x02TAGS\x01y", b"\x01", b"a\x01", b"ab\x02c\x01d",
        b"KEYS\x01 \x02UNIQ_KEY\x01 u",
+       # KEYS again: the last value, its first token (the key column alone finds it so too)
+       b"KEYS\x01 a b\x02KEYS\x01  c d \x02x\x011", b"KEYS\x01a\x02KEYS\x01", b"KEYS\x01   ",
+       b"KEYS\x01e\x02KEYS\x01\x01f", b"KEY\x01g\x02KEYSS\x01h",
        # longer than 64 bytes: property_columns' other (non-vector) split
-       b"p" * 60 + b"\x01\x02" + b"q\x01" + b"\x02\x01r\x02TAGS\x01x\x02TAGS\x01\x02UNIQ_KEY\x01"]
+       b"p" * 60 + b"\x01\x02" + b"q\x01" + b"\x02\x01r\x02TAGS\x01x\x02TAGS\x01\x02UNIQ_KEY\x01",
+       b"KEYS\x01 i j\x02" + b"p" * 60 + b"\x01v\x02KEYS\x01 k l"]
 
 
 @pytest.mark.parametrize("raw", RAW)
@@ -100,6 +105,9 @@ def test_the_c_decoders_read_properties_as_the_python_reference():
         columnar._speedups = saved
     for name in c_batch.schema.names:
         assert c_batch.column(name).equals(py_batch.column(name)), name
+    for wanted in (["key"], ["key", "keys"], ["key", "tags"]):     # the key alone, with tokens, with items
+        part = columnar.build_batch(view, rows_c, project(ROCKETMQ_SCHEMA, wanted))
+        assert part.column("key").equals(py_batch.column("key")), wanted
     assert [dict(p) for p in c_batch.column("properties").to_pylist()] == expected
     assert c_batch.column("tags").to_pylist() == [e.get("TAGS") for e in expected]
     for i, want in enumerate(expected):

@@ -695,6 +695,10 @@ static PyMethodDef methods[] = {
      "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
      "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "
      "(count, wrong, identity)"},
+    {"claim_entries", claim_entries, METH_VARARGS,
+     "claim_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, positions, sizes, bounds, "
+     "part_slots, part_firsts, queue_ids, topic_offsets, topic_data, cursors, met, hits) -> (count, passed, "
+     "identity)"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(view, i8, i4, u8, n, tags, tags_lens, token_offsets, tokens, token_lens, out) -> n"},
     {"json_lines", json_lines, METH_VARARGS,

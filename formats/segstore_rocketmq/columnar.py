@@ -525,9 +525,10 @@ class _PropertyColumns:
     ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
     ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token).
     ``keys_only``: only ``tokens`` and ``key`` are made (the others stay None), for a batch that
-    wants no other property column: no copy of every property's name and value."""
+    wants no other property column: no copy of every property's name and value; ``key_only`` as well:
+    only ``key`` (``tokens`` empty), for a batch that wants no ``keys`` list either."""
 
-    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False) -> None:
+    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False, key_only: bool = False) -> None:
         import pyarrow as pa
 
         n = len(rows)
@@ -546,7 +547,8 @@ class _PropertyColumns:
         data = [names_data, values_data, tags_data, tokens_data, keys_data]
         items, count, tag_nulls, key_nulls = _speedups.property_columns(
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
-            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only)
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only,
+            not (keys_only and key_only))
         self.names: pa.Array | None = None
         self.values: pa.Array | None = None
         self.tags: pa.Array | None = None
@@ -660,8 +662,8 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     fixed = _fixed_columns()
     n = len(rows)
     wanted = set(schema.names)
-    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"}) \
-        if wanted & _PROPERTY_COLUMNS else None
+    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"},
+                         key_only="keys" not in wanted) if wanted & _PROPERTY_COLUMNS else None
     # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
@@ -1055,6 +1057,92 @@ def match_entries(view: memoryview, rows: Rows, entries: QueueEntries, first: in
         entries.part_firsts, first, last, entries.queue_ids, entries.topic_offsets, entries.topic_data, met,
         hits)
     return hits[:count], wrong, identity
+
+
+class QueueRanges(NamedTuple):
+    """The consume-queue entries of a read's queue ranges one range after another, as
+    :func:`claim_entries` checks a walk's rows against them: range ``r`` holds ``positions`` and
+    ``sizes`` (int64) from ``bounds[r]`` to ``bounds[r + 1]``, of slot ``part_slots[r]`` from queue
+    offset ``part_firsts[r]`` on; the slots' ``queue_ids``, ``topic_offsets`` and ``topic_data`` as
+    :class:`QueueEntries` has them (which :meth:`merged` makes of them)."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    bounds: np.ndarray
+    part_slots: np.ndarray
+    part_firsts: np.ndarray
+    queue_ids: np.ndarray
+    topic_offsets: np.ndarray
+    topic_data: bytes
+
+    def claimable(self) -> bool:
+        """Whether :func:`claim_entries` applies: each range ascends and no two ranges are of one queue
+        (``O(entries)`` in numpy)."""
+        queues = {(int(self.queue_ids[s]), self.topic_data[self.topic_offsets[s]:self.topic_offsets[s + 1]])
+                  for s in self.part_slots.tolist()}
+        if len(queues) != len(self.part_slots):
+            return False
+        descents = np.flatnonzero(self.positions[1:] < self.positions[:-1]) + 1
+        return bool(np.isin(descents, self.bounds).all())
+
+    def merged(self) -> QueueEntries:
+        """The entries sorted by position (:func:`merge_entries`), as :func:`match_entries` takes them."""
+        phys, order, sizes = merge_entries(self.positions, self.sizes, self.bounds)
+        return QueueEntries(phys, order, sizes, self.bounds, self.part_slots, self.part_firsts,
+                            self.queue_ids, self.topic_offsets, self.topic_data)
+
+
+def claim_entries_py(view: memoryview, rows: Rows, ranges: QueueRanges, cursors: np.ndarray, met: np.ndarray
+                     ) -> tuple[np.ndarray, int, bool]:
+    """The reference of :func:`claim_entries` (a Python loop over the rows)."""
+    view = memoryview(view)
+    slots = {(int(ranges.queue_ids[s]),
+              ranges.topic_data[ranges.topic_offsets[s]:ranges.topic_offsets[s + 1]]): r
+             for r, s in enumerate(ranges.part_slots.tolist())}
+    bounds = ranges.bounds.tolist()
+    hits = []
+    for i in range(len(rows)):
+        start, length = int(rows["topic_pos"][i]), int(rows["topic_len"][i])
+        r = slots.get((int(rows["queue_id"][i]), bytes(view[start:start + length])))
+        if r is None:
+            continue
+        k = int(rows["queue_offset"][i]) - int(ranges.part_firsts[r])
+        if not 0 <= k < bounds[r + 1] - bounds[r]:
+            continue
+        o = bounds[r] + k
+        if ranges.positions[o] == rows["position"][i] and ranges.sizes[o] == rows["size"][i]:
+            met[o] = True
+            hits.append(i)
+    passed = 0
+    if len(rows):
+        last = int(rows["position"][-1])
+        for r in range(len(bounds) - 1):
+            ahead = int(np.searchsorted(ranges.positions[cursors[r]:bounds[r + 1]], last, side="right"))
+            passed += ahead
+            cursors[r] += ahead
+    return np.array(hits, np.int64), passed, len(hits) == len(rows)
+
+
+def claim_entries(view: memoryview, rows: Rows, ranges: QueueRanges, cursors: np.ndarray, met: np.ndarray
+                  ) -> tuple[np.ndarray, int, bool]:
+    """Claim for each of a walk's ``rows`` over ``view`` (ascending in position) the entry of its queue
+    offset in the range of its queue (:class:`QueueRanges`, :meth:`~QueueRanges.claimable`), where that
+    entry lies at the row's position with the row's size; a row no range holds is not read.  Each range's
+    cursor (``cursors[r]``, int64, an index into the entries) passes over its entries at or before the
+    last row's position.  Returns ``(hits, passed, identity)``: the claiming rows in order, how many
+    entries the cursors passed, and whether every row claimed one; sets ``met[o]`` (bool) for each entry
+    claimed.  ``len(hits) == passed``: every entry passed was claimed, so :func:`match_entries` of those
+    entries finds the same hits and nothing wrong or unmet; else the caller asks it what is wrong.
+    ``O(rows + entries passed)`` in C (no merge of the ranges).
+    """
+    if _speedups is None:
+        return claim_entries_py(view, rows, ranges, cursors, met)
+    hits = pooled(len(rows), np.int64)
+    count, passed, identity = _speedups.claim_entries(
+        view, rows["position"], rows["size"], rows["queue_id"], rows["queue_offset"], rows["topic_pos"],
+        rows["topic_len"], ranges.positions, ranges.sizes, ranges.bounds, ranges.part_slots,
+        ranges.part_firsts, ranges.queue_ids, ranges.topic_offsets, ranges.topic_data, cursors, met, hits)
+    return hits[:count], passed, identity
 
 
 # -- what the consume queues and the IndexFile need ------------------------------------------
