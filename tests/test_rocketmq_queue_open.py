@@ -73,3 +73,28 @@ def test_a_hole_in_one_of_the_last_three_files_ends_the_queue_for_a_reader(store
         assert counts(reader)[3:] == [4, 1]
         assert reader.offset_range("T", 0) == (0, 17)
         assert [m.body for m in reader.read("T", 0, 15)] == [b"m15", b"m16"]
+
+
+@pytest.mark.parametrize("file_index", [5, 4])
+def test_a_zeroed_first_slot_of_one_of_the_last_files_is_a_hole_the_queue_goes_on_past(store_path,
+                                                                                       file_index):
+    """Slot 0 of a file is zeros, entries after it.  RocketMQ 4.9.7 and 5.3.3
+    ``ConsumeQueue.truncateDirtyLogicFiles`` keeps a last file's slot 0 whatever it holds below the
+    commitlog's end (``if (0 == i)``) and the entries after it, and ``getMessage`` serves the zeros as an
+    empty message; where it does not run (no queue reaches the commitlog's end), the reput writes the
+    entries again.  The oracle on a store of two queues with such a slot in the last file: the queue
+    (0, 20), 19 messages and an empty one at 15; with it in the last file of the other queue: (0, 22),
+    every message.  segstore's reader ended the queue at the slot (16 or 20 of 24 offsets here); it now
+    holds the offsets after it, and a read of the slot raises, as of a hole in an earlier file."""
+    zero_slot(store_path, file_index, 0)
+    hole = file_index * 4
+    with segstore.open(str(store_path), "rocketmq", "r", **CONFIG) as reader:
+        assert reader.offset_range("T", 0) == (0, MESSAGES)
+        after = [m.body for m in reader.read("T", 0, hole + 1)]
+        assert after == [b"m%d" % i for i in range(hole + 1, MESSAGES)]
+        assert [m.body for m in reader.read("T", 0, 0, hole)] == [b"m%d" % i for i in range(hole)]
+        with pytest.raises(SegstoreError, match=f"queue offset {hole}"):
+            list(reader.read("T", 0, hole))
+        assert any(p.path == str(queue_files(store_path)[file_index]) and p.pos == 0 for p in reader.verify())
+    with segstore.open(str(store_path), "rocketmq", "a", **CONFIG) as writer:     # recovery puts it again
+        assert [m.body for m in writer.read("T", 0, 0)] == [b"m%d" % i for i in range(MESSAGES)]

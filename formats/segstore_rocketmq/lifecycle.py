@@ -590,17 +590,19 @@ class LifecycleMixin:
         The newest ``max_hits``, in commitlog order, as the broker's ``queryMessage``
         returns them; hash collisions are filtered out against the commitlog.
         A store without index files (a backup, ``messageIndexEnable=false``) is
-        scanned instead, and :attr:`notes` says so.
+        scanned instead, and :attr:`notes` says so; one whose ``index/`` the broker's load stops at
+        before any file (a directory named by a number first) answers as the broker does: nothing.
         """
         self._check_open()
-        if self.index is None or not self.index.files:
+        index = self.index
+        if index is None or not (index.files or index.stray_files or index.stopped_at is not None):
             if self.commitlog.end <= self.commitlog.min_offset:
                 return []
             if SCAN_NOTE not in self.notes:
                 self.notes.append(SCAN_NOTE)
             return scan_by_key(self.scan(), topic, key, max_hits=max_hits, begin=begin, end=end)
         return query_by_key(
-            self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
+            index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )
 
     def find(self: _Lifecycle, topic: str, key: str | bytes, *, partition: int | None = None,

@@ -684,9 +684,12 @@ class RocketMQStore(LifecycleMixin, Store):
         maxHashSlotNum, maxIndexNum, 0, 0)``, whose ``MappedFile`` maps ``fileTotalSize`` bytes of it
         whatever its length (``FileChannel.map``).  A longer file is its first bytes; a reader queries a
         shorter one zero-filled (a writer's recovery rebuilds it), at the geometry given, read off the
-        files, or else the broker's defaults (what a broker started without them maps it at)."""
+        files, or else the broker's defaults (what a broker started without them maps it at).  A reader
+        queries the files named by another number too (``123``: the broker opens every name
+        ``Long.parseLong`` reads); verify names them, a writer's recovery sets them aside."""
         return IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
-                            self.config.maxIndexNum, writable=writable, zero_fill_short=True, past_end=True)
+                            self.config.maxIndexNum, writable=writable, zero_fill_short=True, past_end=True,
+                            numbered_strays=True)
 
     def _covered_end(self) -> int:
         """Where a reader's walk for the data end starts: the largest end of a queue's last entry whose

@@ -658,10 +658,13 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
         name = os.path.basename(path)
         # 4.9.7 IndexService.load: new IndexFile -> MappedFile.init parses the name (Long.parseLong);
         # the NumberFormatException is logged and the file skipped, any number is opened as an IndexFile
-        broker = ("the broker's IndexService.load opens it as an index file, growing a short one to its "
-                  "size" if parse_long(name) is not None else
-                  "the broker's IndexService.load skips it (its name is no number), logging an error at "
-                  "each start")
+        kind = files.not_regular(path)
+        broker = ("the broker's IndexService.load skips it (its name is no number), logging an error at "
+                  "each start" if parse_long(name) is None else
+                  f"the broker's IndexService.load stops there (new IndexFile throws on {kind}), loading "
+                  "none of the files after it" if kind is not None else
+                  "the broker's IndexService.load opens it as an index file, growing a short one to its "
+                  "size, and queries it")
         problems.append(Problem(path, None, (
             f"expected only index files named by their creation time (17 digits) in index/, found {name!r}: "
             f"{broker} (segstore recover moves it to .segstore/cut/index/)")))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,6 +40,8 @@ from segstore.search import Bound, search
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == 20
 FILE_NAME_DIGITS = 20
+#: the option the broker's own queue files take their size from (an extra index of segstore's names its own)
+BROKER_SIZE_OPTION = "mappedFileSizeConsumeQueue"
 #: the size of the blank entries RocketMQ writes before a queue's first (``ConsumeQueue.fillPreBlank``:
 #: ``Integer.MAX_VALUE``)
 PRE_BLANK_SIZE = 2**31 - 1
@@ -96,6 +99,21 @@ def valid_entries(slots: np.ndarray) -> int:
     return len(slots)
 
 
+def served_entries(slots: np.ndarray) -> int:
+    """The slots of a consume-queue file the broker serves after its load: :func:`valid_entries`, or where
+    slot 0 is no entry and entries follow it, that slot and the run of entries after it.  RocketMQ 4.9.7
+    and 5.3.3 ``ConsumeQueue.truncateDirtyLogicFiles`` (run at every recovery whose queues reach the
+    commitlog's end) keeps the last file's slot 0 whatever it holds below that end (``if (0 == i)``), then
+    its entries up to the first that is none; ``ConsumeQueue.recover`` has stopped at the slot and deleted
+    the files after the file (``truncateDirtyFiles``), or a reput from the commitlog writes them again.  A
+    read of that slot raises, as of any other slot without an entry.  ``O(entries)``."""
+    n = valid_entries(slots)
+    if n or len(slots) < 2:
+        return n
+    after = valid_entries(slots[1:])
+    return 1 + after if after else 0
+
+
 def _is_entry(slot: np.void) -> bool:
     return bool(slot["offset"] >= 0 and slot["size"] > 0)
 
@@ -149,20 +167,21 @@ class _EntryCounts:
         self.quiet_ns = _quiet_ns()
         self.counts: dict[tuple[int, int], tuple[tuple[int, int, int, int], int, bytes]] = {}
 
-    def count(self, mapped: MappedFile, slots: np.ndarray) -> int:
-        """:func:`valid_entries` of ``slots`` (``mapped``'s slots up to its first hole), from the count
-        kept for the file where it still holds, else counted (and kept where the file is quiet)."""
+    def count(self, mapped: MappedFile, slots: np.ndarray,
+              counter: Callable[[np.ndarray], int] = valid_entries) -> int:
+        """``counter`` of ``slots`` (``mapped``'s slots up to its first hole), from the count kept for the
+        file where it still holds, else counted (and kept where the file is quiet)."""
         now = time.time_ns()
         st = mapped.stat()
         if st is None:
-            return valid_entries(slots)
+            return counter(slots)
         key, state = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns, len(slots))
         kept = self.counts.get(key)
         if kept is not None and kept[0] == state:
             n, last = kept[1], kept[2]
             if (n == len(slots) or not _is_entry(slots[n])) and (n == 0 or slots[n - 1].tobytes() == last):
                 return n
-        n = valid_entries(slots)
+        n = counter(slots)
         self.counts.pop(key, None)
         if st.st_ctime_ns < now - self.quiet_ns:
             self.counts[key] = (state, n, slots[n - 1].tobytes() if n else b"")
@@ -224,7 +243,7 @@ class ConsumeQueue:
 
     def __init__(self, directory: str, topic: str, queue_id: int, file_size: int, *,
                  writable: bool = False, cut_dir: str | None = None,
-                 size_option: str = "mappedFileSizeConsumeQueue") -> None:
+                 size_option: str = BROKER_SIZE_OPTION) -> None:
         if file_size % CQ_DTYPE.itemsize:
             raise CorruptIndexError(f"expected a consume-queue file size that is a multiple of "
                                     f"{CQ_DTYPE.itemsize}, found {file_size}", directory)
@@ -294,7 +313,7 @@ class ConsumeQueue:
                 if not self.writable or self.cut_dir is None:
                     mapped.close()
                     broker = (": the broker refuses to load it; segstore recover resizes it"
-                              if self.size_option == "mappedFileSizeConsumeQueue" else "")
+                              if self.size_option == BROKER_SIZE_OPTION else "")
                     raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
                                             f"({self.size_option}), found {size}{broker}", path)
                 self.repairs.append(self._fix_size(mapped, size, self.cut_dir))
@@ -307,8 +326,8 @@ class ConsumeQueue:
             taken_full = (not self.writable and i < len(names) - COUNTED_FILES
                           and _full(slots, self.file_size))
             counts = _counts if not self.writable else None
-            count = (len(slots) if taken_full else counts.count(mapped, slots) if counts is not None
-                     else valid_entries(slots))
+            count = (len(slots) if taken_full else counts.count(mapped, slots, self._counter)
+                     if counts is not None else self._counter(slots))
             loaded.append(ConsumeQueueFile(mapped, base, count))
             if taken_full:
                 self._taken_full.append(loaded[-1])
@@ -320,7 +339,7 @@ class ConsumeQueue:
             unused.file.close()
             self.unused_tail.append(unused.file.path)
         if not self.writable:
-            self._end_at_first_hole(loaded)
+            self._end_at_first_hole(loaded, self._counter)
         for before, after in itertools.pairwise(loaded):
             if after.base != before.base + self.file_size:
                 gone = before.base + self.file_size
@@ -334,8 +353,16 @@ class ConsumeQueue:
                 self.hole = (seg.file.path, seg.first_offset + len(seg))
         self.log.load(loaded)
 
+    @property
+    def _counter(self) -> Callable[[np.ndarray], int]:
+        """How a file's entries are counted: a reader of the broker's queues serves what the broker serves
+        after its load (:func:`served_entries`); a writer's recovery (which puts a hole's entries again)
+        and an extra index count the run from the first slot."""
+        broker = not self.writable and self.size_option == BROKER_SIZE_OPTION
+        return served_entries if broker else valid_entries
+
     @staticmethod
-    def _end_at_first_hole(loaded: list[ConsumeQueueFile]) -> None:
+    def _end_at_first_hole(loaded: list[ConsumeQueueFile], counter: Callable[[np.ndarray], int]) -> None:
         """A reader's files: one before the last with free slots was counted before a writer beside the
         reader filled it (the files are counted one after another while the writer appends): counted
         again.  Still not full, it is a hole (damage: verify names it), and this reader's queue ends
@@ -344,7 +371,7 @@ class ConsumeQueue:
         for i, seg in enumerate(loaded[:-1]):
             if seg.is_full:
                 continue
-            seg._count = valid_entries(seg.all_slots())
+            seg._count = counter(seg.all_slots())
             if not seg.is_full:
                 for later in loaded[i + 1:]:
                     later.file.close()

@@ -45,7 +45,7 @@ import functools
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -175,7 +175,7 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
     when there is no index file or no split fits.
     ``O(files)`` headers read, until the first full one.
     """
-    names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
+    names = [n for n in files.list_dir(directory) if is_file_name(n)]
     last: dict[str, int] = {}
     for i, name in enumerate(names):
         path = os.path.join(directory, name)
@@ -529,33 +529,42 @@ class IndexFile:
         b, e = self.header.begin_timestamp, self.header.end_timestamp
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
-    def candidates(self, key_hash: int, begin: int, end: int) -> Iterator[tuple[int, int]]:
-        """``(phy_offset, approximate store time)`` of this hash's entries in ``[begin, end]``, newest first.
+    def candidates(self, key_hash: int, begin: int, end: int) -> Generator[int, None, bool]:
+        """The ``phy_offset`` of this hash's entries stored in ``[begin, end]``, newest first; returns
+        whether the walk came back to an entry it read (a cycle: see below).
 
-        Walks the slot's chain as the broker's ``selectPhyOffset`` does, and also
-        stops at a link that does not go back (a corrupt chain cannot loop).  As there, a
-        slot may name the entry at ``indexCount`` (RocketMQ 4.9.7 refuses only ``slotValue >
-        indexCount``): a put writes its entry and slot before the count, and the broker's
-        queries find a key whose put a crash cut before the count.
-        Runtime complexity: ``O(chain length)``.
+        Walks the slot's chain as the broker's ``selectPhyOffset`` (RocketMQ 4.9.7 and 5.3.3) does: a
+        link is followed wherever it points from 1 to ``indexCount``, to a later entry too (damage: a
+        put only ever links back); a slot or link naming the entry at ``indexCount`` is read (a put
+        writes its entry and slot before the count, and the broker's queries find a key whose put a
+        crash cut before the count); an entry past the file's last (a count past ``maxIndexNum``) ends
+        the walk, as the broker's read past its map throws there.  A walk that comes back to an entry
+        it read ends there: the broker reads the cycle again and again, adding the same offsets until
+        it holds ``maxNum`` and ends the whole query (a cycle holding none of the key's loops forever),
+        so the entries read once are every one it finds.  Runtime complexity: ``O(chain length)``.
         """
         count = self.header.index_count
         number = int(self.slots[key_hash % self.slot_num])
-        if number <= INVALID_INDEX or number > count or number >= self.index_num or count <= FIRST_ENTRY:
-            return
+        if number <= INVALID_INDEX or number > count or count <= FIRST_ENTRY:
+            return False
         begin_ts = self.header.begin_timestamp
-        while True:
+        read: set[int] = set()
+        while number < self.index_num:
             entry = self.entries_all[number]
             diff = int(entry["time_diff"])
             if diff < 0:
-                return
+                return False
             when = begin_ts + diff * MS_PER_SECOND
             if int(entry["hash"]) == key_hash and begin <= when <= end:
-                yield int(entry["phy_offset"]), when
+                yield int(entry["phy_offset"])
             prev = int(entry["prev"])
-            if prev <= INVALID_INDEX or prev >= number or when < begin:
-                return
+            if prev <= INVALID_INDEX or prev > count or prev == number or when < begin:
+                return False
+            read.add(number)
+            if prev in read:
+                return True
             number = prev
+        return False
 
     # -- checks -----------------------------------------------------------------------
     def slots_past_entries(self) -> np.ndarray:
@@ -807,6 +816,12 @@ def index_keys(request: IndexRequest) -> list[str]:
     return out
 
 
+def is_file_name(name: str) -> bool:
+    """Whether ``name`` is one segstore gives an index file, as the broker does (``yyyyMMddHHmmssSSS``:
+    17 ASCII digits; the broker opens any name ``Long.parseLong`` reads, :meth:`IndexService.load`)."""
+    return len(name) == FILE_NAME_LENGTH and name.isascii() and name.isdigit()
+
+
 def end_timestamps(directory: str) -> list[int]:
     """The header ``endTimestamp`` of every file in ``directory``, an ``index/`` no :class:`IndexService`
     loaded (``messageIndexEnable`` off): 4.9.7 ``IndexService.load`` opens every file there as an IndexFile
@@ -855,9 +870,12 @@ class IndexService:
         on_file_full: Callable[[int], None] | None = None,
         zero_fill_short: bool = False,
         past_end: bool = False,
+        numbered_strays: bool = False,
     ) -> None:
         self.directory = directory
         self.past_end = past_end
+        #: a reader's :meth:`load` opens the files named by another number too, for queries (:meth:`load`)
+        self.numbered_strays = numbered_strays and not writable
         #: a reader's :meth:`load` queries a short file zero-filled (given where its geometry is known)
         self.zero_fill_short = zero_fill_short and not writable
         self.slot_num = slot_num
@@ -876,6 +894,11 @@ class IndexService:
         #: ``IndexService.load`` opens those named by a number as one and skips the others (reported by
         #: verify, set aside by recovery: :meth:`set_aside_strays`)
         self.strays: list[str] = []
+        #: the strays a reader opened as index files (``numbered_strays``): queried with :attr:`files`
+        self.stray_files: list[IndexFile] = []
+        #: the name at which :meth:`load` stopped as the broker's does (a directory named by a number):
+        #: the files after it are not queried; None: it went through the directory
+        self.stopped_at: str | None = None
 
     def load(self) -> list[str]:
         """Open every index file; returns the names of files that could not be opened (wrong size).
@@ -886,16 +909,30 @@ class IndexService:
         ``zero_tail``); it is refused all the same (verify reports it, recovery rebuilds it).
         With ``past_end``, a file longer than its size is opened as its first bytes, as that mapping
         reads and writes it (:attr:`longer`).
+
+        Files not named by 17 digits are :attr:`strays`.  With ``numbered_strays``, a reader opens those
+        the broker opens too (4.9.7 and 5.3.3 ``IndexService.load``: every file whose name
+        ``Long.parseLong`` reads, ``123`` or ``-5`` as well, in ``Arrays.sort`` order of their paths, a
+        directory among them stopping the load) into :attr:`stray_files`, which :meth:`query` reads in
+        that order with :attr:`files`, as ``queryOffset`` reads its ``indexFileList``.
         """
         bad = []
         size = file_size(self.slot_num, self.index_num)
         stopped_at: str | None = None
+        self.stopped_at = None
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
-            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
+            named = is_file_name(name)
+            if not named:
                 self.strays.append(path)
-                continue
+                if not self.numbered_strays or parse_long(name) is None:
+                    continue
             kind = files.not_regular(path) if stopped_at is None else None
+            if not named:
+                if kind is None and stopped_at is None:
+                    self._open_stray(path)
+                self.stopped_at = stopped_at = stopped_at or (name if kind is not None else None)
+                continue
             if kind is not None or stopped_at is not None:
                 # 4.9.7 IndexService.load: new IndexFile throws IOException (RandomAccessFile, or the map,
                 # refuses it) and load returns false there, the files after it left unloaded (the broker
@@ -906,7 +943,7 @@ class IndexService:
                                            "none of the files after it" if kind is not None else
                                      f"expected an index file the broker loads, found it after {stopped_at}, "
                                      "where the broker's IndexService.load stops"))
-                stopped_at = stopped_at or name
+                self.stopped_at = stopped_at = stopped_at or name
                 continue
             try:
                 opened = IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable,
@@ -921,6 +958,16 @@ class IndexService:
                         and files.file_size(path) < file_size(self.slot_num, self.index_num):
                     self._open_short(path)
         return bad
+
+    def _open_stray(self, path: str) -> None:
+        """Open the stray file at ``path`` for queries as the broker's load maps it (:meth:`load`
+        ``numbered_strays``): its first bytes, zeros past a short one's end; left out where it cannot be
+        read so (changed since)."""
+        try:
+            self.stray_files.append(IndexFile.open(path, self.slot_num, self.index_num, zero_tail=True,
+                                                   past_end=True))
+        except (CorruptIndexError, TruncatedDataError):
+            return
 
     def _open_short(self, path: str) -> None:
         """Add the short file at ``path`` zero-filled (:meth:`load`); left out where it cannot be read
@@ -943,12 +990,12 @@ class IndexService:
         lines = []
         for name in files.list_dir(self.directory):
             path = os.path.join(self.directory, name)
-            if len(name) == FILE_NAME_LENGTH and name.isdigit() and path >= first:
+            if is_file_name(name) and path >= first:
                 files.make_dirs(into)
                 files.rename(path, os.path.join(into, name))
                 why = dict(self.refused).get(path, "after a refused file")
                 lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
-        self.refused = []
+        self.refused, self.stopped_at = [], None
         return lines
 
     def cut_past_end(self, into: str) -> list[str]:
@@ -1106,13 +1153,16 @@ class IndexService:
         """Candidate commitlog offsets for ``topic#key`` in ``[begin, end]``, newest first.
 
         Candidates only match the hash: the caller checks the message.  Files are
-        visited newest first, stopping at one that begins before ``begin``.
+        visited newest first, stopping at one that begins before ``begin``, or after one whose chain
+        walk came round a cycle (:meth:`IndexFile.candidates`), as ``IndexService.queryOffset`` stops.
         """
         key_hash = index_key_hash(build_key(topic, key))
-        for f in reversed(self.files):
-            if f.is_time_matched(begin, end):
-                for phy, _when in f.candidates(key_hash, begin, end):
-                    yield phy
+        loaded = sorted([*self.files, *self.stray_files], key=lambda f: f.path) if self.stray_files \
+            else self.files
+        for f in reversed(loaded):
+            # a walk round a cycle: the broker's never leaves that file (selectPhyOffset loops to maxNum)
+            if f.is_time_matched(begin, end) and (yield from f.candidates(key_hash, begin, end)):
+                return
             if f.header.begin_timestamp < begin:
                 return
 
@@ -1127,6 +1177,6 @@ class IndexService:
             self.last.flush()
 
     def close(self) -> None:
-        for f in self.files:
+        for f in self.files + self.stray_files:
             f.close()
-        self.files = []
+        self.files, self.stray_files = [], []
