@@ -27,6 +27,7 @@ from .errors import (
     StoreClosedError,
     UnsupportedOperationError,
     cut,
+    shown_number,
 )
 from .records import Message, Record
 
@@ -210,7 +211,7 @@ def check_time(name: str, value: Any, path: str | None = None, *, negative: bool
         raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
                           f"{cut(value)}", path)
     if value is not None and value < 0 and not negative:
-        raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", path)
+        raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {shown_number(value)}", path)
 
 
 def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
@@ -398,10 +399,11 @@ class Store(abc.ABC):
                                   f"found {type(value).__name__} {cut(value)}", self.path)
         if offset < 0:
             raise OffsetOutOfRangeError(f"expected an offset of at least 0 (offsets start at 0), "
-                                        f"found {offset}", self.path)
+                                        f"found {shown_number(offset)}", self.path)
         if count is not None and count < 0:
             # a count of -1 read nothing, silently: no limit is None
-            raise ConfigError(f"expected a count of at least 0 (None: no limit), found {count}", self.path)
+            raise ConfigError(f"expected a count of at least 0 (None: no limit), found {shown_number(count)}",
+                              self.path)
 
     def _check_positions(self, start: Any, end: Any) -> None:
         """:meth:`scan_arrow`'s byte range, before anything is read.
@@ -828,7 +830,8 @@ class Store(abc.ABC):
             raise ConfigError(f"expected now_ms as whole ms since the epoch, found {type(now_ms).__name__} "
                               f"{cut(now_ms)}", self.path)
         if now_ms is not None and not -(1 << 63) <= now_ms < 1 << 63:     # a record timestamp: an int64
-            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {now_ms}", self.path)
+            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {shown_number(now_ms)}",
+                              self.path)
 
     def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
         """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).

@@ -42,6 +42,7 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
     shown,
+    shown_number,
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
@@ -2156,7 +2157,7 @@ class KafkaStore(Store):
             if offset < start or (end is not None and offset > end):
                 span = f"[{start}, {end}]" if end is not None else "at least 0"
                 raise OffsetOutOfRangeError(f"expected an offset {span} for {topic}-{partition}, "
-                                            f"found {offset}", self.path)
+                                            f"found {shown_number(offset)}", self.path)
         home = self._group_home(group)
         if not offsets:
             return home.notes

@@ -50,6 +50,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
     shown,
+    shown_number,
 )
 from segstore.javatext import parse_int
 from segstore.overlap import in_rounds, overlapped, thread_count
@@ -985,7 +986,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raise _queue_id_error(queue_id)
         if type(offset) is not int or not 0 <= offset <= MAX_QUEUE_OFFSET:
             raise OffsetOutOfRangeError(f"expected a queue offset of {topic}/{queue_id} from 0 to "
-                                        f"{MAX_QUEUE_OFFSET}, found {offset}", self.path)
+                                        f"{MAX_QUEUE_OFFSET}, found {shown_number(offset)}", self.path)
         held = self.queues.get((topic, queue_id))
         if (offset == 0 or self.commitlog.min_offset == 0
                 or (held is not None and (held.max_offset or held.log.active is not None))):
@@ -1512,7 +1513,7 @@ class RocketMQStore(LifecycleMixin, Store):
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
             if not start <= offset <= end:
                 raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
-                                            f"found {offset}", self.consumer_offsets.path)
+                                            f"found {shown_number(offset)}", self.consumer_offsets.path)
         for (topic, queue_id), offset in offsets.items():
             self.consumer_offsets.commit(topic, group, queue_id, offset)
         self.consumer_offsets.save()

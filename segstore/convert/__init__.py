@@ -36,10 +36,10 @@ def parse_config(pairs: Sequence[str] | None, flag: str = "--config") -> dict[st
         name, sep, value = pair.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name:
-            raise ConfigError(f"expected {flag} NAME=VALUE, found {pair!r}")
+            raise ConfigError(f"expected {flag} NAME=VALUE, found {cut(pair)}")
         if name in config:
-            raise ConfigError(f"expected each {flag} name once, found {name!r} twice ({config[name]!r}, then "
-                              f"{value!r})")
+            raise ConfigError(f"expected each {flag} name once, found {cut(name)} twice "
+                              f"({cut(config[name])}, then {cut(value)})")
         config[name] = value
     return config
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segstore.errors import ConfigError, cut
+from segstore.errors import ConfigError, cut, shown_number, shown_text
 
 #: The directory extra indexes live in, in each of a store's index homes (see :mod:`.base`).
 INDEX_ROOT = ".segstore"
@@ -75,12 +75,13 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
             try:
                 value = int(value)
             except (TypeError, ValueError) as err:
-                raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
+                found = shown_text(value) if isinstance(value, str) else cut(value)
+                raise ConfigError(f"expected an integer for {raw_name}, found {found}") from err
             if value <= 0:
-                raise ConfigError(f"expected a positive {raw_name}, found {value}")
+                raise ConfigError(f"expected a positive {raw_name}, found {shown_number(value)}")
             if value > MAX_INT_OPTION:
                 raise ConfigError(f"expected {raw_name} of at most {MAX_INT_OPTION} (a Java int, as the "
-                                  f"broker config it mirrors), found {cut(str(value))}")
+                                  f"broker config it mirrors), found {shown_number(value)}")
             wanted = _holds_no_entry(name, value)
             if wanted is not None:
                 raise ConfigError(f"expected {raw_name} of {wanted}, found {value}")
