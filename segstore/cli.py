@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
+    MAX_SHOWN,
     ConfigError,
     CorruptDataError,
     FormatNotFoundError,
@@ -2900,6 +2901,13 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", None, _OnceAction)
         self.register("action", "store", _OnceAction)
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's refusal of a value outside ``choices`` (a command, ``--index``, ``--isolation``...),
+        the value cut to a readable length (argparse echoed a 70,000-character one whole)."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {cut(value)} (choose from {choices})")
+
 
 class _VersionAction(argparse._VersionAction):
     """``--version``: the installed version is looked up when asked for (a metadata scan of the
@@ -3361,7 +3369,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        shown = " ".join(arg if len(arg) <= MAX_SHOWN else cut(arg) for arg in unknown)   # not 70,000 chars
+        args._parser.error(f"unrecognized arguments: {shown}")
     try:
         with progress.reporting(progress_sink(args, out, progress_stream)):
             return args.func(args, out)
