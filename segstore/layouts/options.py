@@ -94,7 +94,8 @@ def _header_names(raw_name: str, value: Any) -> str:
     around it (``"trace, id"`` names ``id``, not `` id``), from a comma-separated str or a list or tuple
     of str.
 
-    :raises ConfigError: anything else (a list would have failed at the first append, a traceback).
+    :raises ConfigError: anything else (a list would have failed at the first append, a traceback), or a
+        name that is no UTF-8 text (a lone surrogate).
     """
     if isinstance(value, str):
         names = value.split(",")
@@ -103,7 +104,17 @@ def _header_names(raw_name: str, value: Any) -> str:
     else:
         raise ConfigError(f"expected {raw_name} as header names (a comma-separated str, or a list of str), "
                           f"found {type(value).__name__} {cut(value)}")
-    return ",".join(dict.fromkeys(n.strip() for n in names if n.strip()))
+    joined = ",".join(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if not joined.isascii():
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError as err:
+            # a lone surrogate (a command line's bytes that are not UTF-8, "\udcff"): no header of either
+            # broker is named so (a Java String's UTF-8), and the index's lookups encode the names (the
+            # build and every later query died with a UnicodeEncodeError traceback)
+            raise ConfigError(f"expected {raw_name} as header names of UTF-8 text, found "
+                              f"{cut(joined)} ({err.reason} at character {err.start})") from None
+    return joined
 
 
 def option_names() -> frozenset[str]:
