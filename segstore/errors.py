@@ -37,7 +37,10 @@ def cut(value: Any, limit: int = MAX_SHOWN) -> str:
         return f"{shown}... ({size - limit} more {'characters' if isinstance(value, str) else 'bytes'})"
     if isinstance(value, int) and not isinstance(value, bool) and _too_long(value):
         return shown_number(value)     # repr() of one past 4,300 digits raises ValueError
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:      # a container holding an int past 4,300 digits
+        return f"{type(value).__name__} holding a number of more than 4300 digits"
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"

@@ -467,9 +467,21 @@ class Store(abc.ABC):
             raise ConfigError(f"expected a partition as an integer, found {type(partition).__name__} "
                               f"{cut(partition)}", self.path)
 
-    def _check_time(self, name: str, value: int | None, *, negative: bool = False) -> None:
+    def _check_topic(self, topic: Any, *, any_topic: bool = False) -> None:
+        """:raises ConfigError: a topic that is not a str (None allowed with ``any_topic``): a list met a
+            dict lookup (``TypeError: unhashable type``), an int of thousands of digits the message naming
+            it (``str()``'s ValueError)."""
+        if not (isinstance(topic, str) or (topic is None and any_topic)):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
+
+    def _check_time(self, name: str, value: int | None, *, negative: bool = False,
+                    required: bool = False) -> None:
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN
-            included), or is negative (unless ``negative``) (:func:`check_time`)."""
+            included), or is negative (unless ``negative``) (:func:`check_time`), or None where
+            ``required`` (a lookup's time: None met a comparison, ``TypeError``)."""
+        if value is None and required:
+            raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found None", self.path)
         check_time(name, value, self.path, negative=negative)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
@@ -549,9 +561,7 @@ class Store(abc.ABC):
             (RocketMQ 4.9.7 ``MQAdminImpl.queryMessage`` throws ``TOPIC_NOT_EXIST`` for a topic without
             queues; ``read`` and ``offset_range`` raise it for the same names).
         """
-        if not isinstance(topic, str):
-            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
-                              self.path)
+        self._check_topic(topic)
         raw = lookup_key(key, self.path)
         for name, value in (("partition", partition), ("max_hits", max_hits)):
             check_natural(name, value, self.path)

@@ -686,3 +686,38 @@ def test_an_index_lookup_naming_what_the_store_does_not_hold_is_not_found_before
             s.append(ONE[fmt])
             with pytest.raises(NotFoundError, match=r"ordres|orders.7"):
                 lookup(s.indexes)
+
+
+@pytest.mark.parametrize("topic", [["orders"], 5, 10**5000, b"orders"],
+                         ids=["list", "int", "5001-digits", "bytes"])
+@pytest.mark.parametrize("call", [
+    lambda s, t: list(s.read(t, 0)), lambda s, t: s.offset_range(t, 0), lambda s, t: s.partitions(t),
+    lambda s, t: list(s.scan_arrow(["offset"], topic=t, partition=0)),
+    lambda s, t: s.offset_for_time(t, 0, 0)])
+def test_a_topic_of_the_wrong_kind_is_a_config_error(store, call, topic):
+    # before (huntB3): TypeError "unhashable type: 'list'", AttributeError, or Python's ValueError from the
+    # message's own str() of an int of 5,001 digits ("Exceeds the limit (4300 digits)...")
+    with pytest.raises(ConfigError, match=r"expected a topic as a str, found "):
+        call(store, topic)
+    _unchanged(store)
+
+
+def test_a_lookup_time_of_none_is_a_config_error(store):
+    # before (huntB3): TypeError "'>=' not supported between instances of 'int' and 'NoneType'"
+    with pytest.raises(ConfigError, match=r"expected a lookup time in ms since the epoch, found None"):
+        store.offset_for_time("orders", 0, None)
+
+
+@pytest.mark.parametrize("queue", [-5, 2**31 - 1, 2**40, 10**5000],
+                         ids=["-5", "2^31-1", "2^40", "5001-digits"])
+def test_a_rocketmq_commit_of_a_queue_id_no_topic_has_writes_nothing(tmp_path, queue):
+    """``commit_offsets({("orders", -5): 0})`` wrote queue -5 into ``config/consumerOffset.json`` (2^40: a
+    key the broker's ``ConcurrentMap<Integer, Long>`` cannot hold), every later ``consumers`` listed it,
+    and 10**5000 failed the save half-way (huntB3)."""
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        s.commit_offsets("g", {("orders", 0): 1})
+        before = (tmp_path / "s" / "config" / "consumerOffset.json").read_bytes()
+        with pytest.raises(ConfigError, match=r"expected a queue id of orders in \[0, 2147483646\], found "):
+            s.commit_offsets("g", {("orders", 0): 0, ("orders", queue): 0})
+        assert (tmp_path / "s" / "config" / "consumerOffset.json").read_bytes() == before

@@ -1552,6 +1552,7 @@ class KafkaStore(Store):
         :raises ConfigError: an unknown isolation level, a ``decompress`` not True or False.
         """
         self._check_open()
+        self._check_topic(topic)
         self._check_read(partition, offset, count)
         check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
@@ -1597,6 +1598,7 @@ class KafkaStore(Store):
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
+        self._check_topic(topic, any_topic=True)
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
         check_decompress(decompress, self.path)
@@ -1744,9 +1746,11 @@ class KafkaStore(Store):
         return sorted({t for t, _ in self._partitions()})
 
     def partitions(self, topic: str) -> list[int]:
+        self._check_topic(topic)
         return sorted(p for t, p in self._partitions() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        self._check_topic(topic)
         self._check_partition(partition)
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
@@ -1787,8 +1791,9 @@ class KafkaStore(Store):
             through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
+        self._check_topic(topic)
         self._check_partition(partition)
-        self._check_time("lookup", timestamp)
+        self._check_time("lookup", timestamp, required=True)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         found = self.partition_of(topic, partition).offset_for_time(timestamp)

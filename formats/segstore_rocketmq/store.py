@@ -1501,13 +1501,19 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a group name a client refuses (:func:`.config.validate_group`: with ``@`` its
             ``topic@group`` key is one the broker never reads); nothing written.
         :raises InvalidTopicError: a topic name the broker refuses; nothing written.
+        :raises ConfigError: a queue id outside ``[0, MAX_QUEUE_ID]``; nothing written.
         """
         self._check_writable()
         self._check_commit(group, offsets)
         self._check_group_call(group, now_ms=now_ms)
         validate_group(group, self.consumer_offsets.path)   # the client's rule: a name the broker reads back
-        for topic, _ in offsets:
+        for topic, queue_id in offsets:
             validate_topic(topic, self.config.topic_max_length)
+            if not 0 <= queue_id <= MAX_QUEUE_ID:
+                # was written: a key of 2^40 that ConsumerOffsetManager's Integer keys cannot hold, a queue -5
+                # no topic has, shown by every later `consumers` (and 10**5000 failed the save half-way)
+                raise ConfigError(f"expected a queue id of {topic} in [0, {MAX_QUEUE_ID}], found "
+                                  f"{shown_number(queue_id)}", self.consumer_offsets.path)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
@@ -1795,6 +1801,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         check_decompress(decompress, self.path)
+        self._check_topic(topic, any_topic=True)
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
         check_batch_rows(batch_rows)
@@ -2373,6 +2380,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         check_decompress(decompress, self.path)
+        self._check_topic(topic)
         self._check_read(partition, offset, count)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None and not isinstance(tag, str):
@@ -2414,10 +2422,12 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def partitions(self, topic: str) -> list[int]:
         self._check_open()
+        self._check_topic(topic)
         return sorted(qid for t, qid in self._queue_views() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
+        self._check_topic(topic)
         self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
@@ -2428,8 +2438,9 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a negative ``timestamp`` (no store time; refused on every format, as
             Kafka's would be taken for a ListOffsets code).
         """
+        self._check_topic(topic)
         self._check_partition(partition)
-        self._check_time("lookup", timestamp)
+        self._check_time("lookup", timestamp, required=True)
         cq = self._queue_view(topic, partition)   # NotFoundError for a queue not held, index or not
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
