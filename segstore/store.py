@@ -475,6 +475,17 @@ class Store(abc.ABC):
             raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
                               self.path)
 
+    def _check_dump(self, topic: Any, partition: Any, tag: Any = None) -> None:
+        """:meth:`dump`'s (``dump_json``, ``dump_text``) selection: a topic (or None), a partition (or
+        None) and a tag (or None) of their kinds.
+
+        :raises ConfigError: any other (an int topic or tag met ``str`` methods in the dump's first
+            step, ``AttributeError``; a list partition numpy's ``ValueError``)."""
+        self._check_topic(topic, any_topic=True)
+        self._check_read(partition, 0, any_partition=True)
+        if tag is not None and not isinstance(tag, str):
+            raise ConfigError(f"expected a tag as a str, found {type(tag).__name__} {cut(tag)}", self.path)
+
     def _check_time(self, name: str, value: int | None, *, negative: bool = False,
                     required: bool = False) -> None:
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN

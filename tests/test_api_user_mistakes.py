@@ -721,3 +721,32 @@ def test_a_rocketmq_commit_of_a_queue_id_no_topic_has_writes_nothing(tmp_path, q
         with pytest.raises(ConfigError, match=r"expected a queue id of orders in \[0, 2147483646\], found "):
             s.commit_offsets("g", {("orders", 0): 0, ("orders", queue): 0})
         assert (tmp_path / "s" / "config" / "consumerOffset.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: list(s.dump_json(topic=5)), lambda s: list(s.dump_text(topic=["a"])),
+    lambda s: list(s.dump(partition="0")), lambda s: list(s.dump_text(partition=[]))])
+def test_a_dump_selection_of_the_wrong_kind_is_a_config_error(store, call):
+    # before (huntB3): AttributeError "'int' object has no attribute 'encode'" (RocketMQ), numpy's
+    # "operands could not be broadcast together" for a list partition
+    with pytest.raises(ConfigError, match=r"expected a (topic|partition) as"):
+        call(store)
+
+
+def test_a_rocketmq_dump_tag_of_the_wrong_kind_is_a_config_error(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        for tag in (5, b"x"):     # before: AttributeError "'int' object has no attribute 'strip'", TypeError
+            with pytest.raises(ConfigError, match=r"expected a tag as a str, found "):
+                list(s.dump_json(tag=tag))
+
+
+def test_columns_and_convert_topics_of_odd_values_are_config_errors(store, tmp_path):
+    # before (huntB3): UnicodeEncodeError from pyarrow's Schema.get_field_index of a lone surrogate;
+    # TypeError "'int' object is not iterable" from convert's list(topics)
+    with pytest.raises(ConfigError, match=r"expected columns among .*, found \udcff"):
+        list(store.scan_arrow(["\udcff"]))
+    from segstore.convert import convert
+    with pytest.raises(ConfigError, match=r"expected topics as names \(str\), found int -1"):
+        convert(store.path, tmp_path / "out", to="kafka" if store.format == "rocketmq" else "rocketmq",
+                topics=-1)

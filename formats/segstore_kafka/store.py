@@ -2508,6 +2508,7 @@ class KafkaStore(Store):
             first index file that could not be read (so it could not be dumped).
         :raises ConfigError: a ``decompress`` not True or False.
         """
+        self._check_dump(topic, partition)
         check_decompress(decompress, self.path)
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
@@ -2544,6 +2545,7 @@ class KafkaStore(Store):
             or False.
         :raises CorruptIndexError: as :meth:`dump`.
         """
+        self._check_dump(topic, partition)
         thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
         check_decompress(decompress, self.path)
         if columnar._speedups is None:
@@ -2668,6 +2670,7 @@ class KafkaStore(Store):
             or False.
         """
         self._check_open()
+        self._check_dump(topic, partition)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)

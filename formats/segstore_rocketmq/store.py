@@ -2503,6 +2503,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
@@ -2588,6 +2589,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
@@ -2623,6 +2625,7 @@ class RocketMQStore(LifecycleMixin, Store):
         the selected queues, every IndexFile header and entry, and what :meth:`verify` finds
         (``problem`` lines)."""
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None:

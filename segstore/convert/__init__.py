@@ -84,6 +84,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         paths.append(os.fspath(path))
     if isinstance(topics, str):     # one name, not its characters
         topics = [topics]
+    if topics is not None and not isinstance(topics, Iterable):     # list(-1) was a TypeError
+        raise ConversionOptionError(f"expected topics as names (str), found {type(topics).__name__} "
+                                    f"{cut(topics)}")
     names = None if topics is None else list(topics)
     if names is not None and not all(isinstance(n, str) for n in names):
         raise ConversionOptionError(f"expected topics as names (str), found {cut(names)}")
