@@ -750,3 +750,12 @@ def test_columns_and_convert_topics_of_odd_values_are_config_errors(store, tmp_p
     with pytest.raises(ConfigError, match=r"expected topics as names \(str\), found int -1"):
         convert(store.path, tmp_path / "out", to="kafka" if store.format == "rocketmq" else "rocketmq",
                 topics=-1)
+
+
+@pytest.mark.parametrize("now", ["0", float("nan"), -1])
+def test_a_rocketmq_retention_clock_that_is_no_time_is_a_config_error(tmp_path, now):
+    # before (huntB3): TypeError "'>=' not supported between instances of 'str' and 'int'"
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        with pytest.raises(ConfigError, match=r"expected a now time"):
+            s.retention(dry_run=True, now_ms=now)

@@ -2805,6 +2805,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if not dry_run:
             self._check_writable()
         self._check_open()
+        self._check_time("now", now_ms)   # a str met the files' times ("'>=' not supported", TypeError)
         if self._flusher is None:
             return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
                                         disk_ratio=disk_ratio).to_dict()]
