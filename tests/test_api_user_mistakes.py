@@ -759,3 +759,14 @@ def test_a_rocketmq_retention_clock_that_is_no_time_is_a_config_error(tmp_path, 
         s.append(ONE["rocketmq"])
         with pytest.raises(ConfigError, match=r"expected a now time"):
             s.retention(dry_run=True, now_ms=now)
+
+
+def test_a_kafka_value_of_a_lone_surrogate_is_named_briefly(tmp_path):
+    # before (huntB3): "found: 'utf-8' codec can't encode character '\ud800' in position 1: surrogates not
+    # allowed", Python's words
+    with segstore.open(tmp_path / "orders-0", format="kafka", mode="a") as s:
+        said = (r"^expected text UTF-8 can encode, found 'a\\ud800b+'\.\.\. \(69882 more characters\) "
+                r"\(a lone surrogate at character 1\)$")
+        with pytest.raises(InvalidMessageError, match=said):
+            s.append({"topic": "orders", "partition": 0, "value": "a\ud800" + "b" * 70_000})
+        assert s.offset_range("orders", 0) == (0, 0)

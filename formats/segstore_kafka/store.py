@@ -1406,7 +1406,10 @@ class KafkaStore(Store):
         try:
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
-            raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+            # said in Python's words ("'utf-8' codec can't encode character '\ud800' in position 1:
+            # surrogates not allowed"), the whole value (70,000 characters) not cut
+            raise InvalidMessageError(f"expected text UTF-8 can encode, found {cut(err.object)} (a lone "
+                                      f"surrogate at character {err.start})") from err
         # a partition of None names none, as ProducerRecord's null partition leaves it to the partitioner
         # (it was "expected an integer partition, found 'None'"; RocketMQ's appends take it as queue 0)
         unnamed = [m.partition is None for m in msgs]
