@@ -34,10 +34,7 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
     :param config: the format's own config names (RocketMQ's ``mappedFileSizeCommitLog``...;
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        raise ConfigError(f"expected a store path (str or os.PathLike), found {type(path).__name__} "
-                          f"{cut(path)}")
-    path = os.fsdecode(path)    # a bytes path as the str the plugins' name patterns match
+    path = _path(path, "a store path")    # a bytes path as the str the plugins' name patterns match
     check_mode(mode, path)      # before anything is looked at or created
     # checked for a local path too, where they are not used: a dict of the wrong kind or text that is no
     # JSON is a mistake to name whatever the path (it was taken without a word)
@@ -90,10 +87,11 @@ def config_file(path: str | os.PathLike[str], format: str, **overrides: Any) -> 
         the broker takes it, naming the file and the byte of its line.
     :raises NotFoundError: no file at ``path``.
     :raises UnsupportedOperationError: ``format`` reads no broker config file.
+    :raises ConfigError: a ``path`` that is no path (None).
     """
     from .properties import line_number, parse_entries
 
-    shown = os.fspath(path)
+    shown = _path(path, "a broker config file's path")    # None was os.fspath's TypeError
     data = files.read_bytes(shown)
     try:
         entries = [(entry.key, entry.value, entry.pos) for entry in parse_entries(data, shown)]
@@ -119,18 +117,27 @@ def config_file_notes(path: str | os.PathLike[str], format: str, store: str | os
     """
     from .properties import line_number, parse_entries
 
-    shown = os.fspath(path)
+    shown = _path(path, "a broker config file's path")
     data = files.read_bytes(shown)
     replaced = set(overrides)
     entries = [(entry.key, entry.value, entry.pos) for entry in parse_entries(data, shown)
                if entry.key not in replaced]
-    notes = registry.get(format).config_file_notes(entries, shown, os.fspath(store))
+    notes = registry.get(format).config_file_notes(entries, shown, _path(store, "a store path"))
     return [f"{shown}:{pos}: line {line_number(data, pos)}: {message}" if pos is not None
             else f"{shown}: {message}" for message, pos in notes]
 
 
 #: the keywords of :func:`open` itself (the rest are the format's config names)
 _OPEN_KEYWORDS = ("format", "mode", "storage_options", "indexes")
+
+
+def _path(path: Any, what: str) -> str:
+    """``path`` as a str (bytes decoded as ``os.fsdecode`` does).
+
+    :raises ConfigError: neither str, bytes nor ``os.PathLike``."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ConfigError(f"expected {what} (str or os.PathLike), found {type(path).__name__} {cut(path)}")
+    return os.fsdecode(path)
 
 
 def _has_content(path: str) -> bool:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
+    MAX_SHOWN,
     ConfigError,
     CorruptDataError,
     FormatNotFoundError,
@@ -45,7 +46,10 @@ from .errors import (
     UnsupportedOperationError,
     WrongFormatError,
     cut,
+    shown_number,
+    shown_text,
 )
+from .errors import shown as json_shown
 from .javatext import java_trim, java_utf8, parse_int, parse_long
 from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
@@ -148,7 +152,7 @@ def format_name(text: str) -> str:
     format for it); a name no plugin registers is refused where the store is opened."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a format name ({', '.join(registry.names())}), found "
-                                         f"{text!r}")
+                                         f"{cut(text)}")
     return text
 
 
@@ -200,13 +204,15 @@ def time_ms(text: str) -> int:
     ``2024-05-01 12:00:00.250+02:00``, ``2024-05-01``); without a UTC offset it is UTC."""
     text = text.strip()
     if text.lstrip("-").isdigit():
-        return int(text)
+        # both brokers keep times in ms as a Java long (int() refused "\u00b2" and more than 4,300 digits:
+        # a ValueError traceback from write --input's text times)
+        return _long_option(text, "expected milliseconds since the epoch (a Java long) or an ISO-8601 time")
     iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text  # fromisoformat takes Z from 3.11 only
     try:
         when = datetime.fromisoformat(iso)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected milliseconds since the epoch or an ISO-8601 time, "
-                                         f"found {text!r}") from None
+                                         f"found {shown_text(text)}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
@@ -217,7 +223,8 @@ def now_ms(text: str) -> int:
     before 1970 is a slip: a sign, a date)."""
     when = time_ms(text)
     if when < 0:
-        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found "
+                                         f"{shown_text(text.strip())} "
                                          f"({when} ms)")
     return when
 
@@ -233,7 +240,7 @@ def retention_minutes(text: str) -> int:
     minutes = parse_int(java_trim(text))
     if minutes is None or not low <= minutes <= high:
         raise argparse.ArgumentTypeError(f"expected {low} to {high} minutes (offsets.retention.minutes, an "
-                                         f"INT at least {low}), found {text!r}")
+                                         f"INT at least {low}), found {shown_text(text)}")
     return minutes
 
 
@@ -250,7 +257,8 @@ def list_offsets_time(text: str) -> int:
     when = time_ms(text)
     if when < 0 and not text.strip().lstrip("-").isdigit():
         # a time before 1970 would come out as -1, -2, ...: ListOffsets codes, not the time it names
-        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found "
+                                         f"{shown_text(text.strip())} "
                                          f"({when} ms)")
     return when
 
@@ -260,6 +268,33 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
                        r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
+def _long_option(text: str, expected: str) -> int:
+    """``int(text)`` within a Java long, for an option whose text is a whole number.
+
+    :raises argparse.ArgumentTypeError: ``"<expected>, found <what>"``: the text cut to a readable
+        length, a number too long for ``int()`` by its digit count, one past a long as
+        :func:`segstore.errors.number` shows it.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected}, found {shown_text(text)}") from None
+    if not -2**63 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{expected}, found {shown_number(value)}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    """An integer option (``--offset``, ``--count``, ``--queue``, ``--before``...): what ``int()`` takes,
+    within a Java long, as every offset, count, queue and partition of both brokers is.  argparse's own
+    refusal echoed the text whole (``invalid int value: '<5,000 digits>'``), and a number of hundreds of
+    digits was taken, then echoed whole by the error it met (``no record at offset 999...``).
+
+    :raises argparse.ArgumentTypeError: no integer, or one past a Java long (a usage error, exit 2).
+    """
+    return _long_option(text, "expected a whole number from -2^63 to 2^63-1 (a Java long)")
+
+
 def _java_long(text: str) -> int:
     """A whole number as ``Long.valueOf`` reads it (:func:`segstore.javatext.parse_long`;
     kafka-consumer-groups' ``--to-offset``, ``--shift-by``: jopt-simple's ``OptionSpec<Long>``, which
@@ -267,7 +302,7 @@ def _java_long(text: str) -> int:
     value = parse_long(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected a whole number from -2^63 to 2^63-1 (a Java long), "
-                                         f"found {text!r}")
+                                         f"found {shown_text(text)}")
     return value
 
 
@@ -278,7 +313,7 @@ def _java_int(text: str) -> int:
     value = parse_int(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected a whole number from -2^31 to 2^31-1 (a Java int), "
-                                         f"found {text!r}")
+                                         f"found {shown_text(text)}")
     return value
 
 
@@ -288,7 +323,7 @@ def duration_ns(text: str) -> int:
     found = _DURATION.fullmatch(text.strip())
     if found is None or found.group(0).upper().endswith(("P", "T")):
         raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration such as P1DT2H30M or PT15M, found "
-                                         f"{text!r}")
+                                         f"{shown_text(text)}")
     sign, days, hours, minutes, seconds_sign, seconds, fraction = found.groups()
 
     def exact(value: int) -> int:
@@ -296,13 +331,17 @@ def duration_ns(text: str) -> int:
         # the parts; an overflow is its DateTimeParseException, not a duration
         if not -2**63 <= value < 2**63:
             raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration of at most 2^63-1 seconds "
-                                             f"(java.time.Duration), found {text!r}")
+                                             f"(java.time.Duration), found {shown_text(text)}")
         return value
 
-    whole = exact(int(seconds or 0))
-    whole = exact(exact(exact(int(minutes or 0)) * 60) + (-whole if seconds_sign == "-" else whole))
-    whole = exact(exact(exact(int(hours or 0)) * 3600) + whole)
-    whole = exact(exact(exact(int(days or 0)) * 86400) + whole)
+    def parsed(digits: str | None) -> int:
+        # past 19 digits no long (and past 4,300 int() refuses them: a ValueError traceback)
+        return exact(int(digits or 0) if len((digits or "").lstrip("+-").lstrip("0")) <= 19 else 2**63)
+
+    whole = parsed(seconds)
+    whole = exact(exact(parsed(minutes) * 60) + (-whole if seconds_sign == "-" else whole))
+    whole = exact(exact(parsed(hours) * 3600) + whole)
+    whole = exact(exact(parsed(days) * 86400) + whole)
     fraction_ns = int((fraction or "").ljust(9, "0"))
     ns = whole * 10**9 + (-fraction_ns if seconds_sign == "-" else fraction_ns)
     if sign == "-":
@@ -394,7 +433,7 @@ def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError 
     """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold (None: it has all)."""
     topics = store.topics()
     if args.topic is not None and args.topic not in topics:
-        return NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', topics)}",
+        return NotFoundError(f"expected a topic named {cut(args.topic)}, found {_listing('topic', topics)}",
                              store.path)
     partition = _partition(args)
     if partition is None:
@@ -404,7 +443,7 @@ def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError 
     if partition in held:
         return None
     flag = _partition_flag(args)
-    where = f"topic {args.topic!r}" if args.topic is not None else "any topic"
+    where = f"topic {cut(args.topic)}" if args.topic is not None else "any topic"
     found = f"{flag[2:]}s {_number_ranges(held)}" if held else f"no {flag[2:]}s"
     return NotFoundError(f"expected {flag} {partition} in {where}, found {found}", store.path)
 
@@ -522,7 +561,7 @@ def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
     found = files.not_regular(path) if not files.is_url(path) else None
     if found is not None:   # a FIFO or a device named as a store file: not the name is wrong
         raise UsageError(f"expected a regular file to dump, found {found}", path)
-    raise UsageError(f"expected {what}, found {os.path.basename(path)!r}", path)
+    raise UsageError(f"expected {what}, found {cut(os.path.basename(path))}", path)
 
 
 def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
@@ -657,7 +696,7 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         raise missing
     if (timed or args.tag is not None) and not printed:
         # like query: a window or tag that holds nothing is a miss, said on stderr
-        tagged = f" tagged {args.tag!r}" if args.tag is not None else ""
+        tagged = f" tagged {cut(args.tag)}" if args.tag is not None else ""
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{tagged}"
                          f"{_window_words(args)}\n")
         return EXIT_NO_HITS
@@ -715,7 +754,7 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
             # ``AdminBrokerProcessor.getConsumeStats``), so "consumed every message" would be wrong
             _say_uncommitted(args)
             return EXIT_NO_HITS
-        sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} has consumed "
+        sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {cut(args.group)} has consumed "
                          "every message stored\n")
         return EXIT_NO_HITS
     return EXIT_DATA if damaged else EXIT_OK
@@ -739,7 +778,7 @@ def _all_groups(store: Store, found: ConsumerGroups, **options: Any) -> list[str
 def _say_uncommitted(args: argparse.Namespace) -> None:
     """On stderr: ``--group`` committed no offset of the queues selected, so ``dump`` (and ``--follow``,
     which reads the group's offsets once) has no position to read from."""
-    sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} committed no "
+    sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {cut(args.group)} committed no "
                      "offset here, so there is no position to dump from\n")
 
 
@@ -761,9 +800,9 @@ def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = Fal
             and (not committed or row.committed_offset is not None)]
     if not rows:
         where = (f" on {args.topic}/{partition}" if args.topic is not None and partition is not None
-                 else f" on topic {args.topic!r}" if args.topic is not None
+                 else f" on topic {cut(args.topic)}" if args.topic is not None
                  else f" on partition (queue) {partition}" if partition is not None else "")
-        raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
+        raise NotFoundError(f"expected consumer group {cut(args.group)}{where}, found "
                             f"{_listing('group', _all_groups(store, found))}", args.path)
     return rows, damaged
 
@@ -940,10 +979,11 @@ class _Follower:
                 if refused is None and fixed is not None and args.topic not in fixed:
                     refused = f"its path fixes the topics it holds: {', '.join(sorted(fixed))}"
             if refused is not None:     # waited for, it would never come
-                raise NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', held)} "
-                                    f"(no message is ever stored under that name: {refused})", args.path)
+                raise NotFoundError(f"expected a topic named {cut(args.topic)}, found "
+                                    f"{_listing('topic', held)} (no message is ever stored under that name: "
+                                    f"{refused})", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
-                sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
+                sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {cut(args.topic)} "
                                  f"({_listing('topic', held)} now)\n")
                 self.waiting_said = True
             stable = getattr(store, "last_stable_offset", None) if committed else None
@@ -985,8 +1025,8 @@ class _Follower:
             if self.starts is not None:
                 start = self.starts[topic, queue]
                 if start > end:
-                    sys.stderr.write(f"segstore dump: {topic}-{queue}: group {args.group!r} committed offset "
-                                     f"{start}, past the log end {end}; following from {end}\n")
+                    sys.stderr.write(f"segstore dump: {topic}-{queue}: group {cut(args.group)} committed "
+                                     f"offset {start}, past the log end {end}; following from {end}\n")
                     start = end
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
@@ -1090,7 +1130,7 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
                     flag = _partition_flag(args)
                     found = (f"{flag[2:]}s {_number_ranges(held, count)}" if held or count > 0
                              else f"no {flag[2:]}s")
-                    missing = NotFoundError(f"expected {flag} {_partition(args)} in topic {args.topic!r}, "
+                    missing = NotFoundError(f"expected {flag} {_partition(args)} in topic {cut(args.topic)}, "
                                             f"found {found}", store.path)
                 if missing is not None:
                     raise missing
@@ -1270,7 +1310,7 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
 def _no_hit_message(request: QueryRequest) -> str:
     where = f"{request.topic or '*'}/{'*' if request.partition is None else request.partition}"
     if request.key is not None:
-        return f"{where}: no record with key {request.key!r}"
+        return f"{where}: no record with key {cut(request.key)}"
     if request.timestamp is not None:
         return f"{where}: no record stored at or after timestamp {request.timestamp}"
     return f"{where}: no record at offset {request.offset}"
@@ -1354,8 +1394,8 @@ def _one_queue(store: Store, args: argparse.Namespace, flag: str) -> int | None:
         return None
     if len(held) > 1:
         topic = args.topic or store.topics()[0]
-        raise UsageError(f"{flag}: expected --queue/--partition as well, found neither: topic {topic!r} has "
-                         f"queues/partitions {_number_ranges(held)}, and an offset is one queue's")
+        raise UsageError(f"{flag}: expected --queue/--partition as well, found neither: topic {cut(topic)} "
+                         f"has queues/partitions {_number_ranges(held)}, and an offset is one queue's")
     return held[0]
 
 
@@ -1370,8 +1410,8 @@ def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
         found = _print_records(store, store.read(args.topic, queue, args.offset, args.count, tag=args.tag,
                                                  **inflate), args.json, out)
     if not found:
-        sys.stderr.write(f"segstore query: {args.topic}/{queue}: no record tagged {args.tag!r} from offset "
-                         f"{args.offset}\n")
+        sys.stderr.write(f"segstore query: {args.topic}/{queue}: no record tagged {cut(args.tag)} from "
+                         f"offset {args.offset}\n")
         return EXIT_NO_HITS
     return EXIT_OK
 
@@ -1556,7 +1596,7 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
             obj = _LINE_DECODER.decode(text)
         except _RepeatedName as err:
             raise InvalidMessageError(f"line {number}: expected each name once in a JSON object, found "
-                                      f"{err.name!r} twice (a JSON reader keeps one and drops the other)",
+                                      f"{cut(err.name)} twice (a JSON reader keeps one and drops the other)",
                                       shown, start) from err
         except json.JSONDecodeError as err:
             # the column from the line's start, its newline not counted: err.colno counts from that
@@ -1565,17 +1605,38 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
                                       f"({err.msg} at column {column})", shown, start) from err
         except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
-            number_text = jsontext.too_long_number(text)
-            if number_text is not None:     # not Python's advice to raise sys.set_int_max_str_digits
-                raise InvalidMessageError(f"line {number}: expected integers a field can hold (a Java long "
-                                          f"at most: 19 digits), found {number_text}", shown, start) from err
-            raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
-                                      shown, start) from err
+            said = _too_long_number(text) or f"expected a JSON object, found invalid JSON ({err})"
+            raise InvalidMessageError(f"line {number}: {said}", shown, start) from err
         if not isinstance(obj, dict):
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
                                       shown, start)
         yield number, start, obj
     progress.advance(end - reported)
+
+
+def _too_long_number(text: str) -> str | None:
+    """What to say of JSON ``text`` that ``json.loads`` refused for an integer past 4,300 digits, not
+    Python's advice to raise ``sys.set_int_max_str_digits`` (nothing a user of segstore can do): the
+    number by its digits and the field holding it; None when something else refused it.  ``O(len)``."""
+    number_text = jsontext.too_long_number(text)
+    if number_text is None:
+        return None
+    return f"expected integers a field can hold (a Java long at most: 19 digits), found {number_text}"
+
+
+def _read_spec(path: str) -> Any:
+    """The JSON of the spec file at ``path``.
+
+    :raises InvalidMessageError: it is no JSON (nested past the interpreter's recursion limit, an integer
+        past 4,300 digits too): what the input holds is the input's problem (exit 1), as a line of
+        ``--input`` that is no JSON.
+    """
+    text = files.read_text(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        said = _too_long_number(text) or f"expected a JSON spec, found invalid JSON ({err})"
+        raise InvalidMessageError(said, path) from err
 
 
 def _spec_format(spec: Any, spec_path: str) -> str:
@@ -1584,8 +1645,9 @@ def _spec_format(spec: Any, spec_path: str) -> str:
         return "kafka"
     if isinstance(spec, dict) and "messages" in spec:
         return "rocketmq"
-    raise UsageError("expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found neither; "
-                     "pass --format", spec_path)
+    found = "neither" if isinstance(spec, dict) else json_shown(spec)
+    raise InvalidMessageError("expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found "
+                              f"{found}; pass --format", spec_path)
 
 
 def check_store_path(path: str) -> None:
@@ -1623,15 +1685,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("write takes --spec or --input, not both")
     if args.spec:
         _require_input_file(args.spec, "a JSON spec file")
-        text = files.read_text(args.spec)
-        try:
-            spec = json.loads(text)
-        except ValueError as err:
-            number_text = jsontext.too_long_number(text)
-            if number_text is not None:
-                raise UsageError("expected a JSON spec of integers a field can hold (a Java long at most: 19 "
-                                 f"digits), found {number_text}", args.spec) from err
-            raise UsageError(f"expected a JSON spec, found invalid JSON ({err})", args.spec) from err
+        spec = _read_spec(args.spec)
         fmt = args.format or _spec_format(spec, args.spec)
         check_store_path(args.path)
         if files.exists(args.path) and not files.is_dir(args.path):
@@ -1649,12 +1703,14 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
                                   len(items) if isinstance(items, list) else None, unit):
                 registry.get(fmt).write_spec(args.path, spec, merged)
         except InvalidMessageError as err:
-            if err.path is not None:
+            if err.path is not None:    # PATH's own name (a Kafka partition directory's): a bad argument
                 raise
             # a message of the spec (its topic, its queue id, a property) that the replay could not place:
-            # named by the spec, as every other error of it is (the exit code of its kind kept).  Not a
+            # named by the spec, as every other error of it is (the exit code of its kind kept, but a bad
+            # topic's: the input's problem, exit 1, as --input's, not a bad argument's).  Not a
             # ConfigError: its value may be the command line's --config, merged into the spec's.
-            raise type(err)(err.message, args.spec) from err
+            kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
+            raise kind(err.message, args.spec) from err
         except SegstoreError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
@@ -1715,10 +1771,11 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
                                       f"{cut(value)}", shown, pos)
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
-                                      f"the time of the write), found {value}", shown, pos)
+                                      f"the time of the write), found {shown_number(value)}", shown, pos)
         if type(value) is int and value > _MAX_TIME:  # Kafka's codec failed on it without naming the field
             raise InvalidMessageError(f"line {number}: expected a {name} of at most {_MAX_TIME} ms (a Java "
-                                      f"long, as both brokers keep times), found {value}", shown, pos)
+                                      f"long, as both brokers keep times), found {shown_number(value)}",
+                                      shown, pos)
 
 
 #: What the store gives a plain line's message, never the line: its offset, and its timestamp type
@@ -1998,10 +2055,10 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
             if unshifted and args.topic is not None and current:
                 # ConsumerGroupCommand.prepareOffsetsToReset throws for the first, and resets nothing
                 names = ", ".join(f"{t}-{q}" for t, q in sorted(unshifted))
-                notes.append(f"{names}: no committed offset of group {args.group!r} to shift, so not planned "
-                             "(kafka-consumer-groups refuses the whole reset)")
+                notes.append(f"{names}: no committed offset of group {cut(args.group)} to shift, so not "
+                             "planned (kafka-consumer-groups refuses the whole reset)")
             if not current:
-                raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
+                raise NotFoundError(f"expected a committed offset of group {cut(args.group)} to shift, "
                                     "found none", args.path)
         plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
                 for queue, row in sorted(current.items())}
@@ -2036,7 +2093,7 @@ def _check_converted_from(args: argparse.Namespace) -> None:
     others = [name for name in registry.names() if name != here]
     if args.converted_from not in others:
         raise UsageError(f"--converted-from: expected the format of the store this {here} store was "
-                         f"converted from ({', '.join(others)}), found {args.converted_from!r}")
+                         f"converted from ({', '.join(others)}), found {cut(args.converted_from)}")
 
 
 def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[str, int], int | None]
@@ -2084,7 +2141,7 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     held = store.partitions(topic) if topic in store.topics() else []
     grouped = {row.partition for row in found.rows if row.topic == topic and row.partition is not None}
     if not held and not grouped:
-        raise NotFoundError(f"expected consumer group {args.group!r} on topic {topic!r}, found "
+        raise NotFoundError(f"expected consumer group {cut(args.group)} on topic {cut(topic)}, found "
                             f"{_listing('group', _all_groups(store, found))}", args.path)
     widths = getattr(store, "partition_widths", None)       # Kafka's: the metadata's count where it has one
     count = widths().get(topic, 1) if widths is not None else 1
@@ -2118,7 +2175,7 @@ def _topic_partitions(args: argparse.Namespace) -> list[int] | None:
     numbers = [parse_int(number) for number in listed.split(",")]      # Integer.parseInt of each
     partitions = [number for number in numbers if number is not None]
     if not topic or len(partitions) != len(numbers) or any(p < 0 for p in partitions):
-        raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {args.topic!r}")
+        raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {cut(args.topic)}")
     args.topic = topic
     return sorted(set(partitions))
 
@@ -2168,8 +2225,8 @@ def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> 
                 and (partitions is None or queue in partitions):
             plan[topic, queue] = offset
     if not plan:
-        where = "" if args.topic is None else f" on topic {args.topic!r}"
-        raise NotFoundError(f"expected a reset plan for group {args.group!r}{where}, found none", shown)
+        where = "" if args.topic is None else f" on topic {cut(args.topic)}"
+        raise NotFoundError(f"expected a reset plan for group {cut(args.group)}{where}, found none", shown)
     return plan
 
 
@@ -2181,7 +2238,7 @@ def _after_group_change(args: argparse.Namespace, rows: list[Any], notes: list[s
     if states:
         # kafka-consumer-groups refuses a group that is not inactive; offline, the state is the one the log
         # ends with, which a broker stopped under running consumers leaves behind
-        sys.stderr.write(f"segstore consumers: group {args.group!r} was {'/'.join(states)}, with members, "
+        sys.stderr.write(f"segstore consumers: group {cut(args.group)} was {'/'.join(states)}, with members, "
                          f"when its log ends (kafka-consumer-groups {verb}): its "
                          "consumers must be stopped, or their next commits overwrite this\n")
     for note in notes:
@@ -2203,14 +2260,14 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
     if args.topic is not None and ":" in args.topic and resolve_store(args.path, args.format) != "kafka":
         raise UsageError(f"--delete removes a whole topic's offsets (RocketMQ keeps a topic's as one "
-                         f"entry): expected --topic TOPIC, found {args.topic!r}")
+                         f"entry): expected --topic TOPIC, found {cut(args.topic)}")
     chosen = _topic_partitions(args)
     with _open(args, mode="a" if args.execute else "r") as store:
         rows, damaged = _group_rows(store, args, committed=True)
         if chosen is not None:
             rows = [row for row in rows if row.partition in chosen]
             if not rows:
-                raise NotFoundError(f"expected offsets of consumer group {args.group!r} on {args.topic} "
+                raise NotFoundError(f"expected offsets of consumer group {cut(args.group)} on {args.topic} "
                                     f"partitions {chosen}, found none", args.path)
         _refuse_damaged(args, damaged)
         notes = (store.delete_offsets(args.group, args.topic, partitions=chosen, now_ms=args.now_ms)
@@ -2277,8 +2334,8 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     if span is None:
         hint = ("--topic T resets one topic" if args.topic is None
                 else "its log range, which bounds the new offset, is in that broker's log dir")
-        raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
-                            f"found none (another broker's partition: {hint})", args.path)
+        raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group "
+                            f"{cut(args.group)}, found none (another broker's partition: {hint})", args.path)
     start, end = span
     if args.to_earliest:
         return start
@@ -2391,8 +2448,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         damaged = _group_notes(args, found)
         if args.group is not None and not found.rows:
             groups = _all_groups(store, found, now_ms=args.now_ms, **options)
-            raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
-                                args.path)
+            raise NotFoundError(f"expected consumer group {cut(args.group)}, found "
+                                f"{_listing('group', groups)}", args.path)
     if args.topic is not None:
         found = _on_topic(args, found)
     # what was read is shown; damage met makes it exit 1, as dump does
@@ -2472,7 +2529,7 @@ def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups
     rows = [row for row in found.rows if row.topic == args.topic
             and (partitions is None or row.partition in partitions)]
     if not rows:
-        where = f"topic {args.topic!r}" + ("" if partitions is None else f" partitions {partitions}")
+        where = f"topic {cut(args.topic)}" + ("" if partitions is None else f" partitions {partitions}")
         raise NotFoundError(f"expected a consumer group on {where}, found "
                             f"{_listing('group', found.groups())}", args.path)
     groups = {row.group for row in rows}
@@ -2495,7 +2552,8 @@ def _names(text: str | None, known: Iterable[str], what: str) -> set[str] | None
     wanted = {value.strip().lower() for value in text.split(",")}
     unknown = sorted(wanted - set(spelled))
     if unknown:
-        raise UsageError(f"expected {what} among {', '.join(sorted(spelled.values()))}, found {unknown[0]!r}")
+        raise UsageError(f"expected {what} among {', '.join(sorted(spelled.values()))}, found "
+                         f"{cut(unknown[0])}")
     return {spelled[value] for value in wanted}
 
 
@@ -2676,7 +2734,7 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
     failed = EXIT_DATA if any(state.get("damage") for state in errors) else EXIT_OK
     if args.transactional_id is not None and not states:
         sys.stderr.write(f"segstore transactions: {args.path}: no transactional id "
-                         f"{args.transactional_id!r}\n")
+                         f"{cut(args.transactional_id)}\n")
         return EXIT_DATA
     if args.json:
         _json_line(states, out)
@@ -2740,8 +2798,8 @@ def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = Fa
 
 def _selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="only this topic")
-    p.add_argument("--queue", type=int, help="RocketMQ queue id")
-    p.add_argument("--partition", type=int, help="Kafka partition (alias of --queue)")
+    p.add_argument("--queue", type=whole_number, help="RocketMQ queue id")
+    p.add_argument("--partition", type=whole_number, help="Kafka partition (alias of --queue)")
 
 
 def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
@@ -2756,10 +2814,11 @@ def _thread_count(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of threads, at least 1, found {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, at least 1, found "
+                                         f"{shown_text(text)}")
     if value > overlap.MAX_THREADS:
         raise argparse.ArgumentTypeError(f"expected a whole number of threads, at most "
-                                         f"{overlap.MAX_THREADS}, found {text!r}")
+                                         f"{overlap.MAX_THREADS}, found {shown_text(text)}")
     return value
 
 
@@ -2820,8 +2879,8 @@ class _OnceAction(argparse._StoreAction):
         if self.dest in given and self.option_strings:     # a positional is matched once, or (``*``) twice
             flag, before = given[self.dest]
             said = "" if flag == option_string else f" as {flag}"
-            raise argparse.ArgumentError(self, f"expected once, found it given twice ({before!r}{said}, then "
-                                               f"{values!r}): segstore takes one{self.advice}")
+            raise argparse.ArgumentError(self, f"expected once, found it given twice ({cut(before)}{said}, "
+                                               f"then {cut(values)}): segstore takes one{self.advice}")
         given[self.dest] = (option_string, values)
         super().__call__(parser, namespace, values, option_string)
 
@@ -2841,6 +2900,13 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("action", None, _OnceAction)
         self.register("action", "store", _OnceAction)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's refusal of a value outside ``choices`` (a command, ``--index``, ``--isolation``...),
+        the value cut to a readable length (argparse echoed a 70,000-character one whole)."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {cut(value)} (choose from {choices})")
 
 
 class _VersionAction(argparse._VersionAction):
@@ -2965,7 +3031,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                             help="decode __transaction_state records (transaction metadata)")
     files_only.add_argument("--cluster-metadata-decoder", action="store_true",
                             help="decode KRaft __cluster_metadata records (type, version, fields)")
-    files_only.add_argument("--max-bytes", type=int, metavar="N",
+    files_only.add_argument("--max-bytes", type=whole_number, metavar="N",
                             help="read only the whole batches / messages within the first N bytes of "
                                  "a log file")
     files_only.add_argument("--index-sanity-check", action="store_true",
@@ -3001,8 +3067,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _selectors(p)
     p.add_argument("--key", help="messages carrying this key (RocketMQ KEYS/UNIQ_KEY; Kafka record key, "
                                  "from the extra key index)")
-    p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
-    p.add_argument("--count", type=int, default=None,
+    p.add_argument("--offset", type=whole_number,
+                   help="queue / partition offset of the first message to print")
+    p.add_argument("--count", type=whole_number, default=None,
                    help="with --offset (Kafka: or --timestamp): this many messages (default 1)")
     p.add_argument("--timestamp", type=list_offsets_time,
                    help="the first offset stored at or after this time (ms since the epoch, or ISO-8601; UTC "
@@ -3019,7 +3086,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                     "queryMsgById")
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this, or one of "
                    "'TagA || TagB' ('*': any), as a consumer's subscription (RocketMQ)")
-    p.add_argument("--max", type=int, default=None,
+    p.add_argument("--max", type=whole_number, default=None,
                    help="at most this many key hits in all (not per queue), the newest (default: all); says "
                         "how many were left out")
     _isolation_flag(p)
@@ -3151,7 +3218,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                       help="abort the transaction open in --topic/--partition from --start-offset: an ABORT "
                            "marker, written only with --execute (the broker stopped)")
     p.add_argument("--topic", help="with --producers, --find-hanging, --abort: this topic's partitions")
-    p.add_argument("--partition", type=int, help="with --topic: this partition")
+    p.add_argument("--partition", type=whole_number, help="with --topic: this partition")
     # kafka-transactions (argparse4j): --start-offset a Long, --max-transaction-timeout an Integer
     p.add_argument("--start-offset", type=_java_long, metavar="N",
                    help="with --abort: the transaction's first offset")
@@ -3312,7 +3379,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
                           else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        shown = " ".join(arg if len(arg) <= MAX_SHOWN else cut(arg) for arg in unknown)   # not 70,000 chars
+        args._parser.error(f"unrecognized arguments: {shown}")
     try:
         with progress.reporting(progress_sink(args, out, progress_stream)):
             return args.func(args, out)

@@ -163,7 +163,9 @@ def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
     if unknown:
         raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")
     wanted: Sequence[str] = list(dict.fromkeys(names))
-    unknown = [name for name in wanted if schema.get_field_index(name) < 0]
+    # a name not in the schema by plain lookup (Schema.get_field_index encodes the name: one holding a lone
+    # surrogate, a command line's non-UTF-8 bytes, was its UnicodeEncodeError)
+    unknown = [name for name in wanted if name not in schema.names]
     if unknown:
         raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")
     import pyarrow as pa

@@ -35,7 +35,12 @@ def cut(value: Any, limit: int = MAX_SHOWN) -> str:
         head = value[:limit]
         shown = repr(bytes(head) if isinstance(head, memoryview) else head)
         return f"{shown}... ({size - limit} more {'characters' if isinstance(value, str) else 'bytes'})"
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and _too_long(value):
+        return shown_number(value)     # repr() of one past 4,300 digits raises ValueError
+    try:
+        text = repr(value)
+    except ValueError:      # a container holding an int past 4,300 digits
+        return f"{type(value).__name__} holding a number of more than 4300 digits"
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
@@ -49,15 +54,45 @@ def digits(value: int) -> int:
     return count + 1 if size >= 10 ** count else count
 
 
+#: The most digits of an integer an error message writes whole: any 64-bit value, signed or not, so a
+#: number just past a Java long reads as it was given.  A longer one is named by its digit count: hundreds
+#: of digits bury the message (and ``str()`` refuses past 4,300).
+MAX_SHOWN_DIGITS = 20
+
+
+def _too_long(value: int) -> bool:
+    return value.bit_length() > 64 and digits(value) > MAX_SHOWN_DIGITS
+
+
+def shown_number(value: Any) -> str:
+    """A number as an error message shows it: ``str(value)``, but an integer of more than
+    :data:`MAX_SHOWN_DIGITS` digits ``a number of N digits``.  ``O(1)`` but for such a number
+    (``O(digits)``)."""
+    if isinstance(value, int) and _too_long(value):
+        return f"a number of {digits(value)} digits"
+    return str(value)
+
+
+def shown_text(text: str) -> str:
+    """A text given for a number (an option's, a config value) as its refusal shows it: a whole number of
+    more than :data:`MAX_SHOWN_DIGITS` digits by its digit count (as :func:`shown_number`), anything
+    else as :func:`cut` shows it.  ``O(len(text))``."""
+    digits_only = text.strip().lstrip("+-")
+    if digits_only.isascii() and digits_only.isdigit() and len(digits_only) > MAX_SHOWN_DIGITS:
+        return f"a number of {len(digits_only)} digits"
+    return cut(text)
+
+
 def shown(value: Any) -> str:
     """``value`` as a JSON line shows it, naming its kind, for an error about a value of the wrong kind:
     ``the number 65536`` (not ``'65536'``), ``'x'`` (a string quoted, as :func:`cut` shows it), ``null``,
-    ``true``, ``an array [1]``, ``an object {...}``, else the Python type and :func:`cut`.  A number too
-    long to show whole is ``a number of N digits``.  ``O(MAX_SHOWN)`` but for such a number."""
+    ``true``, ``an array [1]``, ``an object {...}``, else the Python type and :func:`cut`.  An integer of
+    more than :data:`MAX_SHOWN_DIGITS` digits is ``a number of N digits`` (:func:`shown_number`).
+    ``O(MAX_SHOWN)`` but for such a number."""
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int) and value.bit_length() > 4 * MAX_SHOWN:    # past what cut shows whole
-        return f"a number of {digits(value)} digits"
+    if isinstance(value, int) and _too_long(value):
+        return shown_number(value)
     if isinstance(value, (int, float)):
         return f"the number {cut(value)}"
     if isinstance(value, str):

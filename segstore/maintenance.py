@@ -25,6 +25,7 @@ from .cli import (
     _selectors,
     human,
     now_ms,
+    whole_number,
 )
 from .errors import OffsetOutOfRangeError
 
@@ -194,7 +195,8 @@ def add_cli(sub: Any) -> None:
     p = sub.add_parser("delete-records", help="Kafka DeleteRecords: move the log start offset forward")
     _common(p)
     _selectors(p)
-    p.add_argument("--before", type=int, required=True, help="the new log start (-1: the high watermark)")
+    p.add_argument("--before", type=whole_number, required=True,
+                   help="the new log start (-1: the high watermark)")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_delete_records)
@@ -206,7 +208,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--now-ms", type=now_ms, metavar="TIME",
                    help="the clock delete.retention.ms and min.compaction.lag.ms are measured against (ms or "
                         "ISO-8601; default: now)")
-    p.add_argument("--dedupe-buffer-size", type=int, default=128 * 1024 * 1024, metavar="BYTES",
+    p.add_argument("--dedupe-buffer-size", type=whole_number, default=128 * 1024 * 1024, metavar="BYTES",
                    help="log.cleaner.dedupe.buffer.size: the key map's memory (24 bytes a key); a full "
                         "map cleans in several passes (default 128 MiB)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")

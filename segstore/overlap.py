@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, Generic, TypeVar, cast
 
-from .errors import ConfigError, OutOfMemoryError
+from .errors import ConfigError, OutOfMemoryError, cut
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -532,9 +532,9 @@ def thread_count(threads: int | None) -> int:
         if threads > MAX_THREADS:
             raise ConfigError(f"expected SEGSTORE_THREADS of at most {MAX_THREADS}, found {given!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(f"expected threads of at least 1, found {threads!r}")
+        raise ConfigError(f"expected threads of at least 1, found {cut(threads)}")
     if threads > MAX_THREADS:
-        raise ConfigError(f"expected threads of at most {MAX_THREADS}, found {threads!r}")
+        raise ConfigError(f"expected threads of at most {MAX_THREADS}, found {cut(threads)}")
     return threads
 
 

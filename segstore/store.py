@@ -27,6 +27,7 @@ from .errors import (
     StoreClosedError,
     UnsupportedOperationError,
     cut,
+    shown_number,
 )
 from .records import Message, Record
 
@@ -210,7 +211,7 @@ def check_time(name: str, value: Any, path: str | None = None, *, negative: bool
         raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
                           f"{cut(value)}", path)
     if value is not None and value < 0 and not negative:
-        raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", path)
+        raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {shown_number(value)}", path)
 
 
 def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
@@ -398,10 +399,11 @@ class Store(abc.ABC):
                                   f"found {type(value).__name__} {cut(value)}", self.path)
         if offset < 0:
             raise OffsetOutOfRangeError(f"expected an offset of at least 0 (offsets start at 0), "
-                                        f"found {offset}", self.path)
+                                        f"found {shown_number(offset)}", self.path)
         if count is not None and count < 0:
             # a count of -1 read nothing, silently: no limit is None
-            raise ConfigError(f"expected a count of at least 0 (None: no limit), found {count}", self.path)
+            raise ConfigError(f"expected a count of at least 0 (None: no limit), found {shown_number(count)}",
+                              self.path)
 
     def _check_positions(self, start: Any, end: Any) -> None:
         """:meth:`scan_arrow`'s byte range, before anything is read.
@@ -465,9 +467,32 @@ class Store(abc.ABC):
             raise ConfigError(f"expected a partition as an integer, found {type(partition).__name__} "
                               f"{cut(partition)}", self.path)
 
-    def _check_time(self, name: str, value: int | None, *, negative: bool = False) -> None:
+    def _check_topic(self, topic: Any, *, any_topic: bool = False) -> None:
+        """:raises ConfigError: a topic that is not a str (None allowed with ``any_topic``): a list met a
+            dict lookup (``TypeError: unhashable type``), an int of thousands of digits the message naming
+            it (``str()``'s ValueError)."""
+        if not (isinstance(topic, str) or (topic is None and any_topic)):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
+
+    def _check_dump(self, topic: Any, partition: Any, tag: Any = None) -> None:
+        """:meth:`dump`'s (``dump_json``, ``dump_text``) selection: a topic (or None), a partition (or
+        None) and a tag (or None) of their kinds.
+
+        :raises ConfigError: any other (an int topic or tag met ``str`` methods in the dump's first
+            step, ``AttributeError``; a list partition numpy's ``ValueError``)."""
+        self._check_topic(topic, any_topic=True)
+        self._check_read(partition, 0, any_partition=True)
+        if tag is not None and not isinstance(tag, str):
+            raise ConfigError(f"expected a tag as a str, found {type(tag).__name__} {cut(tag)}", self.path)
+
+    def _check_time(self, name: str, value: int | None, *, negative: bool = False,
+                    required: bool = False) -> None:
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN
-            included), or is negative (unless ``negative``) (:func:`check_time`)."""
+            included), or is negative (unless ``negative``) (:func:`check_time`), or None where
+            ``required`` (a lookup's time: None met a comparison, ``TypeError``)."""
+        if value is None and required:
+            raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found None", self.path)
         check_time(name, value, self.path, negative=negative)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
@@ -547,9 +572,7 @@ class Store(abc.ABC):
             (RocketMQ 4.9.7 ``MQAdminImpl.queryMessage`` throws ``TOPIC_NOT_EXIST`` for a topic without
             queues; ``read`` and ``offset_range`` raise it for the same names).
         """
-        if not isinstance(topic, str):
-            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
-                              self.path)
+        self._check_topic(topic)
         raw = lookup_key(key, self.path)
         for name, value in (("partition", partition), ("max_hits", max_hits)):
             check_natural(name, value, self.path)
@@ -828,7 +851,8 @@ class Store(abc.ABC):
             raise ConfigError(f"expected now_ms as whole ms since the epoch, found {type(now_ms).__name__} "
                               f"{cut(now_ms)}", self.path)
         if now_ms is not None and not -(1 << 63) <= now_ms < 1 << 63:     # a record timestamp: an int64
-            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {now_ms}", self.path)
+            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {shown_number(now_ms)}",
+                              self.path)
 
     def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
         """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).

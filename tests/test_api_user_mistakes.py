@@ -686,3 +686,87 @@ def test_an_index_lookup_naming_what_the_store_does_not_hold_is_not_found_before
             s.append(ONE[fmt])
             with pytest.raises(NotFoundError, match=r"ordres|orders.7"):
                 lookup(s.indexes)
+
+
+@pytest.mark.parametrize("topic", [["orders"], 5, 10**5000, b"orders"],
+                         ids=["list", "int", "5001-digits", "bytes"])
+@pytest.mark.parametrize("call", [
+    lambda s, t: list(s.read(t, 0)), lambda s, t: s.offset_range(t, 0), lambda s, t: s.partitions(t),
+    lambda s, t: list(s.scan_arrow(["offset"], topic=t, partition=0)),
+    lambda s, t: s.offset_for_time(t, 0, 0)])
+def test_a_topic_of_the_wrong_kind_is_a_config_error(store, call, topic):
+    # before (huntB3): TypeError "unhashable type: 'list'", AttributeError, or Python's ValueError from the
+    # message's own str() of an int of 5,001 digits ("Exceeds the limit (4300 digits)...")
+    with pytest.raises(ConfigError, match=r"expected a topic as a str, found "):
+        call(store, topic)
+    _unchanged(store)
+
+
+def test_a_lookup_time_of_none_is_a_config_error(store):
+    # before (huntB3): TypeError "'>=' not supported between instances of 'int' and 'NoneType'"
+    with pytest.raises(ConfigError, match=r"expected a lookup time in ms since the epoch, found None"):
+        store.offset_for_time("orders", 0, None)
+
+
+@pytest.mark.parametrize("queue", [-5, 2**31 - 1, 2**40, 10**5000],
+                         ids=["-5", "2^31-1", "2^40", "5001-digits"])
+def test_a_rocketmq_commit_of_a_queue_id_no_topic_has_writes_nothing(tmp_path, queue):
+    """``commit_offsets({("orders", -5): 0})`` wrote queue -5 into ``config/consumerOffset.json`` (2^40: a
+    key the broker's ``ConcurrentMap<Integer, Long>`` cannot hold), every later ``consumers`` listed it,
+    and 10**5000 failed the save half-way (huntB3)."""
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        s.commit_offsets("g", {("orders", 0): 1})
+        before = (tmp_path / "s" / "config" / "consumerOffset.json").read_bytes()
+        with pytest.raises(ConfigError, match=r"expected a queue id of orders in \[0, 2147483646\], found "):
+            s.commit_offsets("g", {("orders", 0): 0, ("orders", queue): 0})
+        assert (tmp_path / "s" / "config" / "consumerOffset.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: list(s.dump_json(topic=5)), lambda s: list(s.dump_text(topic=["a"])),
+    lambda s: list(s.dump(partition="0")), lambda s: list(s.dump_text(partition=[]))])
+def test_a_dump_selection_of_the_wrong_kind_is_a_config_error(store, call):
+    # before (huntB3): AttributeError "'int' object has no attribute 'encode'" (RocketMQ), numpy's
+    # "operands could not be broadcast together" for a list partition
+    with pytest.raises(ConfigError, match=r"expected a (topic|partition) as"):
+        call(store)
+
+
+def test_a_rocketmq_dump_tag_of_the_wrong_kind_is_a_config_error(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        for tag in (5, b"x"):     # before: AttributeError "'int' object has no attribute 'strip'", TypeError
+            with pytest.raises(ConfigError, match=r"expected a tag as a str, found "):
+                list(s.dump_json(tag=tag))
+
+
+def test_columns_and_convert_topics_of_odd_values_are_config_errors(store, tmp_path):
+    # before (huntB3): UnicodeEncodeError from pyarrow's Schema.get_field_index of a lone surrogate;
+    # TypeError "'int' object is not iterable" from convert's list(topics)
+    with pytest.raises(ConfigError, match=r"expected columns among .*, found \udcff"):
+        list(store.scan_arrow(["\udcff"]))
+    from segstore.convert import convert
+    with pytest.raises(ConfigError, match=r"expected topics as names \(str\), found int -1"):
+        convert(store.path, tmp_path / "out", to="kafka" if store.format == "rocketmq" else "rocketmq",
+                topics=-1)
+
+
+@pytest.mark.parametrize("now", ["0", float("nan"), -1])
+def test_a_rocketmq_retention_clock_that_is_no_time_is_a_config_error(tmp_path, now):
+    # before (huntB3): TypeError "'>=' not supported between instances of 'str' and 'int'"
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append(ONE["rocketmq"])
+        with pytest.raises(ConfigError, match=r"expected a now time"):
+            s.retention(dry_run=True, now_ms=now)
+
+
+def test_a_kafka_value_of_a_lone_surrogate_is_named_briefly(tmp_path):
+    # before (huntB3): "found: 'utf-8' codec can't encode character '\ud800' in position 1: surrogates not
+    # allowed", Python's words
+    with segstore.open(tmp_path / "orders-0", format="kafka", mode="a") as s:
+        said = (r"^expected text UTF-8 can encode, found 'a\\ud800b+'\.\.\. \(69882 more characters\) "
+                r"\(a lone surrogate at character 1\)$")
+        with pytest.raises(InvalidMessageError, match=said):
+            s.append({"topic": "orders", "partition": 0, "value": "a\ud800" + "b" * 70_000})
+        assert s.offset_range("orders", 0) == (0, 0)

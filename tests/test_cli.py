@@ -210,14 +210,14 @@ def test_write_spec_with_an_integer_of_thousands_of_digits_names_it(tmp_path, ca
     path = tmp_path / "spec.json"
     path.write_text(spec % ("0" * 5000))
     code, out, err = run(capsys, "write", tmp_path / "s", "--spec", path)
-    assert (code, out) == (2, "")
-    assert err == (f"segstore write: {path}: expected a JSON spec of integers a field can hold (a Java "
-                   f"long at most: 19 digits), found a number of 5001 digits at {at}\n")
+    assert (code, out) == (1, "")     # the input's problem, as a line of --input's (it was exit 2)
+    assert err == (f"{path}: expected integers a field can hold (a Java long at most: 19 digits), found a "
+                   f"number of 5001 digits at {at}\n")
     assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize(("message", "code", "said"), [
-    ({"topic": "../x"}, 2, "a topic of the characters [%|a-zA-Z0-9_-], found '../x'"),
+    ({"topic": "../x"}, 1, "a topic of the characters [%|a-zA-Z0-9_-], found '../x'"),
     ({"topic": "T", "queueId": -1}, 1, "a queue id in [0, 2147483646]"),
     ({"topic": "T", "properties": {"a": 1}}, 1, "a property value as a str or UTF-8 bytes, found int")])
 def test_write_spec_with_a_message_the_store_refuses_names_the_spec(tmp_path, capsys, message, code, said):

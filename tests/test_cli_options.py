@@ -332,3 +332,14 @@ def test_rocketmq_retention_names_the_selector_given(rocketmq_store, flag):
     value = "T" if flag == "--topic" else "0"
     code, out, err = cli_run("retention", rocketmq_store, flag, value, "--dry-run")
     assert (code, out) == (2, "") and flag in err and "RocketMQ retention is store-wide" in err, err
+
+
+@pytest.mark.parametrize("argv", [["index", "build", "S", "--index", "X"], ["dump", "S", "--isolation", "X"],
+                                  ["X"], ["dump", "S", "--X"], ["dump", "S", "--topic", "a", "--topic", "X"]])
+def test_an_argument_of_thousands_of_characters_is_refused_cut_to_a_readable_length(kafka_logs, argv):
+    """argparse echoed a value outside an option's choices, an unknown command or argument, and a value
+    given twice whole (70,000 characters on one line); now cut as every value in a message is."""
+    long = "x" * 70_000
+    code, _, err = cli_run(*[str(kafka_logs) if a == "S" else a.replace("X", long) for a in argv])
+    assert code == 2 and ("(69880 more characters)" in err or "(69882 more characters)" in err), err[-300:]
+    assert max(map(len, err.splitlines())) < 500

@@ -616,3 +616,13 @@ def test_server_properties_numbers_with_thousands_of_leading_zeros_read_as_confi
     too_big = _conf(tmp_path, "log.retention.hours=" + "0" * 5000 + "2147483648\n", "big.properties")
     with pytest.raises(ConfigError, match=r"log\.retention\.hours"):
         segstore.config_file(too_big, "kafka")
+
+
+@pytest.mark.parametrize("path", [None, 5, ["broker.conf"]])
+def test_a_config_file_path_that_is_no_path_is_a_config_error(path):
+    # before (huntB3): TypeError "expected str, bytes or os.PathLike object, not NoneType" from os.fspath
+    with pytest.raises(segstore.errors.ConfigError, match=r"expected a broker config file's path \(str or "
+                                                          r"os.PathLike\), found "):
+        segstore.config_file(path, "rocketmq")
+    with pytest.raises(segstore.errors.ConfigError, match=r"expected a broker config file's path"):
+        segstore.config_file_notes(path, "kafka", "store")

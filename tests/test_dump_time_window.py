@@ -241,8 +241,10 @@ def test_cli_window_that_holds_nothing_is_a_miss(tmp_path, fmt):
     code, out, err = run(["dump", str(path), "--begin", "2100-01-01"])
     assert (code, out) == (1, "")
     assert "no message stored from 2100-01-01T00:00:00.000Z (4102444800000)" in err
-    code, out, err = run(["dump", str(path), "--begin", str(10**20), "--end", str(10**20)])   # past int64 ms
-    assert (code, out) == (1, "") and f"no message stored from {10**20} to {10**20}" in err
+    # past int64 ms: no time either broker keeps (a usage error, named, since huntB3; it was a miss)
+    code, out, err = run(["dump", str(path), "--begin", str(10**20), "--end", str(10**20)])
+    assert (code, out) == (2, "") and "--begin: expected milliseconds since the epoch (a Java long) or an " \
+                                      "ISO-8601 time, found a number of 21 digits" in err
     code, out, err = run(["dump", str(path), "--topic", "nope", "--begin", "0"])
     assert code == 1 and out == "" and "expected a topic named 'nope'" in err
 

@@ -42,6 +42,9 @@
   what a file can be sized to) died with an ``OverflowError`` traceback from ``ftruncate``, and
   ``=9999999999`` made a 200 GB sparse IndexFile (exit 0).  Every integer layout option is a Java int
   in the broker config it mirrors: past one it is a usage error (exit 2) naming the option.
+- ``segstore index build --index key --option key.index.headers=$'a\xffb'`` (huntB3): a header name of
+  bytes that are not UTF-8 died with a ``UnicodeEncodeError`` traceback, and so did every later
+  ``query --key``; now a usage error before anything is written.
 """
 
 from __future__ import annotations
@@ -251,5 +254,21 @@ def test_an_index_layout_option_past_a_java_int_is_a_usage_error(tmp_path, optio
     name, value = option.split("=")
     assert code == 2
     assert f"expected {name} of at most 2147483647 (a Java int, as the broker config it mirrors), found " \
-           f"'{value}'" in err
+           f"{value}" in err
+    assert not (part / ".segstore").exists()
+
+
+@pytest.mark.parametrize("names", ["a\udcffb", "trace,\ud800"])
+def test_index_header_names_that_are_no_utf8_are_a_usage_error(tmp_path, names):
+    """``index build --option key.index.headers=$'a\\xffb'`` (bytes that are not UTF-8, a lone surrogate in
+    Python's argument) died with a ``UnicodeEncodeError`` traceback while indexing, after writing the
+    index's state; every later ``query --key`` died the same way.  No header of either broker is named
+    so (a Java String's UTF-8): refused before anything is written (exit 2), by the library too."""
+    part = copy_writable(KAFKA_SEGMENT.parent, tmp_path / "t-0")
+    code, _, err = cli_run("index", "build", "--index", "key", "--option", f"key.index.headers={names}", part)
+    assert code == 2 and "Traceback" not in err
+    assert "expected key.index.headers as header names of UTF-8 text, found " in err, err
+    assert not (part / ".segstore").exists()
+    with pytest.raises(segstore.errors.ConfigError, match="header names of UTF-8 text"):
+        segstore.open(part, indexes=["key"], **{"key.index.headers": names.split(",")})
     assert not (part / ".segstore").exists()

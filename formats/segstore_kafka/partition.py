@@ -47,6 +47,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
     shown,
+    shown_number,
 )
 from segstore.javatext import java_trim, parse_long
 from segstore.log import SegmentedLog
@@ -155,7 +156,8 @@ def _config_long(low: int, high: int = _LONG_MAX) -> Callable[[str, Any], None]:
     def check(name: str, raw: Any) -> None:
         value = _config_int(name, raw)
         if not low <= value <= high:
-            raise ConfigError(f"expected {name} from {low} to {high} (Kafka's LogConfig), found {value}")
+            raise ConfigError(f"expected {name} from {low} to {high} (Kafka's LogConfig), found "
+                              f"{shown_number(value)}")
     return check
 
 
@@ -350,7 +352,7 @@ class KafkaConfig:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"expected {name.replace('_', '.')} from {low} to {high} (Kafka's "
-                                  f"LogConfig), found {value}")
+                                  f"LogConfig), found {shown_number(value)}")
         for name, allowed in _LEVELS.items():
             if not any(getattr(self, name) in span for span in allowed):
                 raise ConfigError(f"expected {name.replace('_', '.')} of {_spans(allowed)} (Kafka's "
@@ -439,7 +441,7 @@ def validate_topic(topic: str, partition: int) -> None:
         raise InvalidTopicError(f"expected an integer partition, found {shown(partition)}")
     if not 0 <= partition <= MAX_PARTITION:
         raise InvalidTopicError(f"expected a partition from 0 to {MAX_PARTITION} (an int32, as Kafka keeps "
-                                f"it), found {partition}")
+                                f"it), found {shown_number(partition)}")
 
 
 def parse_partition_dir(path: str) -> tuple[str, int]:
@@ -1198,7 +1200,8 @@ class Partition:
         :raises OffsetOutOfRangeError: the log already holds records, or ``offset`` is negative.
         """
         if offset < 0:
-            raise OffsetOutOfRangeError(f"expected a start offset >= 0, found {offset}", self.path)
+            raise OffsetOutOfRangeError(f"expected a start offset >= 0, found {shown_number(offset)}",
+                                        self.path)
         if any(seg.size for seg in self.log.segments):
             raise OffsetOutOfRangeError(f"expected an empty log to start at offset {offset}, found records "
                                         f"up to offset {self.next_offset - 1}", self.path)
@@ -1306,7 +1309,7 @@ class Partition:
             top = header.base_offset if bound == "base" else header.last_offset
             if value is not None and not 0 <= value <= top:
                 raise OffsetOutOfRangeError(f"expected a {name} offset from 0 to the batch's {bound} offset "
-                                            f"{top}, found {value}", self.path)
+                                            f"{top}, found {shown_number(value)}", self.path)
         past_end = header.base_offset > self.next_offset
         empty = keep_offsets and not any(s.size for s in self.log.segments)
         if empty:

@@ -42,6 +42,7 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
     shown,
+    shown_number,
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
@@ -1406,7 +1407,10 @@ class KafkaStore(Store):
         try:
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
-            raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+            # said in Python's words ("'utf-8' codec can't encode character '\ud800' in position 1:
+            # surrogates not allowed"), the whole value (70,000 characters) not cut
+            raise InvalidMessageError(f"expected text UTF-8 can encode, found {cut(err.object)} (a lone "
+                                      f"surrogate at character {err.start})") from err
         # a partition of None names none, as ProducerRecord's null partition leaves it to the partitioner
         # (it was "expected an integer partition, found 'None'"; RocketMQ's appends take it as queue 0)
         unnamed = [m.partition is None for m in msgs]
@@ -1552,6 +1556,7 @@ class KafkaStore(Store):
         :raises ConfigError: an unknown isolation level, a ``decompress`` not True or False.
         """
         self._check_open()
+        self._check_topic(topic)
         self._check_read(partition, offset, count)
         check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
@@ -1597,6 +1602,7 @@ class KafkaStore(Store):
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
+        self._check_topic(topic, any_topic=True)
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
         check_decompress(decompress, self.path)
@@ -1744,9 +1750,11 @@ class KafkaStore(Store):
         return sorted({t for t, _ in self._partitions()})
 
     def partitions(self, topic: str) -> list[int]:
+        self._check_topic(topic)
         return sorted(p for t, p in self._partitions() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        self._check_topic(topic)
         self._check_partition(partition)
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
@@ -1787,8 +1795,9 @@ class KafkaStore(Store):
             through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
+        self._check_topic(topic)
         self._check_partition(partition)
-        self._check_time("lookup", timestamp)
+        self._check_time("lookup", timestamp, required=True)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         found = self.partition_of(topic, partition).offset_for_time(timestamp)
@@ -2157,7 +2166,7 @@ class KafkaStore(Store):
             if offset < start or (end is not None and offset > end):
                 span = f"[{start}, {end}]" if end is not None else "at least 0"
                 raise OffsetOutOfRangeError(f"expected an offset {span} for {topic}-{partition}, "
-                                            f"found {offset}", self.path)
+                                            f"found {shown_number(offset)}", self.path)
         home = self._group_home(group)
         if not offsets:
             return home.notes
@@ -2503,6 +2512,7 @@ class KafkaStore(Store):
             first index file that could not be read (so it could not be dumped).
         :raises ConfigError: a ``decompress`` not True or False.
         """
+        self._check_dump(topic, partition)
         check_decompress(decompress, self.path)
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
@@ -2539,6 +2549,7 @@ class KafkaStore(Store):
             or False.
         :raises CorruptIndexError: as :meth:`dump`.
         """
+        self._check_dump(topic, partition)
         thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
         check_decompress(decompress, self.path)
         if columnar._speedups is None:
@@ -2663,6 +2674,7 @@ class KafkaStore(Store):
             or False.
         """
         self._check_open()
+        self._check_dump(topic, partition)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)

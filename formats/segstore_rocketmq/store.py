@@ -50,6 +50,7 @@ from segstore.errors import (
     cut,
     did_you_mean,
     shown,
+    shown_number,
 )
 from segstore.javatext import parse_int
 from segstore.overlap import in_rounds, overlapped, thread_count
@@ -988,7 +989,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raise _queue_id_error(queue_id)
         if type(offset) is not int or not 0 <= offset <= MAX_QUEUE_OFFSET:
             raise OffsetOutOfRangeError(f"expected a queue offset of {topic}/{queue_id} from 0 to "
-                                        f"{MAX_QUEUE_OFFSET}, found {offset}", self.path)
+                                        f"{MAX_QUEUE_OFFSET}, found {shown_number(offset)}", self.path)
         held = self.queues.get((topic, queue_id))
         if (offset == 0 or self.commitlog.min_offset == 0
                 or (held is not None and (held.max_offset or held.log.active is not None))):
@@ -1503,19 +1504,25 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a group name a client refuses (:func:`.config.validate_group`: with ``@`` its
             ``topic@group`` key is one the broker never reads); nothing written.
         :raises InvalidTopicError: a topic name the broker refuses; nothing written.
+        :raises ConfigError: a queue id outside ``[0, MAX_QUEUE_ID]``; nothing written.
         """
         self._check_writable()
         self._check_commit(group, offsets)
         self._check_group_call(group, now_ms=now_ms)
         validate_group(group, self.consumer_offsets.path)   # the client's rule: a name the broker reads back
-        for topic, _ in offsets:
+        for topic, queue_id in offsets:
             validate_topic(topic, self.config.topic_max_length)
+            if not 0 <= queue_id <= MAX_QUEUE_ID:
+                # was written: a key of 2^40 that ConsumerOffsetManager's Integer keys cannot hold, a queue -5
+                # no topic has, shown by every later `consumers` (and 10**5000 failed the save half-way)
+                raise ConfigError(f"expected a queue id of {topic} in [0, {MAX_QUEUE_ID}], found "
+                                  f"{shown_number(queue_id)}", self.consumer_offsets.path)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
             if not start <= offset <= end:
                 raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
-                                            f"found {offset}", self.consumer_offsets.path)
+                                            f"found {shown_number(offset)}", self.consumer_offsets.path)
         for (topic, queue_id), offset in offsets.items():
             self.consumer_offsets.commit(topic, group, queue_id, offset)
         self.consumer_offsets.save()
@@ -1797,6 +1804,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         check_decompress(decompress, self.path)
+        self._check_topic(topic, any_topic=True)
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
         check_batch_rows(batch_rows)
@@ -2410,6 +2418,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         check_decompress(decompress, self.path)
+        self._check_topic(topic)
         self._check_read(partition, offset, count)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None and not isinstance(tag, str):
@@ -2451,10 +2460,12 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def partitions(self, topic: str) -> list[int]:
         self._check_open()
+        self._check_topic(topic)
         return sorted(qid for t, qid in self._queue_views() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
+        self._check_topic(topic)
         self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
@@ -2465,8 +2476,9 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a negative ``timestamp`` (no store time; refused on every format, as
             Kafka's would be taken for a ListOffsets code).
         """
+        self._check_topic(topic)
         self._check_partition(partition)
-        self._check_time("lookup", timestamp)
+        self._check_time("lookup", timestamp, required=True)
         cq = self._queue_view(topic, partition)   # NotFoundError for a queue not held, index or not
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
@@ -2529,6 +2541,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
@@ -2614,6 +2627,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
@@ -2649,6 +2663,7 @@ class RocketMQStore(LifecycleMixin, Store):
         the selected queues, every IndexFile header and entry, and what :meth:`verify` finds
         (``problem`` lines)."""
         self._check_open()
+        self._check_dump(topic, partition, tag)
         check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None:
@@ -2828,6 +2843,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if not dry_run:
             self._check_writable()
         self._check_open()
+        self._check_time("now", now_ms)   # a str met the files' times ("'>=' not supported", TypeError)
         if self._flusher is None:
             return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
                                         disk_ratio=disk_ratio).to_dict()]

@@ -36,10 +36,10 @@ def parse_config(pairs: Sequence[str] | None, flag: str = "--config") -> dict[st
         name, sep, value = pair.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name:
-            raise ConfigError(f"expected {flag} NAME=VALUE, found {pair!r}")
+            raise ConfigError(f"expected {flag} NAME=VALUE, found {cut(pair)}")
         if name in config:
-            raise ConfigError(f"expected each {flag} name once, found {name!r} twice ({config[name]!r}, then "
-                              f"{value!r})")
+            raise ConfigError(f"expected each {flag} name once, found {cut(name)} twice "
+                              f"({cut(config[name])}, then {cut(value)})")
         config[name] = value
     return config
 
@@ -84,6 +84,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         paths.append(os.fspath(path))
     if isinstance(topics, str):     # one name, not its characters
         topics = [topics]
+    if topics is not None and not isinstance(topics, Iterable):     # list(-1) was a TypeError
+        raise ConversionOptionError(f"expected topics as names (str), found {type(topics).__name__} "
+                                    f"{cut(topics)}")
     names = None if topics is None else list(topics)
     if names is not None and not all(isinstance(n, str) for n in names):
         raise ConversionOptionError(f"expected topics as names (str), found {cut(names)}")

@@ -577,12 +577,12 @@ def _side(name: str, role: str, path: str | None = None) -> FormatConversion:
     :raises ConversionError: no such format, or one that cannot be converted.
     """
     if name not in registry.names():
-        raise ConversionError(f"expected a {role} format of {', '.join(registry.names())}, found {name!r}",
+        raise ConversionError(f"expected a {role} format of {', '.join(registry.names())}, found {cut(name)}",
                               path)
     try:
         side: FormatConversion = registry.get(name).conversion()
     except UnsupportedOperationError as err:
-        raise ConversionError(f"expected a {role} format that converts, found {name!r} ({err.message})",
+        raise ConversionError(f"expected a {role} format that converts, found {cut(name)} ({err.message})",
                               path) from err
     return side
 
@@ -592,16 +592,16 @@ def _check_options(target_side: FormatConversion, compression: str, timestamp: s
     side = target_side.topics.side
     if compression not in COMPRESSIONS:
         raise ConversionOptionError(f"expected a compression of {', '.join(COMPRESSIONS)}, "
-                                    f"found {compression!r}")
+                                    f"found {cut(compression)}")
     if compression not in target_side.compressions:
         if target_side.compressions == ("none",):
             raise ConversionOptionError(f"expected no --compression for a {side} destination, "
-                                        f"found {compression!r}")
+                                        f"found {cut(compression)}")
         raise ConversionOptionError(f"expected a compression of {', '.join(target_side.compressions)} for a "
-                                    f"{side} destination, found {compression!r}")
+                                    f"{side} destination, found {cut(compression)}")
     if timestamp not in TIMESTAMP_SOURCES:
         raise ConversionOptionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
-                                    f"found {timestamp!r}")
+                                    f"found {cut(timestamp)}")
 
 
 #: The journal members a run reads back (not only compares), with the JSON type each holds when not null.
@@ -1055,8 +1055,8 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
         raise ConversionError("expected a source store directory, found none", src)
     source_format = registry.detect(src)
     if source_format == to:     # the arguments do not go together (exit 2), as a --format the path lacks
-        raise ConversionOptionError(f"expected a source of another format than the target {to!r}, "
-                                    f"found {to!r}", src)
+        raise ConversionOptionError(f"expected a source of another format than the target {cut(to)}, "
+                                    f"found {cut(to)}", src)
     source_side = _side(source_format, "source", src)
     if timestamp != "born" and not source_side.chooses_timestamp:
         # silently ignored before: the records of such a source keep their one time

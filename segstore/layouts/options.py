@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segstore.errors import ConfigError, cut
+from segstore.errors import ConfigError, cut, shown_number, shown_text
 
 #: The directory extra indexes live in, in each of a store's index homes (see :mod:`.base`).
 INDEX_ROOT = ".segstore"
@@ -75,12 +75,13 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
             try:
                 value = int(value)
             except (TypeError, ValueError) as err:
-                raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
+                found = shown_text(value) if isinstance(value, str) else cut(value)
+                raise ConfigError(f"expected an integer for {raw_name}, found {found}") from err
             if value <= 0:
-                raise ConfigError(f"expected a positive {raw_name}, found {value}")
+                raise ConfigError(f"expected a positive {raw_name}, found {shown_number(value)}")
             if value > MAX_INT_OPTION:
                 raise ConfigError(f"expected {raw_name} of at most {MAX_INT_OPTION} (a Java int, as the "
-                                  f"broker config it mirrors), found {cut(str(value))}")
+                                  f"broker config it mirrors), found {shown_number(value)}")
             wanted = _holds_no_entry(name, value)
             if wanted is not None:
                 raise ConfigError(f"expected {raw_name} of {wanted}, found {value}")
@@ -93,7 +94,8 @@ def _header_names(raw_name: str, value: Any) -> str:
     around it (``"trace, id"`` names ``id``, not `` id``), from a comma-separated str or a list or tuple
     of str.
 
-    :raises ConfigError: anything else (a list would have failed at the first append, a traceback).
+    :raises ConfigError: anything else (a list would have failed at the first append, a traceback), or a
+        name that is no UTF-8 text (a lone surrogate).
     """
     if isinstance(value, str):
         names = value.split(",")
@@ -102,7 +104,17 @@ def _header_names(raw_name: str, value: Any) -> str:
     else:
         raise ConfigError(f"expected {raw_name} as header names (a comma-separated str, or a list of str), "
                           f"found {type(value).__name__} {cut(value)}")
-    return ",".join(dict.fromkeys(n.strip() for n in names if n.strip()))
+    joined = ",".join(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if not joined.isascii():
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError as err:
+            # a lone surrogate (a command line's bytes that are not UTF-8, "\udcff"): no header of either
+            # broker is named so (a Java String's UTF-8), and the index's lookups encode the names (the
+            # build and every later query died with a UnicodeEncodeError traceback)
+            raise ConfigError(f"expected {raw_name} as header names of UTF-8 text, found "
+                              f"{cut(joined)} ({err.reason} at character {err.start})") from None
+    return joined
 
 
 def option_names() -> frozenset[str]:
