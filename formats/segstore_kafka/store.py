@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextvars
 import dataclasses
-import functools
 import json as jsonlib
 import numbers
 import os
@@ -175,23 +174,15 @@ def _last_stable_offset(part: Partition) -> int:
     return last_stable_offset(part)
 
 
-@functools.cache
-def _control_columns() -> pa.Schema:
-    """The columns :func:`_control_types` reads."""
-    from segstore.columns import KAFKA_SCHEMA
-
-    return project(KAFKA_SCHEMA, ["key", "value"])
-
-
 def _control_records(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[codec.Record | None]:
     """Each decoded batch's control record (its first record's key and value; None for a data batch
     and for a control batch of no records, whose first row is the next batch's), from the chunk
-    (``batches`` hold no records)."""
+    (``batches`` hold no records): read from its buffers, no Arrow column made (a small store's text
+    dump loads no pyarrow)."""
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
-    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
-    keys, values = table.column("key"), table.column("value")
-    return [codec.Record(batch.base_offset, batch.max_timestamp, keys[first].as_py(), values[first].as_py())
+    return [codec.Record(batch.base_offset, batch.max_timestamp, chunk.blob("key", first),
+                         chunk.blob("value", first))
             if batch.is_control and batch.record_count else None
             for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True)]
 
