@@ -342,6 +342,19 @@ def test_a_small_compressed_region_holding_more_than_its_bytes_comes_whole(name)
     assert error is None and len(rows) == 3000 and rows[-1]["value"] == b"v" * 100
 
 
+@settings(max_examples=150, deadline=None)
+@given(buf=segments(), accelerated=st.booleans())
+def test_a_chunks_blob_is_what_its_arrow_column_holds(buf, accelerated) -> None:
+    """``Chunk.blob`` (the Kafka text dump's control records) reads a row's key and value as the chunk's
+    Arrow columns hold them, nulls too, from the C loop's chunks and the reference's."""
+    schema = project(KAFKA_SCHEMA, ["key", "value"])
+    with contextlib.suppress(SegstoreError):
+        for chunk in columnar.decode(buf, accelerated=accelerated and columnar._speedups is not None):
+            table = columnar.to_arrow(chunk, schema, topic="t", partition=0, segment=0)
+            for name in ("key", "value"):
+                assert [chunk.blob(name, row) for row in range(chunk.rows)] == table.column(name).to_pylist()
+
+
 def test_a_byte_range_takes_the_batches_that_start_in_it() -> None:
     batches = [codec.encode_batch([(b"k", b"v%d" % i, i)], base_offset=i) for i in range(6)]
     buf = b"".join(batches)

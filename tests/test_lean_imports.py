@@ -475,3 +475,36 @@ def test_verify_and_dump_load_no_code_for_files_the_store_does_not_hold(tmp_path
         result = _run(_MODULES_AFTER, json.dumps(argv))
         assert result["code"] == 0, argv
         assert not unused & set(result["loaded"]), argv
+
+
+_ONE_AFTER_ANOTHER = """
+import io, json, sys
+from segstore import cli
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    code = cli.main(argv, out)
+    results.append({"argv": argv, "code": code, "lines": out.getvalue().count("\\n"),
+                    "pyarrow": sorted(m for m in ("pyarrow", "pyarrow.compute") if m in sys.modules)})
+print(json.dumps(results))
+"""
+
+
+def test_a_small_stores_commands_load_no_pyarrow(tmp_path) -> None:
+    """``verify``, ``dump`` (text and JSON), ``query`` by offset and by time and ``recover`` of a small
+    store of each format build no Arrow column, and ask for no block big enough for Arrow's pool: a Kafka
+    segment's chunk is sized to the segment (not the default 16k rows and megabytes), the RocketMQ
+    recovery walk's rows grow step by step from 1,024 (not 64k rows, 10 MB, for a walk that stops at
+    the end of the file), and blocks below ``columns.POOL_MIN`` come from numpy.  So pyarrow (18-19 ms
+    of CPU, ~133M instructions with its pool's first block) does not load.  The commands run one
+    after another in one interpreter, so the first to load it is the one named."""
+    for path, store in ((_rocketmq(tmp_path / "r"), "rocketmq"), (_kafka(tmp_path / "k"), "kafka")):
+        p = str(path)
+        argvs = [["verify", p], ["dump", p], ["dump", "--json", p],
+                 ["query", p, "--topic", "t", "--queue", "1", "--offset", "3"],
+                 ["query", p, "--topic", "t", "--timestamp", "2000-01-01T00:00:00Z"],
+                 ["recover", p]]
+        for result in _run(_ONE_AFTER_ANOTHER, json.dumps(argvs)):
+            assert result["code"] == 0, (store, result)
+            assert result["lines"] > 0 or result["argv"][0] == "verify", (store, result)
+            assert result["pyarrow"] == [], (store, result)
