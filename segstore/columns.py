@@ -186,6 +186,28 @@ def binary_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
     return np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4), data
 
 
+def equal_rows(arr: pa.Array, value: bytes) -> np.ndarray:
+    """Which rows of a binary or string array hold exactly ``value`` (False where null): what
+    ``pyarrow.compute.equal`` answers, nulls as False, without loading ``pyarrow.compute`` (tens of ms).
+    ``O(rows + bytes of the rows as long as value)``, in numpy, at most 4 MiB of bytes compared at once."""
+    offsets, data = binary_buffers(arr)
+    n = len(arr)
+    keep = np.diff(offsets) == len(value)
+    validity = arr.buffers()[0]
+    if validity is not None:
+        keep &= np.unpackbits(np.frombuffer(validity, np.uint8), count=arr.offset + n,
+                              bitorder="little")[arr.offset:].astype(np.bool_)
+    if value:
+        rows = np.flatnonzero(keep)
+        stored, wanted = np.frombuffer(data, np.uint8), np.frombuffer(value, np.uint8)
+        span = np.arange(len(value))
+        step = max(1, (4 << 20) // len(value))
+        for at in range(0, len(rows), step):
+            part = rows[at:at + step]
+            keep[part] = (stored[offsets[part].astype(np.int64)[:, None] + span] == wanted).all(axis=1)
+    return keep
+
+
 def _batch_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where pyarrow has it, else its default pool (:func:`pooled`)."""
     import pyarrow as pa

@@ -508,3 +508,35 @@ def test_a_small_stores_commands_load_no_pyarrow(tmp_path) -> None:
             assert result["code"] == 0, (store, result)
             assert result["lines"] > 0 or result["argv"][0] == "verify", (store, result)
             assert result["pyarrow"] == [], (store, result)
+        # a Kafka key query without the key index scans the key column (Arrow batches: pyarrow loads),
+        # compared in numpy: no pyarrow.compute (tens of ms to import)
+        [result] = _run(_ONE_AFTER_ANOTHER, json.dumps([["query", p, "--topic", "t", "--key", "k1"]]))
+        assert result["code"] == 0 and result["lines"] > 0, (store, result)
+        assert result["pyarrow"] == ([] if store == "rocketmq" else ["pyarrow"]), (store, result)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=4)), max_size=40), st.binary(max_size=4),
+       st.integers(0, 9), st.booleans())
+def test_equal_rows_is_compute_equal_with_nulls_false(values, wanted, cut, as_text) -> None:
+    """columns.equal_rows (the Kafka key scan's, without pyarrow.compute) answers pc.equal, a null as False,
+    over sliced arrays, string ones too."""
+    import pyarrow.compute as pc
+
+    from segstore import columns
+
+    cut = min(cut, len(values))
+    column = pa.array(values, pa.binary())
+    want = pc.equal(column, pa.scalar(wanted, pa.binary())).fill_null(False).to_pylist()[cut:]
+    column = column.slice(cut)
+    if as_text and all(v is None or _utf8(v) for v in values):
+        column = column.cast(pa.string())
+    assert columns.equal_rows(column, wanted).tolist() == want
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
