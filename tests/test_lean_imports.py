@@ -494,8 +494,8 @@ def test_a_small_stores_commands_load_no_pyarrow(tmp_path) -> None:
     """``verify``, ``dump`` (text and JSON), ``query`` by offset and by time and ``recover`` of a small
     store of each format build no Arrow column, and ask for no block big enough for Arrow's pool: a Kafka
     segment's chunk is sized to the segment (not the default 16k rows and megabytes), the RocketMQ
-    recovery walk's rows grow step by step from 1,024 (not 64k rows, 10 MB, for a walk that stops at
-    the end of the file), and blocks below ``columns.POOL_MIN`` come from numpy.  So pyarrow (18-19 ms
+    recovery walk's first step takes 1,024 rows (not 64k rows, 10 MB, for a walk that stops at the end
+    of the file), and blocks below ``columns.POOL_MIN`` come from numpy.  So pyarrow (18-19 ms
     of CPU, ~133M instructions with its pool's first block) does not load.  The commands run one
     after another in one interpreter, so the first to load it is the one named."""
     for path, store in ((_rocketmq(tmp_path / "r"), "rocketmq"), (_kafka(tmp_path / "k"), "kafka")):
