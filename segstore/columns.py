@@ -186,6 +186,28 @@ def binary_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
     return np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4), data
 
 
+def equal_rows(arr: pa.Array, value: bytes) -> np.ndarray:
+    """Which rows of a binary or string array hold exactly ``value`` (False where null): what
+    ``pyarrow.compute.equal`` answers, nulls as False, without loading ``pyarrow.compute`` (tens of ms).
+    ``O(rows + bytes of the rows as long as value)``, in numpy, at most 4 MiB of bytes compared at once."""
+    offsets, data = binary_buffers(arr)
+    n = len(arr)
+    keep = np.diff(offsets) == len(value)
+    validity = arr.buffers()[0]
+    if validity is not None:
+        keep &= np.unpackbits(np.frombuffer(validity, np.uint8), count=arr.offset + n,
+                              bitorder="little")[arr.offset:].astype(np.bool_)
+    if value:
+        rows = np.flatnonzero(keep)
+        stored, wanted = np.frombuffer(data, np.uint8), np.frombuffer(value, np.uint8)
+        span = np.arange(len(value))
+        step = max(1, (4 << 20) // len(value))
+        for at in range(0, len(rows), step):
+            part = rows[at:at + step]
+            keep[part] = (stored[offsets[part].astype(np.int64)[:, None] + span] == wanted).all(axis=1)
+    return keep
+
+
 def _batch_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where pyarrow has it, else its default pool (:func:`pooled`)."""
     import pyarrow as pa
@@ -196,9 +218,16 @@ def _batch_pool() -> pa.MemoryPool:
         return pa.default_memory_pool()
 
 
-_pool: pa.MemoryPool | None = None     # the first pooled() call sets it (pyarrow loads there)
+_pool: pa.MemoryPool | None = None     # the first block of POOL_MIN bytes or more sets it (pyarrow loads)
 #: Where pooled() and pooled_together() take their big blocks first (set_arena); None: the pool only.
 _arena: Any = None
+#: Blocks smaller than this come from numpy (the C heap), bigger ones from Arrow's pool.  What the pool
+#: is for, memory a batch frees kept for the next one's big blocks, small blocks get from the heap too
+#: (glibc serves blocks below its mapping threshold from heaps it keeps: 128 KiB at first, then the
+#: biggest block freed; the ``segstore`` command sets 32 MiB, ``segstore.allocator``); and a command
+#: that only ever asks for small blocks, ``verify`` or ``dump`` of a small store, loads no pyarrow
+#: (18-19 ms of CPU, ~133M instructions with the pool's first block).
+POOL_MIN = 256 << 10
 
 
 def set_arena(arena: Any) -> None:
@@ -213,21 +242,30 @@ def set_arena(arena: Any) -> None:
 
 
 def _allocate(nbytes: int) -> Any:
-    """A writable buffer of ``nbytes``: from the arena where one is set, has room and the block is big
-    enough for it (:func:`set_arena`), else from the pool."""
-    import pyarrow as pa
-
+    """A writable, :data:`ALIGN`-aligned buffer of ``nbytes``: from the arena where one is set, has room
+    and the block is big enough for it (:func:`set_arena`); else, below :data:`POOL_MIN` bytes, from
+    numpy; else from the pool."""
+    global _pool
     arena = _arena
     if arena is not None and nbytes >= arena.min_block:
         block = arena.take(nbytes)
         if block is not None:
             return block
+    if nbytes < POOL_MIN:
+        raw = np.empty(nbytes + ALIGN, np.uint8)
+        skip = -raw.__array_interface__["data"][0] % ALIGN
+        return raw[skip:skip + nbytes]
+    import pyarrow as pa
+
+    if _pool is None:
+        _pool = _batch_pool()   # one pool of the process: a second thread here gets the same one
     return pa.allocate_buffer(nbytes, memory_pool=_pool)
 
 
 def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """An uninitialized array in an Arrow memory pool (``np.empty`` in the pool): the buffers the
-    formats' columnar decoders fill, batch after batch.  Thread-safe.
+    """An uninitialized array, in an Arrow memory pool where it takes :data:`POOL_MIN` bytes or more
+    (``np.empty`` in the pool): the buffers the formats' columnar decoders fill, batch after batch.
+    Thread-safe.
 
     Every batch's columns are new memory; taken with ``np.empty`` from glibc, a batch's
     megabytes are mapped afresh and zeroed by the kernel page by page (a page fault each:
@@ -236,11 +274,9 @@ def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     Arrow's default mimalloc: mimalloc's first megabytes of a process cost 0.06-0.1 s to get
     (a one-shot ``verify`` or ``dump`` pays them on every run; jemalloc 0.01 s), and a 1M-message
     ``scan_arrow`` peaked at 62 MB of anonymous memory with mimalloc, 26 MB with jemalloc.
-    Big blocks come from the arena instead where one is set (:func:`set_arena`).
+    Big blocks come from the arena instead where one is set (:func:`set_arena`); small ones from
+    numpy (:data:`POOL_MIN`).
     """
-    global _pool
-    if _pool is None:
-        _pool = _batch_pool()   # one pool of the process: a second thread here gets the same one
     dtype = np.dtype(dtype)
     if isinstance(shape, int):      # the usual case (per column per batch): no np.prod, no reshape
         return np.frombuffer(_allocate(shape * dtype.itemsize), dtype, shape)
@@ -259,7 +295,7 @@ BLOCK = 4 << 20
 
 def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.ndarray]:
     """Uninitialized 1-d arrays of ``(length, dtype)`` each, carved (``ALIGN``-aligned) from as few
-    buffers of the pool :func:`pooled` takes from as hold them in :data:`BLOCK` bytes each (an array
+    buffers of where :func:`pooled` takes its memory from as hold them in :data:`BLOCK` bytes each (an array
     bigger than that in one of its own): the columns of one decoded chunk.  Thread-safe.
 
     Few allocations rather than one per column: ``pa.allocate_buffer`` gives up the GIL, and a
@@ -268,9 +304,6 @@ def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.nd
     The arrays keep their whole buffer alive while any of them lives (a chunk's columns live
     together).
     """
-    global _pool
-    if _pool is None:
-        _pool = _batch_pool()
     dtypes = [np.dtype(dtype) for _, dtype in shapes]
     sizes = [-(-length * dtype.itemsize // ALIGN) * ALIGN
              for (length, _), dtype in zip(shapes, dtypes, strict=True)]

@@ -314,6 +314,47 @@ def test_c_takes_every_whole_valid_v2_batch_and_declines_legacy() -> None:
     assert (stop, pos, counts[:2]) == (columnar.STOP_DECLINE, len(buf), (5, 250))
 
 
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(records_strategy, min_size=1, max_size=6), accelerated=st.booleans())
+def test_a_small_regions_chunk_is_sized_to_it_and_holds_it_whole(batches, accelerated) -> None:
+    """The default capacity cut to the region (``Capacity.within``): buffers no bigger than what its
+    bytes can fill (a small segment's chunk takes kilobytes: no block big enough for Arrow's pool), and
+    an uncompressed region still comes as one chunk, every record in it."""
+    buf = b"".join(codec.encode_batch(records, base_offset=100 * i) for i, records in enumerate(batches))
+    cap = columnar.Capacity().within(len(buf))
+    assert cap.rows <= len(buf) // 7 + 1 and cap.batches <= len(buf) // codec.HEADER.size + 1
+    assert max(cap.key, cap.value, cap.hkey, cap.hvalue) <= max(4096, len(buf))
+    chunks = list(columnar.decode(buf, accelerated=accelerated and columnar._speedups is not None))
+    assert len(chunks) == 1 and chunks[0].rows == sum(map(len, batches))
+    assert sum(b.nbytes for b in chunks[0].buffers.values()) < 256 << 10
+    assert columnar.Capacity().within(64 << 20) == columnar.Capacity()      # a big region: the default
+
+
+@pytest.mark.parametrize("name", compression.COMPRESSION_NAMES[1:])
+def test_a_small_compressed_region_holding_more_than_its_bytes_comes_whole(name) -> None:
+    """A compressed batch inflating to more rows and bytes than its region holds grows the cut buffers
+    (``Capacity.grown``) and decodes as the reference does."""
+    records = [(b"k", b"v" * 100, 7, [("h", b"x")])] * 3000
+    buf = codec.encode_batch(records, base_offset=0, compression=name)
+    assert columnar.Capacity().within(len(buf)).value < 3000 * 100     # the values inflate past it
+    assert _outcome(buf, accelerated=columnar._speedups is not None) == _outcome(buf, accelerated=False)
+    rows, error = _outcome(buf, accelerated=columnar._speedups is not None)
+    assert error is None and len(rows) == 3000 and rows[-1]["value"] == b"v" * 100
+
+
+@settings(max_examples=150, deadline=None)
+@given(buf=segments(), accelerated=st.booleans())
+def test_a_chunks_blob_is_what_its_arrow_column_holds(buf, accelerated) -> None:
+    """``Chunk.blob`` (the Kafka text dump's control records) reads a row's key and value as the chunk's
+    Arrow columns hold them, nulls too, from the C loop's chunks and the reference's."""
+    schema = project(KAFKA_SCHEMA, ["key", "value"])
+    with contextlib.suppress(SegstoreError):
+        for chunk in columnar.decode(buf, accelerated=accelerated and columnar._speedups is not None):
+            table = columnar.to_arrow(chunk, schema, topic="t", partition=0, segment=0)
+            for name in ("key", "value"):
+                assert [chunk.blob(name, row) for row in range(chunk.rows)] == table.column(name).to_pylist()
+
+
 def test_a_byte_range_takes_the_batches_that_start_in_it() -> None:
     batches = [codec.encode_batch([(b"k", b"v%d" % i, i)], base_offset=i) for i in range(6)]
     buf = b"".join(batches)

@@ -475,3 +475,68 @@ def test_verify_and_dump_load_no_code_for_files_the_store_does_not_hold(tmp_path
         result = _run(_MODULES_AFTER, json.dumps(argv))
         assert result["code"] == 0, argv
         assert not unused & set(result["loaded"]), argv
+
+
+_ONE_AFTER_ANOTHER = """
+import io, json, sys
+from segstore import cli
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    code = cli.main(argv, out)
+    results.append({"argv": argv, "code": code, "lines": out.getvalue().count("\\n"),
+                    "pyarrow": sorted(m for m in ("pyarrow", "pyarrow.compute") if m in sys.modules)})
+print(json.dumps(results))
+"""
+
+
+def test_a_small_stores_commands_load_no_pyarrow(tmp_path) -> None:
+    """``verify``, ``dump`` (text and JSON), ``query`` by offset and by time and ``recover`` of a small
+    store of each format build no Arrow column, and ask for no block big enough for Arrow's pool: a Kafka
+    segment's chunk is sized to the segment (not the default 16k rows and megabytes), the RocketMQ
+    recovery walk's first step takes 1,024 rows (not 64k rows, 10 MB, for a walk that stops at the end
+    of the file), and blocks below ``columns.POOL_MIN`` come from numpy.  So pyarrow (18-19 ms
+    of CPU, ~133M instructions with its pool's first block) does not load.  The commands run one
+    after another in one interpreter, so the first to load it is the one named."""
+    for path, store in ((_rocketmq(tmp_path / "r"), "rocketmq"), (_kafka(tmp_path / "k"), "kafka")):
+        p = str(path)
+        argvs = [["verify", p], ["dump", p], ["dump", "--json", p],
+                 ["query", p, "--topic", "t", "--queue", "1", "--offset", "3"],
+                 ["query", p, "--topic", "t", "--timestamp", "2000-01-01T00:00:00Z"],
+                 ["recover", p]]
+        for result in _run(_ONE_AFTER_ANOTHER, json.dumps(argvs)):
+            assert result["code"] == 0, (store, result)
+            assert result["lines"] > 0 or result["argv"][0] == "verify", (store, result)
+            assert result["pyarrow"] == [], (store, result)
+        # a Kafka key query without the key index scans the key column (Arrow batches: pyarrow loads),
+        # compared in numpy: no pyarrow.compute (tens of ms to import)
+        [result] = _run(_ONE_AFTER_ANOTHER, json.dumps([["query", p, "--topic", "t", "--key", "k1"]]))
+        assert result["code"] == 0 and result["lines"] > 0, (store, result)
+        assert result["pyarrow"] == ([] if store == "rocketmq" else ["pyarrow"]), (store, result)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=4)), max_size=40), st.binary(max_size=4),
+       st.integers(0, 9), st.booleans())
+def test_equal_rows_is_compute_equal_with_nulls_false(values, wanted, cut, as_text) -> None:
+    """columns.equal_rows (the Kafka key scan's, without pyarrow.compute) answers pc.equal, a null as False,
+    over sliced arrays, string ones too."""
+    import pyarrow.compute as pc
+
+    from segstore import columns
+
+    cut = min(cut, len(values))
+    column = pa.array(values, pa.binary())
+    want = pc.equal(column, pa.scalar(wanted, pa.binary())).fill_null(False).to_pylist()[cut:]
+    column = column.slice(cut)
+    if as_text and all(v is None or _utf8(v) for v in values):
+        column = column.cast(pa.string())
+    assert columns.equal_rows(column, wanted).tolist() == want
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode()
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -53,7 +53,7 @@ def test_blocks_given_back_in_any_order_merge_again(arena):
     assert arena.take(8 * SIZE_STEP) is not None        # one free block again
 
 
-def test_pooled_takes_big_blocks_from_the_arena_and_small_ones_from_the_pool(arena):
+def test_pooled_takes_big_blocks_from_the_arena_and_small_ones_elsewhere(arena):
     columns.set_arena(arena)
     try:
         big = columns.pooled(arena.min_block // 8, np.int64)

@@ -116,6 +116,11 @@ WANT_BATCH_HEADERS = 8
 OMIT_TIMESTAMP, OMIT_ROW_EXTRAS = 16, 32
 _NEED = {"batches": 1, "rows": 2, "key": 4, "value": 8, "headers": 16, "hkey": 32, "hvalue": 64}
 _DATA = ("key", "value", "hkey", "hvalue")
+#: The fewest bytes of a v2 record (seven one-byte varints: length, attributes, timestamp and offset
+#: deltas, key and value lengths, header count; ``MIN_RECORD_SIZE`` in ``_speedups.c``) and of a v2
+#: batch (its header, ``V2_HEADER_SIZE``).
+MIN_RECORD_SIZE = 7
+MIN_BATCH_SIZE = codec.RECORD_BATCH_OVERHEAD
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: The columns whose values the decoder must copy; the rest come from fixed-width buffers.
@@ -162,6 +167,21 @@ class Capacity:
         return cls(rows=rows or max(default.rows, size // 64), batches=default.batches,
                    **{name: min(getattr(default, name), size) for name in _DATA})
 
+    def within(self, size: int) -> Capacity:
+        """This capacity cut to what a ``size``-byte region of uncompressed v2 batches can fill: a batch
+        takes :data:`MIN_BATCH_SIZE` bytes at least, a record :data:`MIN_RECORD_SIZE`, a header two (its
+        two lengths), and keys and values are bytes of the region (4 KiB at least, as :meth:`for_bytes`,
+        for what a compressed batch inflates to).  A small segment's chunk then takes kilobytes, not the
+        default's megabytes (blocks that big come from Arrow's pool: :data:`segstore.columns.POOL_MIN`);
+        a compressed batch holding more still comes whole (:meth:`grown`).  Itself where nothing is cut
+        (a region of the default's size or more)."""
+        size = max(0, size)
+        cut = replace(self, rows=min(self.rows, size // MIN_RECORD_SIZE + 1),
+                      batches=min(self.batches, size // MIN_BATCH_SIZE + 1),
+                      headers=min(self.headers, size // 2 + 1),
+                      **{name: min(getattr(self, name), max(4096, size)) for name in _DATA})
+        return self if cut == self else cut
+
     def grown(self, need: int) -> Capacity:
         """Four times the buffers the C loop found short (``need`` is its mask)."""
         return replace(self, **{name: getattr(self, name) * 4 for name, bit in _NEED.items() if need & bit})
@@ -182,6 +202,15 @@ class Chunk:
     def batches(self) -> np.ndarray:
         """The batch rows (``BATCH_DTYPE``), in log order."""
         return self.buffers["batches"][:self.counts["batches"]]
+
+    def blob(self, name: str, row: int) -> bytes | None:
+        """Row ``row``'s ``key`` or ``value`` (``name``) bytes, None where null: what its Arrow column
+        (:func:`to_arrow`) holds there, read without making one."""
+        b = self.buffers
+        if self.counts[f"{name}_nulls"] and not b[f"{name}_valid"][row >> 3] >> (row & 7) & 1:
+            return None
+        at = b[f"{name}_offsets"]
+        return b[f"{name}_data"][int(at[row]):int(at[row + 1])].tobytes()
 
     def head(self, rows: int, batches: int) -> Chunk:
         """The first ``rows`` rows and ``batches`` batches (the rows' batches among them) over the same
@@ -281,7 +310,7 @@ def decode(view, *, path: str = "<memory>", start: int = 0, end: int | None = No
     take = view if callable(view) else None
     view = _bytes_view(view() if take is not None else view)
     end = len(view) if end is None else min(end, len(view))
-    cap = capacity or Capacity()
+    cap = (capacity or Capacity()).within(end - start)
     c = _speedups if accelerated else None     # the C loop, where built and wanted
     inflate = _inflater(path)
     pos = start

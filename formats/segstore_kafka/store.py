@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextvars
 import dataclasses
-import functools
 import json as jsonlib
 import numbers
 import os
@@ -26,8 +25,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.arrays import binary_scalar, from_numpy, to_numpy, unique
-from segstore.columns import project
+from segstore.arrays import from_numpy, to_numpy, unique
+from segstore.columns import equal_rows, project
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -175,23 +174,15 @@ def _last_stable_offset(part: Partition) -> int:
     return last_stable_offset(part)
 
 
-@functools.cache
-def _control_columns() -> pa.Schema:
-    """The columns :func:`_control_types` reads."""
-    from segstore.columns import KAFKA_SCHEMA
-
-    return project(KAFKA_SCHEMA, ["key", "value"])
-
-
 def _control_records(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[codec.Record | None]:
     """Each decoded batch's control record (its first record's key and value; None for a data batch
     and for a control batch of no records, whose first row is the next batch's), from the chunk
-    (``batches`` hold no records)."""
+    (``batches`` hold no records): read from its buffers, no Arrow column made (a small store's text
+    dump loads no pyarrow)."""
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
-    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
-    keys, values = table.column("key"), table.column("value")
-    return [codec.Record(batch.base_offset, batch.max_timestamp, keys[first].as_py(), values[first].as_py())
+    return [codec.Record(batch.base_offset, batch.max_timestamp, chunk.blob("key", first),
+                         chunk.blob("value", first))
             if batch.is_control and batch.record_count else None
             for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True)]
 
@@ -2780,9 +2771,7 @@ class KafkaStore(Store):
             # answers them); find means the record key, as the scan below and as Spark and conversion
             indexed = super().find(topic, key, partition=partition, begin=begin, end=end)
             return newest_hits([r for r in indexed if r.key == raw], max_hits), None
-        # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
-        # function, go through pyarrow's pandas bridge (see segstore.arrays)
-        wanted = binary_scalar(raw)
+        wanted = bytes(raw)
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
         damage: CorruptDataError | None = None
@@ -2798,23 +2787,20 @@ class KafkaStore(Store):
         ordered = sorted(hits, key=lambda hit: hit[1:])
         return [self._record_at(parts[p], o) for _t, p, o in ordered], damage
 
-    def _key_hits(self, topic: str, p: int, wanted: Any, begin: int | None, end: int | None,
+    def _key_hits(self, topic: str, p: int, wanted: bytes, begin: int | None, end: int | None,
                   hits: list[tuple[int, int, int]]) -> None:
         """Add to ``hits`` the (timestamp, partition, offset) of each record of ``topic``-``p`` whose key
         is ``wanted`` (timestamps in ``[begin, end]``), batch by batch: those before damage stand.
 
         :raises CorruptDataError: damage met in the partition's key column.
         """
-        import pyarrow as pa
-        import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
-
         for batch in self.scan_arrow(["key", "offset", "timestamp", "isControl"], topic=topic, partition=p):
-            equal = pc.equal(batch.column("key"), wanted)     # null where the key is
-            keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
+            # in numpy over the column's buffers: pyarrow.compute (tens of ms to import) not loaded
+            keep = equal_rows(batch.column("key"), wanted)     # False where the key is null
             # a transaction marker's key is its version and type, no record key: never a hit, as the
             # key index never holds one and no consumer is given one
             keep &= ~to_numpy(batch.column("isControl"), np.bool_)
-            stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
+            stamps = to_numpy(batch.column("timestamp"), np.int64)     # ms, as stored
             if begin is not None:
                 keep &= stamps >= begin
             if end is not None:

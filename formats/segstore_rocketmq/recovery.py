@@ -536,6 +536,11 @@ def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage]
     return result
 
 
+#: Rows of a walk's first step (:func:`_step`): 150 KB of buffers, below ``segstore.columns.POOL_MIN``
+#: (a walk of more takes one step more than with 64k rows from the first).
+FIRST_STEP_ROWS = 1024
+
+
 @dataclass(slots=True)
 class _Step:
     """One decode of a walk from ``start``: ``n`` rows to ``stop``, the status and a BLANK's size
@@ -558,7 +563,10 @@ def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dic
     at one (:func:`.columnar.java_row`: the broker reads it and dispatches it); ``topics`` gains
     their topics; ``kept`` holds the rows buffer reused."""
     size = len(view)
-    cap = max(1, min(columnar.BATCH_ROWS, (stop - pos) // columnar.MIN_MESSAGE_SIZE + 1))
+    # a walk's first step takes FIRST_STEP_ROWS rows, the next ones BATCH_ROWS: its stop is the file's
+    # end, and a small store's data, ending far before it, needs no 64k rows (10 MB)
+    cap = max(1, min(columnar.BATCH_ROWS, (stop - pos) // columnar.MIN_MESSAGE_SIZE + 1,
+                     columnar.BATCH_ROWS if kept else FIRST_STEP_ROWS))
     if not kept or kept[0].cap < cap:
         kept[:] = [columnar.Rows(cap)]
     rows = kept[0]
