@@ -1157,75 +1157,40 @@ separator_masks(const uint8_t *p, int blocks, uint64_t *ones, uint64_t *twos)
     *ones = a;
     *twos = b;
 }
+
 #endif
 
 /*
- * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
- *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
- *                  key_valid[, items_and_tags[, tokens_too]]) -> (items, tokens, tag_nulls, key_nulls)
- *
- * The property columns of n messages in one pass over their properties strings
- * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
- * they are in the cache: names/name_data and values/value_data (int32 offsets, items + 1, and
- * bytes: every message's items in order, item_offsets n + 1 delimiting each message's), tags
- * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
- * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
- * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
- * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  With
- * items_and_tags false only the KEYS tokens and keys are written (items counts none; names, values
- * and tags are left as they are): a read of the key column alone; with tokens_too false as well, only
- * the keys (tokens counts none, every token offset 0; a message's items other than KEYS are not kept
- * while it is split).  Releases the GIL.
+ * property_columns' loop over the messages (see there), ok its checks' answer; returns 1, 0 (an output
+ * too small) or -1 (no memory).  Inlined in two copies: the key alone (all and tokens_too 0, constants:
+ * no test of either a message) and any other columns.
  */
-static PyObject *
-property_columns(PyObject *module, PyObject *args)
+static inline __attribute__((always_inline)) int
+property_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *starts, const int32_t *lens, Py_ssize_t n,
+              int all, int tokens_too, int ok, int32_t *item_off, int32_t *token_off, uint8_t *tag_valid,
+              uint8_t *key_valid, OutColumn *names_out, OutColumn *values_out, OutColumn *tags_out,
+              OutColumn *tokens_out, OutColumn *keys_out, ItemList *items_list, Py_ssize_t *tag_nulls_out,
+              Py_ssize_t *key_nulls_out)
 {
-    Py_buffer b[17];
-    int all = 1, tokens_too = 1;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*|pp", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
-                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16],
-                          &all, &tokens_too)) {
-        return NULL;
-    }
-    /* the key alone: a message's KEYS item is all its split keeps, its first token all it copies (an
-     * every-column query of 4M one-KEYS-item messages: 1.43G instructions here, 0.90G so, with the masks
-     * of the blocks the properties take only) */
     int key_only = !all && !tokens_too;
-    const uint8_t *d = b[0].buf;
-    const int64_t *starts = b[1].buf;
-    const int32_t *lens = b[2].buf;
-    int32_t *item_off = b[3].buf, *token_off = b[11].buf;
-    uint8_t *tag_valid = b[10].buf, *key_valid = b[16].buf;
-    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
-#define OUT_COLUMN(k) {b[k].buf, b[(k) + 1].buf, 0, b[k].len / (Py_ssize_t)sizeof(int32_t), 0, b[(k) + 1].len}
-    OutColumn names = OUT_COLUMN(4), values = OUT_COLUMN(6), tags = OUT_COLUMN(8), tokens = OUT_COLUMN(12),
-              keys = OUT_COLUMN(14);
-#undef OUT_COLUMN
-    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[11].len >= (n + 1) * 4 && b[10].len >= n &&
-             b[16].len >= n && tags.off_cap >= n + 1 && keys.off_cap >= n + 1 && names.off_cap >= 1 &&
-             values.off_cap >= 1 && tokens.off_cap >= 1;
+    OutColumn names = *names_out, values = *values_out, tags = *tags_out, tokens = *tokens_out, keys = *keys_out;
+    ItemList items = *items_list;
     Py_ssize_t tag_nulls = 0, key_nulls = 0;
-    ItemList items = {NULL, 0, 0};
-    Py_BEGIN_ALLOW_THREADS
-    if (ok) {
-        item_off[0] = token_off[0] = 0;
-        names.off[0] = values.off[0] = tags.off[0] = tokens.off[0] = keys.off[0] = 0;
-    }
     for (Py_ssize_t i = 0; ok > 0 && i < n; i++) {
         int64_t s = starts[i], e = s + lens[i];
-        if (s < 0 || lens[i] < 0 || e > b[0].len) {
+        if (s < 0 || lens[i] < 0 || e > view_len) {
             ok = 0;
             break;
         }
         if (i + PREFETCH_AHEAD < n) {
             /* the whole window the short-properties path loads */
-            PREFETCH_SPAN(d, b[0].len, starts[i + PREFETCH_AHEAD], 64);
+            PREFETCH_SPAN(d, view_len, starts[i + PREFETCH_AHEAD], 64);
         }
         items.m = 0;        /* the message's items, a repeated name in its first place */
         PropItem last_keys;         /* key_only: the message's last KEYS item (a repeated name takes the last value) */
         const PropItem *key_list = NULL;
 #ifdef HAVE_SEPARATOR_MASKS
-        if (lens[i] < 64 && s + 64 <= b[0].len) {     /* the usual short properties: no call */
+        if (lens[i] < 64 && s + 64 <= view_len) {     /* the usual short properties: no call */
             uint64_t ones, twos, len = (uint64_t)lens[i];
             separator_masks(d + s, (int)((len + 15) / 16), &ones, &twos);
             uint64_t inside = (1ull << len) - 1;
@@ -1305,6 +1270,16 @@ property_columns(PyObject *module, PyObject *args)
                 while (t < te && d[t] == KEY_SEPARATOR) {
                     t++;
                 }
+#ifdef HAVE_SEPARATOR_MASKS
+                if (t < te && te - t <= 16 && t + 16 <= view_len) {
+                    /* a short key: its end by one compare of 16 bytes, not a memchr call (25 instructions) */
+                    __m128i v = _mm_loadu_si128((const __m128i *)(d + t));
+                    uint32_t ends = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(KEY_SEPARATOR)))
+                                    | (1u << (te - t));
+                    key = d + t;
+                    key_len = __builtin_ctz(ends);
+                } else
+#endif
                 if (t < te) {
                     const uint8_t *stop = memchr(d + t, KEY_SEPARATOR, (size_t)(te - t));
                     key = d + t;
@@ -1344,6 +1319,75 @@ property_columns(PyObject *module, PyObject *args)
             ok = ok < 0 ? ok : 0;
             break;
         }
+    }
+    *names_out = names;
+    *values_out = values;
+    *tags_out = tags;
+    *tokens_out = tokens;
+    *keys_out = keys;
+    *items_list = items;
+    *tag_nulls_out = tag_nulls;
+    *key_nulls_out = key_nulls;
+    return ok;
+}
+
+/*
+ * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
+ *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
+ *                  key_valid[, items_and_tags[, tokens_too]]) -> (items, tokens, tag_nulls, key_nulls)
+ *
+ * The property columns of n messages in one pass over their properties strings
+ * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
+ * they are in the cache: names/name_data and values/value_data (int32 offsets, items + 1, and
+ * bytes: every message's items in order, item_offsets n + 1 delimiting each message's), tags
+ * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
+ * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
+ * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
+ * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  With
+ * items_and_tags false only the KEYS tokens and keys are written (items counts none; names, values
+ * and tags are left as they are): a read of the key column alone; with tokens_too false as well, only
+ * the keys (tokens counts none, every token offset 0; a message's items other than KEYS are not kept
+ * while it is split).  Releases the GIL.
+ */
+static PyObject *
+property_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer b[17];
+    int all = 1, tokens_too = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*|pp", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16],
+                          &all, &tokens_too)) {
+        return NULL;
+    }
+    /* the key alone: a message's KEYS item is all its split keeps, its first token all it copies (an
+     * every-column query of 4M one-KEYS-item messages: 1.43G instructions here, 0.90G so, with the masks
+     * of the blocks the properties take only; 0.73G with a copy of the loop of its own, 0.82G without) */
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *token_off = b[11].buf;
+    uint8_t *tag_valid = b[10].buf, *key_valid = b[16].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+#define OUT_COLUMN(k) {b[k].buf, b[(k) + 1].buf, 0, b[k].len / (Py_ssize_t)sizeof(int32_t), 0, b[(k) + 1].len}
+    OutColumn names = OUT_COLUMN(4), values = OUT_COLUMN(6), tags = OUT_COLUMN(8), tokens = OUT_COLUMN(12),
+              keys = OUT_COLUMN(14);
+#undef OUT_COLUMN
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[11].len >= (n + 1) * 4 && b[10].len >= n &&
+             b[16].len >= n && tags.off_cap >= n + 1 && keys.off_cap >= n + 1 && names.off_cap >= 1 &&
+             values.off_cap >= 1 && tokens.off_cap >= 1;
+    Py_ssize_t tag_nulls = 0, key_nulls = 0;
+    ItemList items = {NULL, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        item_off[0] = token_off[0] = 0;
+        names.off[0] = values.off[0] = tags.off[0] = tokens.off[0] = keys.off[0] = 0;
+    }
+    if (ok && !all && !tokens_too) {
+        ok = property_rows(d, b[0].len, starts, lens, n, 0, 0, ok, item_off, token_off, tag_valid, key_valid, &names,
+                           &values, &tags, &tokens, &keys, &items, &tag_nulls, &key_nulls);
+    } else if (ok) {
+        ok = property_rows(d, b[0].len, starts, lens, n, all, tokens_too, ok, item_off, token_off, tag_valid,
+                           key_valid, &names, &values, &tags, &tokens, &keys, &items, &tag_nulls, &key_nulls);
     }
     Py_END_ALLOW_THREADS
     free(items.items);
