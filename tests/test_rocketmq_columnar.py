@@ -495,10 +495,45 @@ def test_c_crc_checks_of_long_runs_equal_the_reference(run, strict, cap):
     assert rows_c.equals(rows_py)
 
 
+def _run_of(bodies: list[bytes], wrong: int) -> bytes:
+    """Messages of ``bodies``, the one at ``wrong`` with a wrong body CRC (none where it is past them)."""
+    data = b""
+    for k, body in enumerate(bodies):
+        msg = RocketMQMessage(topic="T", queue_id=0, body=body, queue_offset=k, physical_offset=len(data),
+                              born_host=Host(b"\x7f\0\0\1", 1), store_host=Host(b"\x7f\0\0\1", 2))
+        topic_field = encode_topic(msg.topic, MESSAGE_MAGIC)
+        msg.size = encoded_size(len(body), len(topic_field), 0, msg.sys_flag)
+        data += b"".join(encode_parts(msg, topic_field, b"", body_crc(body) ^ (1 if k == wrong else 0)))
+    return data
+
+
+@needs_c
+@pytest.mark.parametrize("strict", [True, False])
+def test_c_crc_checks_of_bodies_of_one_length_equal_the_reference(strict):
+    # four bodies of one length are folded in step (the usual batch), a length not a multiple of 16
+    # padded before its first byte: every length from 16 to 80 (each remainder of 16, some whole
+    # blocks after), none or one CRC wrong at each place of a group of four
+    rng = np.random.default_rng(11)
+    for length in range(16, 81):
+        bodies = [rng.integers(0, 256, length, dtype=np.uint8).tobytes() for _ in range(12)]
+        for wrong in (*range(8), 12):
+            data = _run_of(bodies, wrong)
+            view = memoryview(data)
+            rows_c, rows_py = columnar.rows_of(12), columnar.rows_of(12)
+            c = columnar._speedups.decode_region(view, 0, len(data), len(data), 0, rows_c.i8, rows_c.i4,
+                                                 rows_c.u8, strict)
+            rows_c.n = c[0]
+            reference = columnar.decode_region_py(view, 0, len(data), len(data), 0, rows_py, strict)
+            assert c == reference, (length, wrong)
+            assert rows_c.equals(rows_py), (length, wrong)
+            assert c[0] == (wrong if strict and wrong < 12 else 12)
+
+
 @needs_c
 def test_c_body_crcs_equal_zlib_for_every_tail_length():
-    # the C CRC folds 16 bytes at a time and takes the 0-15 left 4 then 1 at a time: every length
-    # up to 300 at unaligned starts, each against zlib's
+    # the C CRC folds 16 bytes at a time, a length not a multiple of 16 as if zeros came before it
+    # (from the register they take to the initial one): every length up to 300 at unaligned starts,
+    # each against zlib's
     rng = np.random.default_rng(7)
     data = rng.integers(0, 256, 4096, dtype=np.uint8).tobytes()
     starts = np.arange(1, 3000, 41, dtype=np.int64)

@@ -122,6 +122,22 @@ def test_the_c_decoders_read_properties_as_the_python_reference():
     assert [x.tolist() for x in c_index] == [x.tolist() for x in py_index]
 
 
+@needs_c
+def test_the_key_column_alone_finds_first_tokens_of_every_length_as_the_reference():
+    # the key alone: a first token of at most 16 bytes from its first non-space to the value's end is
+    # found by one vector compare, others by memchr (MessageExt.getKeys split on spaces, the first kept)
+    raws = [b"KEYS\x01" + lead + b"k" * size + tail for size in range(1, 22) for lead in (b"", b"  ")
+            for tail in (b"", b" x", b"  ", b" " + b"y" * 20)]
+    data = _region(raws)
+    view = memoryview(data)
+    rows = columnar.rows_of(len(raws))
+    rows.n = columnar._speedups.decode_region(view, 0, len(data), len(data), 0, rows.i8, rows.i4, rows.u8,
+                                              True)[0]
+    assert rows.n == len(raws)
+    key = columnar.build_batch(view, rows, project(ROCKETMQ_SCHEMA, ["key"])).column("key")
+    assert key.to_pylist() == [decode_properties(raw)["KEYS"].split()[0].encode() for raw in raws]
+
+
 EMPTY = "expected property names and values that are not empty"
 
 

@@ -401,33 +401,43 @@ index_tokens(const Msg *m)
 /*
  * zlib's CRC-32 (IEEE 802.3, reflected) of a message body (the append's BODYCRC, the decode's check): with PCLMULQDQ where the CPU has it
  * (folding 16 bytes at a time, then a Barrett reduction: Intel's "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ"), the 0-15 trailing bytes and other CPUs through zlib.
+ * Polynomials Using PCLMULQDQ"; a length not a multiple of 16 padded before its first byte), other CPUs
+ * through zlib.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_CLMUL_CRC 1
 
-#define CLMUL_TARGET __attribute__((target("pclmul,sse4.1")))
+#define CLMUL_TARGET __attribute__((target("pclmul,ssse3,sse4.1")))
 
 /*
- * The tail bytes' tables ("slicing by 4"): crc_slices[0] is zlib's byte table, crc_slices[k][b] the
- * CRC of byte b followed by k zero bytes, so four bytes are one step of four independent lookups
- * instead of four dependent ones (a 100-byte body leaves 4 after its folds; its finish waited on
- * them).  Filled once by crc_slices_init at module init (under the GIL), read-only after.
+ * A body whose length is not a multiple of 16 is folded as if z = 16 - len % 16 zero bytes came before
+ * it, from the register that those z zero bytes take to the CRC's initial ~0 (crc_pad_init[z]): the
+ * same CRC, each fold a whole 16 bytes, and no byte tail after the folds (a 100-byte body's 4 tail bytes
+ * took 27 instructions through tables after them; the padded first block takes one shuffle and one
+ * more fold).  Its first block is its first 16 - z bytes moved up by z (crc_pad_shuffle[z], pshufb).
+ * Filled once by crc_pad_tables_init at module init (under the GIL), read-only after.
  */
-static uint32_t crc_slices[4][256];
+static uint32_t crc_pad_init[16];
+static uint8_t crc_pad_shuffle[16][16];
 
 static void
-crc_slices_init(void)
+crc_pad_tables_init(void)
 {
     const z_crc_t *table = get_crc_table();
-    for (int b = 0; b < 256; b++) {
-        crc_slices[0][b] = (uint32_t)table[b];
-    }
-    for (int k = 1; k < 4; k++) {
-        for (int b = 0; b < 256; b++) {
-            uint32_t prev = crc_slices[k - 1][b];
-            crc_slices[k][b] = (prev >> 8) ^ crc_slices[0][prev & 0xFF];
+    uint32_t reg = 0xFFFFFFFFu;
+    for (int z = 0; z < 16; z++) {
+        crc_pad_init[z] = reg;
+        /* one zero byte back: the step reg' = table[reg & 0xFF] ^ (reg >> 8) undone (the table's top
+         * bytes are distinct, so reg' >> 24 names reg & 0xFF) */
+        for (uint32_t b = 0; b < 256; b++) {
+            if (((uint32_t)table[b] >> 24) == (reg >> 24)) {
+                reg = ((reg ^ (uint32_t)table[b]) << 8) | b;
+                break;
+            }
+        }
+        for (int j = 0; j < 16; j++) {
+            crc_pad_shuffle[z][j] = j >= z ? (uint8_t)(j - z) : 0x80;      /* 0x80: a zero byte */
         }
     }
 }
@@ -439,11 +449,17 @@ clmul_k3k4(void)
     return _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
 }
 
-/* The first 16 bytes of a buffer (at least 16 long), the CRC's initial inversion xored in. */
+/* The first block of a buffer of len >= 16 bytes, padded (see crc_pad_init), the CRC's initial
+ * register xored in; *rest: where its whole blocks after that one start (buf + len - *rest a
+ * multiple of 16). */
 CLMUL_TARGET static inline __m128i
-clmul_start(const uint8_t *buf)
+clmul_start(const uint8_t *buf, size_t len, const uint8_t **rest)
 {
-    return _mm_xor_si128(_mm_loadu_si128((const __m128i *)buf), _mm_cvtsi32_si128((int)0xFFFFFFFFu));
+    size_t z = (16 - (len & 15)) & 15;
+    __m128i first = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)buf),
+                                     _mm_loadu_si128((const __m128i *)crc_pad_shuffle[z]));
+    *rest = buf + 16 - z;
+    return _mm_xor_si128(first, _mm_cvtsi32_si128((int)crc_pad_init[z]));
 }
 
 /* x folded over the next 16 bytes at buf. */
@@ -455,20 +471,15 @@ clmul_fold(__m128i x, __m128i k3k4, const uint8_t *buf)
     return _mm_xor_si128(_mm_xor_si128(x, lo), _mm_loadu_si128((const __m128i *)buf));
 }
 
-/* The CRC of a buffer whose folded state is x1 and whose len bytes at buf are left. */
-CLMUL_TARGET static uint32_t
-clmul_finish(__m128i x1, const uint8_t *buf, size_t len)
+/* The CRC of a buffer whose folded state is x1 at its end (a Barrett reduction). */
+CLMUL_TARGET static inline uint32_t
+clmul_finish(__m128i x1)
 {
     /* x^64 mod P, P and floor(x^64 / P) */
     const __m128i k3k4 = clmul_k3k4();
     const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
     const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
     const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    while (len >= 16) {
-        x1 = clmul_fold(x1, k3k4, buf);
-        buf += 16;
-        len -= 16;
-    }
     __m128i x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
     x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
     x2 = _mm_srli_si128(x1, 4);
@@ -476,24 +487,19 @@ clmul_finish(__m128i x1, const uint8_t *buf, size_t len)
     x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
     x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
     x1 = _mm_xor_si128(x1, x2);
-    uint32_t crc = (uint32_t)_mm_extract_epi32(x1, 1);    /* still inverted */
-    for (; len >= 4; len -= 4, buf += 4) {      /* the 0-15 bytes left: 4 at a time, then 1 */
-        uint32_t word;
-        memcpy(&word, buf, 4);                  /* x86: little-endian, as the reflected CRC wants */
-        crc ^= word;
-        crc = crc_slices[3][crc & 0xFF] ^ crc_slices[2][(crc >> 8) & 0xFF] ^
-              crc_slices[1][(crc >> 16) & 0xFF] ^ crc_slices[0][crc >> 24];
-    }
-    for (; len; len--) {
-        crc = crc_slices[0][(crc ^ *buf++) & 0xFF] ^ (crc >> 8);
-    }
-    return ~crc;
+    return ~(uint32_t)_mm_extract_epi32(x1, 1);
 }
 
 CLMUL_TARGET static uint32_t
 crc32_clmul(const uint8_t *buf, size_t len)
 {
-    return clmul_finish(clmul_start(buf), buf + 16, len - 16);
+    const __m128i k3k4 = clmul_k3k4();
+    const uint8_t *at, *end = buf + len;
+    __m128i x = clmul_start(buf, len, &at);
+    for (; at < end; at += 16) {
+        x = clmul_fold(x, k3k4, at);
+    }
+    return clmul_finish(x);
 }
 
 /*
@@ -501,26 +507,49 @@ crc32_clmul(const uint8_t *buf, size_t len)
  * four have 16 bytes left.  A fold waits for the one before it (the multiply's latency), so one
  * short body at a time keeps the multiplier mostly idle; four chains keep it busy.
  */
-CLMUL_TARGET static void
+CLMUL_TARGET static inline __attribute__((always_inline)) void
 crc32_clmul_4(const uint8_t *const buf[4], const size_t len[4], uint32_t out[4])
 {
     const __m128i k3k4 = clmul_k3k4();
-    size_t common = len[0];
-    for (int k = 1; k < 4; k++) {
-        common = len[k] < common ? len[k] : common;
+    const uint8_t *at[4];
+    __m128i x[4];
+    if (len[0] == len[1] && len[0] == len[2] && len[0] == len[3]) {     /* the usual: bodies of one size */
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            x[k] = clmul_start(buf[k], len[k], &at[k]);
+        }
+        for (const uint8_t *end = buf[0] + len[0]; at[0] < end; at[0] += 16, at[1] += 16, at[2] += 16, at[3] += 16) {
+            x[0] = clmul_fold(x[0], k3k4, at[0]);
+            x[1] = clmul_fold(x[1], k3k4, at[1]);
+            x[2] = clmul_fold(x[2], k3k4, at[2]);
+            x[3] = clmul_fold(x[3], k3k4, at[3]);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            out[k] = clmul_finish(x[k]);
+        }
+        return;
     }
-    __m128i x0 = clmul_start(buf[0]), x1 = clmul_start(buf[1]), x2 = clmul_start(buf[2]), x3 = clmul_start(buf[3]);
-    size_t at = 16;
-    for (; at + 16 <= common; at += 16) {
-        x0 = clmul_fold(x0, k3k4, buf[0] + at);
-        x1 = clmul_fold(x1, k3k4, buf[1] + at);
-        x2 = clmul_fold(x2, k3k4, buf[2] + at);
-        x3 = clmul_fold(x3, k3k4, buf[3] + at);
+    size_t left[4], common = SIZE_MAX;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        x[k] = clmul_start(buf[k], len[k], &at[k]);
+        left[k] = (size_t)(buf[k] + len[k] - at[k]);
+        common = left[k] < common ? left[k] : common;
     }
-    out[0] = clmul_finish(x0, buf[0] + at, len[0] - at);
-    out[1] = clmul_finish(x1, buf[1] + at, len[1] - at);
-    out[2] = clmul_finish(x2, buf[2] + at, len[2] - at);
-    out[3] = clmul_finish(x3, buf[3] + at, len[3] - at);
+    size_t done = 0;
+    for (; done < common; done += 16) {
+        x[0] = clmul_fold(x[0], k3k4, at[0] + done);
+        x[1] = clmul_fold(x[1], k3k4, at[1] + done);
+        x[2] = clmul_fold(x[2], k3k4, at[2] + done);
+        x[3] = clmul_fold(x[3], k3k4, at[3] + done);
+    }
+    for (int k = 0; k < 4; k++) {
+        for (size_t more = done; more < left[k]; more += 16) {
+            x[k] = clmul_fold(x[k], k3k4, at[k] + more);
+        }
+        out[k] = clmul_finish(x[k]);
+    }
 }
 #endif
 
@@ -736,7 +765,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
 #ifdef HAVE_CLMUL_CRC
-    crc_slices_init();
+    crc_pad_tables_init();
 #endif
     for (int f = 0; f < N_FIELDS; f++) {
         field_str[f] = PyUnicode_InternFromString(FIELD_NAMES[f]);
