@@ -1,0 +1,130 @@
+"""Bad input through Spark meets the library's typed errors, their message the first line the user reads,
+alike on both readers: a missing path, a file, the other format, an unknown option, a column the store
+lacks, a damaged commitlog."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from spark_support import READERS, reader, source, spark  # noqa: F401
+
+import segstore
+from segstore.errors import ConfigError, CorruptDataError, NotFoundError, WrongFormatError
+
+pytestmark = pytest.mark.spark
+
+#: Small RocketMQ files: a 1 MiB commitlog file, 1,000 consume-queue entries, no IndexFile.
+ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
+                   "messageIndexEnable": "false"}
+CONFIG_OPTION = ('{"mappedFileSizeCommitLog": 1048576, "mappedFileSizeConsumeQueue": 20000, '
+                 '"messageIndexEnable": "false"}')
+#: RocketMQ 4.9.7 CommitLog.checkMessageAndReturnSize: the fields before the body (total size, magic, body
+#: CRC, queue id, flag, queue offset, physical offset, sys flag, born time, born host, store time, store
+#: host, reconsume times, prepared transaction offset, body length), IPv4 hosts.
+BODY_AT = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """A Kafka log dir (t-0, five records) and a RocketMQ store (T/0, five messages), and a plain file."""
+    base = tmp_path_factory.mktemp("bad-input")
+    kafka = base / "kafka-logs"
+    with segstore.open(str(kafka), "kafka", "a") as store:
+        for i in range(5):
+            store.append({"topic": "t", "partition": 0, "key": b"k", "value": b"v%d" % i})
+    rocketmq = base / "rocketmq"
+    with segstore.open(str(rocketmq), "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        for i in range(5):
+            store.append({"topic": "T", "queue_id": 0, "body": b"body%d" % i})
+    plain = base / "a-file"
+    plain.write_bytes(b"not a store")
+    return {"kafka": kafka, "rocketmq": rocketmq, "file": plain, "base": base}
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).split("\n", 1)[0]
+
+
+def _library_error(path: Path, **config) -> Exception:
+    """What the library raises opening ``path`` and reading every message."""
+    with pytest.raises(segstore.errors.SegstoreError) as raised, segstore.open(str(path), **config) as store:
+        for table in store.scan_arrow(["value"]):
+            assert table is not None
+    return raised.value
+
+
+@pytest.mark.parametrize(("where", "options", "error", "message"), [
+    ("nothing", {}, NotFoundError, "nothing: expected a store directory to read, found no such file"),
+    ("file", {}, WrongFormatError, "not a store of any known format"),
+    ("kafka", {"format": "rocketmq"}, WrongFormatError, "expected a rocketmq store, found a kafka store"),
+    ("rocketmq", {"format": "kafka", "config": CONFIG_OPTION}, WrongFormatError,
+     "expected a kafka store, found a rocketmq store"),
+    ("kafka", {"statingOffsets": "earliest"}, ConfigError,
+     "unknown option(s) statingoffsets (did you mean 'startingOffsets'?)"),
+    ("kafka", {"startingOffsets": '{"t": {"0": -5}}'}, ConfigError,
+     "option startingOffsets: offsets are >= 0, -1 (latest) or -2 (earliest), found -5 for t/0"),
+    ("kafka", {"minPartitions": "many"}, ConfigError,
+     "option minPartitions must be an integer, found 'many'"),
+])
+def test_a_refused_read_raises_the_library_s_error_first(spark, reader, stores, where, options,  # noqa: F811
+                                                          error, message):
+    """Py4J raised a Py4JJavaError whose first line was ``An error occurred while calling o123.load.``,
+    the library's message further down in Java's stack trace (the Python reader's in a Python traceback
+    inside it); a user reads the library's class and message now, the same from both readers."""
+    path = stores["base"] / "nothing" if where == "nothing" else stores[where]
+    with pytest.raises(error) as raised:
+        source(spark, reader).options(**options).load(str(path)).count()
+    assert message in _first_line(raised.value)
+    assert "Traceback" not in str(raised.value) and "\tat " not in str(raised.value)
+
+
+def test_a_schema_naming_a_column_the_store_lacks_is_the_library_s_error(spark, reader, stores):  # noqa: F811
+    with pytest.raises(ConfigError) as raised:
+        source(spark, reader).schema("nosuch binary").load(str(stores["kafka"])).count()
+    assert _first_line(raised.value).startswith("the schema names column 'nosuch', which a kafka store")
+
+
+def _damaged(stores, name: str) -> Path:
+    """A copy of the RocketMQ store with message 1's body changed (its body CRC no longer matches), torn in
+    the middle of message 3 (zeros from there: a crash's sparse file), or its commitlog file cut there."""
+    copy = stores["base"] / name
+    if not copy.exists():
+        shutil.copytree(stores["rocketmq"], copy)
+        with segstore.open(str(copy), **ROCKETMQ_CONFIG) as store:
+            messages = list(store.read("T", 0))
+        (log,) = (copy / "commitlog").iterdir()
+        middle = messages[3].physical_offset + 30
+        with open(log, "r+b") as f:
+            if name == "crc":
+                f.seek(messages[1].physical_offset + BODY_AT)
+                f.write(b"B")       # b"body1" -> b"Body1"
+            elif name == "torn":
+                f.seek(middle)
+                f.write(bytes(messages[4].physical_offset + messages[4].size - middle))
+        if name == "short":
+            os.truncate(log, middle)
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["crc", "torn", "short"])
+def test_a_damaged_commitlog_is_the_same_library_error_from_both_readers(spark, stores, damage):  # noqa: F811
+    """A changed body (its CRC), a message torn by a crash, a file cut short: a CorruptDataError naming the
+    file and byte first, the same from a task (or the planning) of either reader; where the library's read
+    of every message meets the damage first, its error."""
+    path = _damaged(stores, damage)
+    expected = _library_error(path, **ROCKETMQ_CONFIG)
+    seen = []
+    for name in READERS:
+        with pytest.raises(CorruptDataError) as raised:
+            source(spark, name).option("config", CONFIG_OPTION).load(str(path)).collect()
+        seen.append(_first_line(raised.value))
+    assert seen[0] == seen[1]
+    # the commitlog's byte, or (torn: the commitlog ends before the queue's entry, read in queue order) the
+    # entry's
+    assert re.match(rf"{re.escape(str(path))}/(commitlog|consumequeue/T/0)/0+:\d+: expected ", seen[0])
+    if damage != "torn":
+        assert seen[0] == str(expected)
