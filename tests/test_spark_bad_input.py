@@ -1,12 +1,13 @@
 """Bad input through Spark meets the library's typed errors, their message the first line the user reads,
 alike on both readers: a missing path, a file, the other format, an unknown option, a column the store
-lacks, a damaged commitlog."""
+lacks, a damaged commitlog; and a worker child that died while idle is never handed the next task."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,46 @@ def test_a_damaged_commitlog_is_the_same_library_error_from_both_readers(spark, 
     assert re.match(rf"{re.escape(str(path))}/(commitlog|consumequeue/T/0)/0+:\d+: expected ", seen[0])
     if damage != "torn":
         assert seen[0] == str(expected)
+
+
+def _worker_children() -> list[int]:
+    """The children of this test process's JVM's segstore fork servers (``python -m segstore.spark.worker``,
+    started by the JVM, which this process started): not another test process's."""
+    commands, parents = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                commands[int(entry)] = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+
+    def ours(pid: int) -> bool:
+        for _ in range(4):
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    def worker(pid: int) -> bool:
+        return b"segstore.spark.worker" in commands.get(pid, b"")
+
+    servers = {pid for pid in commands if worker(pid) and not worker(parents.get(pid, 0)) and ours(pid)}
+    return [pid for pid, parent in parents.items() if parent in servers]
+
+
+def test_a_worker_child_killed_while_idle_is_not_handed_the_next_task(spark, stores):  # noqa: F811
+    """The JVM keeps its connections to worker children for later tasks; one whose child had died while
+    idle (the out-of-memory killer, an operator's kill) failed the next query that borrowed it: ``segstore's
+    Python worker failed: Broken pipe`` from its planning, or a task's ``closed the connection``."""
+    frame = source(spark, "jvm").load(str(stores["kafka"]))
+    assert frame.count() == 5
+    children = _worker_children()
+    assert children, "the JVM keeps its worker children between queries"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    assert frame.count() == 5
+    assert sorted(r.value for r in frame.collect()) == [b"v%d" % i for i in range(5)]

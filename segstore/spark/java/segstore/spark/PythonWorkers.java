@@ -123,14 +123,20 @@ final class PythonWorkers {
         });
     }
 
-    /** A connection to a worker child: an idle one, or a new one (the server forks its child). */
+    /**
+     * A connection to a worker child: an idle one whose child is still there, or a new one (the server
+     * forks its child). An idle child can be gone (the out-of-memory killer, an operator's kill): its
+     * connection, whose next request failed ("segstore's Python worker failed: Broken pipe"), is closed
+     * and passed over.
+     */
     WorkerConnection borrow() throws IOException {
         synchronized (idle) {
             while (!idle.isEmpty()) {
                 WorkerConnection connection = idle.pop();
-                if (connection.isOpen()) {
+                if (connection.isOpen() && connection.idleAndAlive()) {
                     return connection;
                 }
+                closeQuietly(connection);
             }
         }
         return new WorkerConnection(socket);
