@@ -1,6 +1,7 @@
 """Bad input through Spark meets the library's typed errors, their message the first line the user reads,
 alike on both readers: a missing path, a file, the other format, an unknown option, a column the store
-lacks, a damaged commitlog; and a worker child that died while idle is never handed the next task."""
+lacks, a damaged commitlog; a worker child that died while idle is never handed the next query, and one
+killed in a read fails its task saying so."""
 
 from __future__ import annotations
 
@@ -172,3 +173,47 @@ def test_a_worker_child_killed_while_idle_is_not_handed_the_next_task(spark, sto
         os.kill(pid, signal.SIGKILL)
     assert frame.count() == 5
     assert sorted(r.value for r in frame.collect()) == [b"v%d" % i for i in range(5)]
+
+
+def test_a_worker_child_killed_in_a_read_fails_the_task_saying_so(spark, tmp_path):  # noqa: F811
+    """A worker child killed while a task reads from it (SIGKILL: the out-of-memory killer) failed the task
+    with ``segstore worker closed the connection`` or ``Broken pipe``, no word of why; its server notes
+    the signal (segstore/spark/worker.py note_exit) and the task's error says it."""
+    import threading
+
+    from pyspark.sql.functions import udf
+
+    path = tmp_path / "kafka-logs"
+    with segstore.open(str(path), "kafka", "a") as store:
+        # values of 64 KiB: the rows Spark hands its Python UDF fill the pipe to it after a few, so the
+        # task takes them from the reader as the UDF goes, not all at once
+        store.append_batch([segstore.Message("t", b"%d" % i + bytes(64 << 10)) for i in range(400)])
+
+    started = tmp_path / "started"
+
+    @udf("int")
+    def slowly(value):
+        import time
+
+        started.touch()      # the task is reading: its worker child holds the rest of the partition
+        time.sleep(0.01)     # 400 rows: about 4 s of reading, batches of one row released one by one
+        return len(value)
+
+    def kill_when_reading():
+        for _ in range(600):
+            if started.exists():
+                break
+            threading.Event().wait(0.05)
+        for pid in _worker_children():
+            os.kill(pid, signal.SIGKILL)
+
+    frame = source(spark, "jvm").options(maxRecordsPerBatch="1", minPartitions="1").load(str(path))
+    killer = threading.Thread(target=kill_when_reading)
+    killer.start()
+    try:
+        with pytest.raises(Exception, match=r"segstore's worker child \(pid \d+\) ended in the middle of "
+                                            r"reading a partition: killed by signal 9 \(SIGKILL"):
+            frame.select(slowly("value")).collect()
+    finally:
+        killer.join()
+    assert frame.count() == 400       # the next query is served by new children
