@@ -15,7 +15,13 @@ import pytest
 from spark_support import READERS, reader, source, spark  # noqa: F401
 
 import segstore
-from segstore.errors import ConfigError, CorruptDataError, NotFoundError, WrongFormatError
+from segstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    FormatNotFoundError,
+    NotFoundError,
+    WrongFormatError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -65,6 +71,8 @@ def _library_error(path: Path, **config) -> Exception:
     ("kafka", {"format": "rocketmq"}, WrongFormatError, "expected a rocketmq store, found a kafka store"),
     ("rocketmq", {"format": "kafka", "config": CONFIG_OPTION}, WrongFormatError,
      "expected a kafka store, found a rocketmq store"),
+    ("kafka", {"format": "Kafka"}, FormatNotFoundError,
+     "unknown format 'Kafka'; known formats: kafka, rocketmq (did you mean 'kafka'?)"),
     ("kafka", {"statingOffsets": "earliest"}, ConfigError,
      "unknown option(s) statingoffsets (did you mean 'startingOffsets'?)"),
     ("kafka", {"startingOffsets": '{"t": {"0": -5}}'}, ConfigError,
