@@ -225,3 +225,71 @@ def test_a_worker_child_killed_in_a_read_fails_the_task_saying_so(spark, tmp_pat
     finally:
         killer.join()
     assert frame.count() == 400       # the next query is served by new children
+
+
+def test_an_unsupported_plan_is_carried_past_pyspark_s_no_partitions_fallback(stores, monkeypatch):
+    """Spark 4.3's planning worker (plan_data_source_read) takes a NotImplementedError from a Python reader's
+    ``partitions()`` for a source that does not split its reads and reads one empty partition: a store
+    whose format lists no segments (UnsupportedOperationError, a NotImplementedError) read as no rows
+    from the Python reader, where the JVM reader raised the error.  It is carried through now, and
+    Python gets it back as the library's error."""
+    import traceback
+
+    from segstore.errors import UnsupportedOperationError
+    from segstore.spark import raised
+    from segstore.spark.datasource import SegstoreDataSource
+
+    with segstore.open(str(stores["kafka"])) as store:
+        kind = type(store)
+
+    def unlisted(self, topic, partition):
+        raise UnsupportedOperationError("kafka stores do not list their segments", self.path)
+
+    monkeypatch.setattr(kind, "segment_infos", unlisted)
+    source_ = SegstoreDataSource({"path": str(stores["kafka"])})
+    with pytest.raises(raised.Carried) as carried:
+        source_.reader(source_.schema()).partitions()
+    assert not isinstance(carried.value, NotImplementedError)
+    text = "".join(traceback.format_exception(carried.value))
+    found = raised.from_traceback(text)
+    assert type(found) is UnsupportedOperationError
+    assert str(found) == f"{stores['kafka']}: kafka stores do not list their segments"
+
+
+def _traceback_of(raise_it) -> str:
+    import traceback
+
+    try:
+        raise_it()
+    except Exception as err:
+        text = "".join(traceback.format_exception(err))
+        return f"[PYTHON_DATA_SOURCE_ERROR] Failed: {text}\n\tat x.y(Z.java)"
+    raise AssertionError("raised nothing")
+
+
+def test_a_traceback_is_the_library_s_error_only_where_it_ends_in_one():
+    """segstore.spark.raised reads the error a Python traceback ends with: the library's, even raised while
+    handling another; not one that ended in another exception (a bug there stays Spark's)."""
+    from segstore.spark import raised
+
+    def plain():
+        raise CorruptDataError("expected a batch, found garbage", "t-0/0.log", 12)
+
+    def during():
+        try:
+            {}["x"]
+        except KeyError as err:
+            raise NotFoundError("expected topic t, found none", "/s") from err
+
+    def ended_in_another():
+        try:
+            plain()
+        except CorruptDataError:
+            raise ValueError("a bug while handling it") from None
+
+    found = raised.from_traceback(_traceback_of(plain))
+    assert type(found) is CorruptDataError and str(found) == "t-0/0.log:12: expected a batch, found garbage"
+    found = raised.from_traceback(_traceback_of(during))
+    assert type(found) is NotFoundError and str(found) == "/s: expected topic t, found none"
+    assert raised.from_traceback(_traceback_of(ended_in_another)) is None
+    assert raised.from_traceback("no traceback at all") is None

@@ -62,7 +62,7 @@ from pyspark.sql.types import (
 
 from .. import api, arrays, files
 from ..columns import HEADERS
-from ..errors import ConfigError, CorruptDataError, NotFoundError, SegstoreError
+from ..errors import ConfigError, CorruptDataError, NotFoundError, SegstoreError, UnsupportedOperationError
 from ..records import Message
 from ..search import Bound, search
 from ..store import Store
@@ -75,6 +75,7 @@ from .options import (
     parse_read_options,
     parse_write_options,
 )
+from .raised import Carried
 from .schema import HEADER_TYPE, KAFKA, ROCKETMQ, arrow_schema, spark_schema
 
 NAME = "segstore"
@@ -310,7 +311,15 @@ class SegstoreReader(DataSourceReader):
             return planning.plan_batch(store, self.options, self.pruning)
 
     def partitions(self) -> list[InputPartition]:
-        return planning.input_partitions(self.plan(), self.options, self.format)
+        """The plan's input partitions.
+
+        :raises Carried: the library's ``UnsupportedOperationError`` (a format whose store does not list
+            its segments): PySpark's planning worker would read one empty partition for it.
+        """
+        try:
+            return planning.input_partitions(self.plan(), self.options, self.format)
+        except UnsupportedOperationError as err:
+            raise Carried(err) from err
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_slices(partition, self.schema, self.options)

@@ -16,7 +16,8 @@ Where a Spark exception carries the library's error:
   its ``type()`` names the class, its message is ``TYPE: MESSAGE``;
 - a Python traceback in a throwable's message whose last exception line is ``segstore.errors.TYPE:
   MESSAGE`` (a traceback ends with the exception raised; one the library raised while handling another,
-  or that ended in another, is that one's).
+  or that ended in another, is that one's), or ``segstore.spark.raised.Carried: TYPE: MESSAGE``
+  (:class:`Carried`).
 """
 
 from __future__ import annotations
@@ -38,8 +39,27 @@ _TRACEBACK = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
 _PYTHON_PREFIX = "segstore.errors."
 
+#: The exception line of :class:`Carried`.
+_CARRIED = "segstore.spark.raised.Carried"
+
 _installed = False
 _converting = threading.local()
+
+
+class Carried(Exception):
+    """A library error carried through code that would take its class for something else: PySpark's
+    planning worker (Spark 4.3 ``plan_data_source_read``) takes a ``NotImplementedError`` from a reader's
+    ``partitions()`` for a source that does not split its reads and reads one empty partition, and
+    :class:`~segstore.errors.UnsupportedOperationError` is one.  Its traceback line,
+    ``segstore.spark.raised.Carried: TYPE: MESSAGE``, is read back as the error (:func:`from_traceback`).
+    """
+
+    def __init__(self, error: SegstoreError) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+    def __reduce__(self):  # picklable, as the error it carries
+        return (self.__class__, (self.error,))
 
 
 def error_class(name: str | None) -> type[SegstoreError] | None:
@@ -67,6 +87,9 @@ def from_traceback(text: str) -> SegstoreError | None:
         if not line or line[0].isspace():
             continue            # a frame, its source line, a caret line
         found = _EXCEPTION_LINE.match(line)
+        if found is not None and found.group(1) == _CARRIED:
+            name, _, message = found.group(2).partition(": ")
+            return from_jvm(found.group(2), name) if message else None
         if found is None or not found.group(1).startswith(_PYTHON_PREFIX):
             return None
         cls = error_class(found.group(1)[len(_PYTHON_PREFIX):])
