@@ -19,7 +19,9 @@ from segstore.errors import (
     ConfigError,
     CorruptDataError,
     FormatNotFoundError,
+    InvalidTopicError,
     NotFoundError,
+    StorageIOError,
     WrongFormatError,
 )
 
@@ -293,3 +295,56 @@ def test_a_traceback_is_the_library_s_error_only_where_it_ends_in_one():
     assert type(found) is NotFoundError and str(found) == "/s: expected topic t, found none"
     assert raised.from_traceback(_traceback_of(ended_in_another)) is None
     assert raised.from_traceback("no traceback at all") is None
+
+
+def test_a_stream_over_a_store_damaged_between_micro_batches_is_the_library_s_error(spark, tmp_path):  # noqa: F811
+    """A micro-batch reading a batch whose CRC no longer matches fails the query with the library's
+    CorruptDataError, file and byte first, from both readers (processAllAvailable raised Spark's
+    StreamingQueryException, ``[STREAM_FAILED] Query [id = ...] terminated with exception: Job aborted``)."""
+    seen = []
+    for name in READERS:
+        path = tmp_path / name
+        with segstore.open(str(path), "kafka", "a") as store:
+            store.append_batch([segstore.Message("t", b"a%d" % i) for i in range(3)])
+        stream = spark.readStream.format("segstore").options(reader=name, startingOffsets="earliest")
+        query = stream.load(str(path)).writeStream.format("memory").queryName(f"damaged_{name}").start()
+        try:
+            query.processAllAvailable()
+            with segstore.open(str(path), "kafka", "a") as store:
+                store.append_batch([segstore.Message("t", b"b%d" % i) for i in range(3)])
+            log = path / "t-0" / "00000000000000000000.log"
+            with open(log, "r+b") as f:
+                f.seek(-3, os.SEEK_END)
+                f.write(b"???")      # the second batch's last value: its CRC-32C no longer matches
+            expected = _library_error(path)
+            with pytest.raises(CorruptDataError) as raised:
+                query.processAllAvailable()
+            seen.append(_first_line(raised.value))
+            assert seen[-1] == str(expected)
+            assert str(expected).startswith(f"{log}:")
+        finally:
+            query.stop()
+
+
+@pytest.mark.parametrize(("where", "options", "error", "message"), [
+    ("file", {"topic": "t"}, StorageIOError, "expected a directory on the path, found a file in the way"),
+    ("rocketmq", {"topic": "t", "format": "kafka"}, WrongFormatError,
+     "expected a kafka store, found a rocketmq store"),
+    ("new", {"topic": "../../etc", "format": "kafka"}, InvalidTopicError,
+     "expected a topic of the characters [a-zA-Z0-9._-], found '../../etc'"),
+    ("new", {"topic": "a/b"}, InvalidTopicError,
+     "expected a topic of the characters [%|a-zA-Z0-9_-], found 'a/b'"),
+])
+def test_a_refused_write_is_the_library_s_error(spark, stores, tmp_path, where, options, error,  # noqa: F811
+                                                 message):
+    """A write to a file, to the other format's store, of a topic the format refuses: the library's error
+    from either writer, nothing written."""
+    path = tmp_path / "new" if where == "new" else stores[where]
+    before = sorted(os.listdir(path)) if path.is_dir() else None
+    frame = spark.createDataFrame([(b"x",)], "value binary")
+    for name in READERS:
+        with pytest.raises(error) as raised:
+            frame.write.format("segstore").option("writer", name).options(**options).mode("append") \
+                .save(str(path))
+        assert message in _first_line(raised.value)
+    assert (sorted(os.listdir(path)) if path.is_dir() else None) == before
