@@ -21,7 +21,6 @@ from segstore.errors import (
     FormatNotFoundError,
     InvalidTopicError,
     NotFoundError,
-    StorageIOError,
     WrongFormatError,
 )
 
@@ -327,24 +326,48 @@ def test_a_stream_over_a_store_damaged_between_micro_batches_is_the_library_s_er
 
 
 @pytest.mark.parametrize(("where", "options", "error", "message"), [
-    ("file", {"topic": "t"}, StorageIOError, "expected a directory on the path, found a file in the way"),
+    ("file", {"topic": "t"}, WrongFormatError,
+     "a-file: expected a directory to write a store in, found a file"),
     ("rocketmq", {"topic": "t", "format": "kafka"}, WrongFormatError,
-     "expected a kafka store, found a rocketmq store"),
-    ("new", {"topic": "../../etc", "format": "kafka"}, InvalidTopicError,
-     "expected a topic of the characters [a-zA-Z0-9._-], found '../../etc'"),
-    ("new", {"topic": "a/b"}, InvalidTopicError,
-     "expected a topic of the characters [%|a-zA-Z0-9_-], found 'a/b'"),
+     "rocketmq: expected a kafka store, found a rocketmq store"),
+    ("kafka", {"topic": "t", "format": "kafak"}, FormatNotFoundError,
+     "unknown format 'kafak'; known formats: kafka, rocketmq (did you mean 'kafka'?)"),
+    ("base", {"topic": "t"}, WrongFormatError, "bad-input0: not a store of any known format"),
 ])
-def test_a_refused_write_is_the_library_s_error(spark, stores, tmp_path, where, options, error,  # noqa: F811
-                                                 message):
-    """A write to a file, to the other format's store, of a topic the format refuses: the library's error
-    from either writer, nothing written."""
-    path = tmp_path / "new" if where == "new" else stores[where]
+def test_a_write_to_where_no_store_can_go_is_refused_before_any_task(spark, stores, where, options,  # noqa: F811
+                                                                     error, message):
+    """A write to a file, to the other format's store, to a directory of other files, or in an unknown format:
+    the library's error from either writer before any task runs (the commit refused it, after every task
+    had staged its rows: a frame whose tasks fail shows which came first), nothing written."""
+    from pyspark.sql.functions import udf
+
+    @udf("binary")
+    def task_ran():
+        raise ValueError("a task ran")
+
+    path = stores[where]
     before = sorted(os.listdir(path)) if path.is_dir() else None
-    frame = spark.createDataFrame([(b"x",)], "value binary")
+    frame = spark.range(1).select(task_ran().alias("value"))
     for name in READERS:
         with pytest.raises(error) as raised:
             frame.write.format("segstore").option("writer", name).options(**options).mode("append") \
                 .save(str(path))
         assert message in _first_line(raised.value)
     assert (sorted(os.listdir(path)) if path.is_dir() else None) == before
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"topic": "../../etc", "format": "kafka"},
+     "expected a topic of the characters [a-zA-Z0-9._-], found '../../etc'"),
+    ({"topic": "a/b"}, "expected a topic of the characters [%|a-zA-Z0-9_-], found 'a/b'"),
+])
+def test_a_write_of_a_topic_the_format_refuses_is_the_library_s_error(spark, tmp_path, options,  # noqa: F811
+                                                                      message):
+    """From either writer, and the new store is removed again."""
+    frame = spark.createDataFrame([(b"x",)], "value binary")
+    for name in READERS:
+        with pytest.raises(InvalidTopicError) as raised:
+            frame.write.format("segstore").option("writer", name).options(**options).mode("append") \
+                .save(str(tmp_path / "new"))
+        assert message in _first_line(raised.value)
+    assert not (tmp_path / "new").exists()
