@@ -19,6 +19,7 @@ from .errors import (
     SegstoreError,
     WrongFormatError,
     cut,
+    did_you_mean,
 )
 from .plugin import FormatPlugin
 
@@ -113,8 +114,10 @@ def get(name: str) -> FormatPlugin:
         return plugin
     ep = _listed().get(name)
     if ep is None:
-        raise FormatNotFoundError(f"unknown format {name!r}; known formats: {', '.join(names()) or 'none'}"
-                                  " (is segstore installed with `pip install -e .`?)")
+        # a typo or another case of a known name says which was meant (did_you_mean), not to reinstall
+        hint = did_you_mean(name, names()) or " (is segstore installed with `pip install -e .`?)"
+        raise FormatNotFoundError(f"unknown format {cut(name)}; known formats: {', '.join(names()) or 'none'}"
+                                  f"{hint}")
     try:
         cls = ep.load()
     except ImportError as err:

@@ -455,6 +455,22 @@ def test_open_of_a_format_that_is_no_name_is_a_format_not_found_error(tmp_path, 
     assert not os.path.exists(tmp_path / "s")
 
 
+@pytest.mark.parametrize(("fmt", "said"), [
+    ("Kafka", "unknown format 'Kafka'; known formats: kafka, rocketmq (did you mean 'kafka'?)"),
+    ("rocketMQ", "unknown format 'rocketMQ'; known formats: kafka, rocketmq (did you mean 'rocketmq'?)"),
+    ("parquet", "unknown format 'parquet'; known formats: kafka, rocketmq (is segstore installed with `pip"),
+])
+def test_a_format_name_in_another_case_is_named_as_meant(tmp_path, fmt, said):
+    # before: "unknown format 'Kafka'; ... (is segstore installed with `pip install -e .`?)" sent a user
+    # who had written the name capitalised (Spark's .option("format", "Kafka")) to reinstall
+    from segstore.errors import FormatNotFoundError
+
+    with pytest.raises(FormatNotFoundError) as raised:
+        segstore.open(tmp_path / "s", format=fmt, mode="a")
+    assert str(raised.value).startswith(said)
+    assert not os.path.exists(tmp_path / "s")
+
+
 @pytest.mark.parametrize("what", ["other format", "message", None, "dict"])
 def test_to_json_of_what_is_not_this_formats_record_is_a_config_error(tmp_path, store, what):
     # before: AttributeError "'RocketMQMessage' object has no attribute 'batch'" (or 'queue_id', 'topic')

@@ -141,10 +141,11 @@ def test_a_spark_option_typo_says_which_option_was_meant():
     from segstore.errors import ConfigError
     from segstore.spark.options import parse_read_options, parse_write_options
 
-    meant = r"unknown option\(s\) startingoffset \(did you mean 'startingoffsets'\?\)"
+    # named as docs/spark.md spells it
+    meant = r"unknown option\(s\) startingoffset \(did you mean 'startingOffsets'\?\)"
     with pytest.raises(ConfigError, match=meant):
         parse_read_options({"path": "/s", "startingOffset": "earliest"})
-    with pytest.raises(ConfigError, match=r"stagedir \(did you mean 'stagingdir'\?\)"):
+    with pytest.raises(ConfigError, match=r"stagedir \(did you mean 'stagingDir'\?\)"):
         parse_write_options({"path": "/s", "stageDir": "/tmp"})
 
 

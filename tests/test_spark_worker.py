@@ -459,6 +459,47 @@ def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path, e
             process.kill()
 
 
+def test_a_child_killed_in_a_read_is_noted_with_its_signal_for_the_jvm(tmp_path):
+    """A read's 'M' header names its child; a child the kernel kills (SIGKILL: the out-of-memory killer)
+    is noted by its server beside the socket, for the JVM's error (PythonWorkers.exitOf), and on its
+    stderr: the task failed with "segstore worker closed the connection" and no reason."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "segstore.spark.worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        hello = json.loads(process.stdout.readline())
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(hello["socket"])
+        client = Client(sock)
+        (part, *_) = _plan(client, KAFKA, minPartitions="1")
+        client.send({"op": "read", "partition": part, "schema": _schema(["offset"])})
+        assert client.inp.read(1) == b"M"
+        pid = json.loads(client.sized())["pid"]
+        assert pid not in (process.pid, os.getpid())
+        os.kill(pid, signal.SIGKILL)
+        note = Path(hello["socket"]).parent / f"exit-{pid}"
+        for _ in range(100):
+            if note.exists():
+                break
+            threading.Event().wait(0.05)
+        said = "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer, or a kill)"
+        assert note.read_text() == said
+        sock.close()
+        process.stdin.close()
+        assert process.wait(30) == 0
+        assert f"segstore worker: child {pid} killed by signal 9" in process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_exit_reasons_name_the_signal_and_leave_clean_exits_unsaid():
+    assert worker.exit_reason(0) is None
+    assert worker.exit_reason(3 << 8) == "exited with status 3 (its error is above in the log)"
+    assert worker.exit_reason(signal.SIGBUS).startswith("killed by signal 7 (SIGBUS: a file it had mapped")
+    assert worker.exit_reason(signal.SIGUSR1) == f"killed by signal {int(signal.SIGUSR1)} (SIGUSR1)"
+
+
 def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch):
     """A worker child keeps the store an earlier task of the same plan opened (its mappings stay
     faulted in); the next plan (another query, the next micro-batch) sees the store as it is then."""

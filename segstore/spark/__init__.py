@@ -70,8 +70,14 @@ def register(spark: Any) -> None:
     pushes prune the plan only where :func:`pushdown_is_per_scan`; elsewhere Spark
     filters the rows read and options (``assign``, ``startingOffsets``...) bound the read.
     Writers of a ``local[...]`` session stage their rows in the system temporary directory.
+    Spark's exceptions that carry the library's error are raised as that error
+    (:func:`.raised.install`: the first line a user reads is its message, not Py4J's or Spark's).
     """
     context = getattr(spark, "sparkContext", None)   # absent on Spark Connect sessions
+    if context is not None:
+        from . import raised
+
+        raised.install()
     parallelism = context.defaultParallelism if context is not None else 1
     local = context is not None and str(context.master).startswith("local")
     pushdown = pushdown_is_per_scan(spark)

@@ -58,6 +58,7 @@ from .datasource import (
     StagedJob,
     StagedWrite,
     check_append_mode,
+    check_destination,
     check_read_schema,
     check_write_schema,
     local_staging_root,
@@ -254,6 +255,7 @@ def write_begin(request: Mapping[str, Any]) -> dict[str, Any]:
     options = parse_write_options(request["options"])
     check_append_mode(options, bool(request.get("overwrite")))
     check_write_schema(StructType.fromJson(json.loads(request["schema"])), options)
+    check_destination(options)
     job = StagedJob.start(options, uuid.uuid4().hex,
                           local_root=local_staging_root() if request.get("local") else None)
     return {"root": job.root, "jobDir": job.job_dir}

@@ -38,8 +38,9 @@ from .datasource import open_store, to_spark_batch
 from .options import _bool, _check_known, _config, _int, _lower, _storage_options
 
 CONSUMERS_NAME = "segstore_consumers"
-_NAMES = {"path", "format", "group", "nowms", "offsetsretentionminutes", "failondamage", "config",
-          "storageoptions"}
+#: The options as the docs spell them (compared lower-cased, as Spark hands them in any case).
+_NAMES = ("path", "format", "group", "nowMs", "offsetsRetentionMinutes", "failOnDamage", "config",
+          "storageOptions")
 
 #: The Spark schema of :data:`segstore.consumers.CONSUMER_SCHEMA`.
 CONSUMERS_SPARK_SCHEMA = StructType([

@@ -60,9 +60,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import api, arrays, files
+from .. import api, arrays, files, registry
 from ..columns import HEADERS
-from ..errors import ConfigError, CorruptDataError, NotFoundError, SegstoreError
+from ..errors import (
+    ConfigError,
+    CorruptDataError,
+    NotFoundError,
+    SegstoreError,
+    UnsupportedOperationError,
+    WrongFormatError,
+)
 from ..records import Message
 from ..search import Bound, search
 from ..store import Store
@@ -75,6 +82,7 @@ from .options import (
     parse_read_options,
     parse_write_options,
 )
+from .raised import Carried
 from .schema import HEADER_TYPE, KAFKA, ROCKETMQ, arrow_schema, spark_schema
 
 NAME = "segstore"
@@ -310,7 +318,15 @@ class SegstoreReader(DataSourceReader):
             return planning.plan_batch(store, self.options, self.pruning)
 
     def partitions(self) -> list[InputPartition]:
-        return planning.input_partitions(self.plan(), self.options, self.format)
+        """The plan's input partitions.
+
+        :raises Carried: the library's ``UnsupportedOperationError`` (a format whose store does not list
+            its segments): PySpark's planning worker would read one empty partition for it.
+        """
+        try:
+            return planning.input_partitions(self.plan(), self.options, self.format)
+        except UnsupportedOperationError as err:
+            raise Carried(err) from err
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_slices(partition, self.schema, self.options)
@@ -804,6 +820,30 @@ def check_append_mode(options: WriteOptions, overwrite: bool) -> None:
         raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
 
 
+def check_destination(options: WriteOptions) -> None:
+    """Refuse, on the driver before any task runs, a destination the commit's ``segstore.open(mode="a")``
+    refuses whatever the rows: a file where the store's directory goes, a store of another format than the
+    ``format`` option, a directory holding files of no known format (no ``format`` option), an unknown
+    ``format``; as ``api.open`` checks them (a job's tasks ran, and staged every row, before the commit
+    refused).  Nothing is made.  ``O(entries of path)``.
+
+    :raises WrongFormatError, FormatNotFoundError: as above.
+    """
+    path = options.path
+    if options.format is not None:
+        registry.get(options.format)
+    if not files.exists(path):
+        return
+    if not files.is_dir(path):
+        raise WrongFormatError("expected a directory to write a store in, found a file", path)
+    if options.format is not None:
+        others = registry.other_formats(path, options.format)
+        if others:
+            raise WrongFormatError(f"expected a {options.format} store, found a {others[0]} store", path)
+    elif files.list_dir(path):
+        registry.detect(path)
+
+
 class SegstoreWriter(DataSourceArrowWriter):
     """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
 
@@ -948,6 +988,7 @@ class SegstoreDataSource(DataSource):
                               "to pass as spark.jars (local_session() does this itself)", options.path)
         check_append_mode(options, overwrite)
         check_write_schema(schema, options)
+        check_destination(options)
         return SegstoreWriter(options, schema, uuid.uuid4().hex, local_root=self.local_staging)
 
 

@@ -62,8 +62,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,17 +194,20 @@ class WriteOptions:
     writer: str | None = None
 
 
-_READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "assign", "startingoffsets",
-               "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
-               "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
-               "includeheaders", "decompressbodies", "kafka.isolation.level", "maxoffsetspertrigger",
-               "minoffsetspertrigger", "maxtriggerdelay",
-               "maxbytesperpartition", "maxrecordsperpartition", "minpartitions", "maxrecordsperbatch",
-               "includecontrolrecords", "config", "storageoptions", "reader"}
+#: The read options as the docs spell them; Spark hands their names in any case (the Python data source's
+#: lower-cased), and they are compared lower-cased (:data:`_READ_NAMES`), but a refusal names them so.
+READ_OPTIONS = ("path", "format", "topics", "subscribe", "subscribePattern", "assign", "startingOffsets",
+                "endingOffsets", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+                "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
+                "includeHeaders", "decompressBodies", "kafka.isolation.level", "maxOffsetsPerTrigger",
+                "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerPartition", "maxRecordsPerPartition",
+                "minPartitions", "maxRecordsPerBatch", "includeControlRecords", "config", "storageOptions",
+                "reader")
+_READ_NAMES = {name.lower() for name in READ_OPTIONS}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
-_WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
+WRITE_OPTIONS = ("path", "format", "topic", "partition", "stagingDir", "config", "writer")
 
 
 @functools.lru_cache(maxsize=64)
@@ -475,19 +477,22 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
             raise ConfigError(f"option {name} configures a connection to a running Kafka cluster; segstore "
                               "reads the broker's files: pass its directory to "
                               'spark.read.format("segstore").load(PATH)')
-    _check_known(opts, _READ_NAMES, "option")
+    _check_known(opts, READ_OPTIONS, "option")
 
 
-def _check_known(opts: Mapping[str, str], known: AbstractSet[str], what: str) -> None:
-    """Raise for the names of ``opts`` (lower-cased) that ``known`` lacks: each with the known name it
-    was likely meant to be, then every known name.
+def _check_known(opts: Mapping[str, str], known: Iterable[str], what: str) -> None:
+    """Raise for the names of ``opts`` (lower-cased) that ``known`` (the names as the docs spell them,
+    compared lower-cased) lacks: each with the known name it was likely meant to be, then every known
+    name, spelled as the docs spell them.
 
     :raises ConfigError: an unknown name.
     """
-    unknown = sorted(set(opts) - known)
+    spelled = {name.lower(): name for name in known}
+    unknown = sorted(set(opts) - set(spelled))
     if unknown:
-        named = ", ".join(name + did_you_mean(name, known) for name in unknown)
-        raise ConfigError(f"unknown {what}(s) {named}; known: {', '.join(sorted(known))}")
+        named = ", ".join(name + did_you_mean(name, spelled.values()) for name in unknown)
+        listed = ", ".join(sorted(spelled.values(), key=str.lower))
+        raise ConfigError(f"unknown {what}(s) {named}; known: {listed}")
 
 
 def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
@@ -714,7 +719,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     :raises ConfigError: an unknown option name or a malformed value.
     """
     opts = _lower(options)
-    _check_known(opts, _WRITE_NAMES, "writer option")
+    _check_known(opts, WRITE_OPTIONS, "writer option")
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: df.write.format("segstore").save(PATH)')

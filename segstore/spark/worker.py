@@ -14,7 +14,8 @@ Frames on a connection (integers big-endian)::
     reply    u8 kind | ...
       'J'  u32 length | JSON answer
       'E'  u32 length | JSON {"type": error class name, "message": text}
-      'M'  u32 length | JSON {"ring": PATH or null, "size": N, "arena": PATH or null, "arenaSize": N} |
+      'M'  u32 length | JSON {"ring": PATH or null, "size": N, "arena": PATH or null, "arenaSize": N,
+           "pid": the child's process id} |
            u32 length | Arrow IPC schema message,
            then the batches, each one frame, then one 'J' or 'E' frame:
       'B'  u64 position | u64 length: an Arrow IPC record batch message at that place of the ring
@@ -34,7 +35,11 @@ while the ring has room and waits for an 'R' when it has none.  Where no ring ca
 made (no ``/dev/shm``, or it is full) every batch goes inline.
 
 A child serves one request at a time, in order, until the JVM closes the connection;
-a read cut short by the JVM (a closed socket) ends the child.
+a read cut short by the JVM (a closed socket) ends the child.  A child that ends otherwise
+(killed by a signal: the out-of-memory killer, a SIGBUS on a mapped file cut under it; or a
+non-zero exit) is reported by the server, on its stderr (the executor's log) and in a note
+``exit-PID`` beside its socket, which the JVM reads to say why a read ended in the middle
+(``PythonWorkers.exitOf``).
 """
 
 from __future__ import annotations
@@ -368,7 +373,7 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
     arena = ring.arena if ring is not None else None
     header = json.dumps({"ring": ring.path if ring else None, "size": ring.size if ring else 0,
                          "arena": arena.path if arena else None,
-                         "arenaSize": arena.size if arena else 0}).encode()
+                         "arenaSize": arena.size if arena else 0, "pid": os.getpid()}).encode()
     message = schema.serialize()
     out.write(_KIND_RING_READ + _LENGTH.pack(len(header)) + header + _LENGTH.pack(message.size))
     out.write(message)
@@ -519,6 +524,43 @@ def _child(server: socket.socket, connection: socket.socket, ring_directory: str
             os._exit(status)
 
 
+#: What a child's death by each signal most likely means, for the JVM's error.
+_SIGNAL_CAUSES: dict[int, str] = {
+    signal.SIGKILL: "the kernel's out-of-memory killer, or a kill",
+    signal.SIGBUS: "a file it had mapped was cut under it: recover a crashed store before reading it",
+    signal.SIGSEGV: "a crash in segstore's decoder: please report it with the store's files",
+}
+
+
+def exit_reason(status: int) -> str | None:
+    """Why a child with ``waitpid`` status ``status`` ended, or None for a clean exit."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "an unnamed signal"
+        cause = _SIGNAL_CAUSES.get(number)
+        return f"killed by signal {number} ({name}{': ' + cause if cause else ''})"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    return None if code == 0 else f"exited with status {code} (its error is above in the log)"
+
+
+def note_exit(directory: str, pid: int, status: int) -> None:
+    """Report a child that did not end cleanly: one line on stderr, and ``exit-PID`` in ``directory``
+    (written whole, then renamed into place) for the JVM.  Nothing for a clean exit."""
+    reason = exit_reason(status)
+    if reason is None:
+        return
+    sys.stderr.write(f"segstore worker: child {pid} {reason}\n")
+    sys.stderr.flush()
+    note = os.path.join(directory, f"exit-{pid}")
+    with contextlib.suppress(OSError):
+        with open(note + ".part", "w", encoding="utf-8") as f:
+            f.write(reason)
+        os.replace(note + ".part", note)
+
+
 def _exit_on_signal(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)       # unwinds main's cleanup of the socket and ring directories
 
@@ -560,9 +602,10 @@ def main() -> None:
                 connection.close()
                 children.add(pid)
             for pid in list(children):
-                done, _ = os.waitpid(pid, os.WNOHANG)
+                done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     children.discard(pid)
+                    note_exit(directory, pid, status)
     finally:
         for pid in children:
             try:

@@ -54,6 +54,8 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
     private ColumnarBatch batch;
     private boolean holdsSharedBatch;
     private boolean finished;
+    /** The worker child's process id (its 'M' header), to say why it ended if it ends mid-read. */
+    private long childPid;
 
     ArrowBatchReader(PythonWorkers workers, String partition, String schema) {
         this.workers = workers;
@@ -72,6 +74,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
                 throw new IOException("segstore worker: expected record batches, found an answer");
             }
             JsonNode header = WorkerConnection.MAPPER.readTree(opened.readSized());
+            childPid = header.path("pid").asLong(0);
             ring = opened.ring(header.path("ring").asText(null), header.path("size").asLong());
             arena = opened.arena(header.path("arena").asText(null), header.path("arenaSize").asLong());
             Schema arrowSchema = MessageSerializer.deserializeSchema(
@@ -97,6 +100,19 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         if (finished) {
             return false;
         }
+        try {
+            return nextBatch();
+        } catch (IOException e) {
+            String reason = workers.exitOf(childPid);
+            if (reason == null) {
+                throw e;
+            }
+            throw new SegstoreException("segstore's worker child (pid " + childPid + ") ended in the middle of "
+                    + "reading a partition: " + reason, e);
+        }
+    }
+
+    private boolean nextBatch() throws IOException {
         if (holdsSharedBatch) {
             connection.release();          // Spark is done with the batch get() returned
             holdsSharedBatch = false;

@@ -123,14 +123,20 @@ final class PythonWorkers {
         });
     }
 
-    /** A connection to a worker child: an idle one, or a new one (the server forks its child). */
+    /**
+     * A connection to a worker child: an idle one whose child is still there, or a new one (the server
+     * forks its child). An idle child can be gone (the out-of-memory killer, an operator's kill): its
+     * connection, whose next request failed ("segstore's Python worker failed: Broken pipe"), is closed
+     * and passed over.
+     */
     WorkerConnection borrow() throws IOException {
         synchronized (idle) {
             while (!idle.isEmpty()) {
                 WorkerConnection connection = idle.pop();
-                if (connection.isOpen()) {
+                if (connection.isOpen() && connection.idleAndAlive()) {
                     return connection;
                 }
+                closeQuietly(connection);
             }
         }
         return new WorkerConnection(socket);
@@ -171,6 +177,38 @@ final class PythonWorkers {
                 giveBack(connection);
             } else {
                 closeQuietly(connection);
+            }
+        }
+    }
+
+    /**
+     * Why the worker child {@code pid} ended, as its server noted it ({@code exit-PID} beside the socket,
+     * segstore/spark/worker.py {@code note_exit}), or null: none noted within two seconds (the server
+     * reaps its children at least once a second), or it ended cleanly. The note is removed once read.
+     */
+    String exitOf(long pid) {
+        if (pid <= 0) {
+            return null;
+        }
+        Path note = socket.resolveSibling("exit-" + pid);
+        long until = System.nanoTime() + 2_000_000_000L;
+        while (true) {
+            try {
+                String reason = java.nio.file.Files.readString(note, StandardCharsets.UTF_8);
+                java.nio.file.Files.deleteIfExists(note);
+                return reason;
+            } catch (java.nio.file.NoSuchFileException e) {
+                if (System.nanoTime() > until || !process.isAlive()) {
+                    return null;
+                }
+            } catch (IOException e) {
+                return null;
+            }
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
             }
         }
     }

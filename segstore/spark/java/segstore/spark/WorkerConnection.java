@@ -165,6 +165,24 @@ final class WorkerConnection implements Closeable {
         return channel.isOpen();
     }
 
+    /**
+     * Whether an idle connection's child still holds its end: between requests a child sends nothing, so
+     * there is nothing to read unless it exited (an end of stream) or broke the protocol. One
+     * non-blocking read; the connection is blocking again after it.
+     */
+    boolean idleAndAlive() {
+        try {
+            channel.configureBlocking(false);
+            try {
+                return channel.read(ByteBuffer.allocate(1)) == 0;
+            } finally {
+                channel.configureBlocking(true);
+            }
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
     @Override
     public void close() throws IOException {
         try {
