@@ -43,6 +43,33 @@ def test_mapped_file_preallocates_sparse_and_persists(tmp_path):
     ro.close()
 
 
+@given(st.integers(1, 40000), st.lists(st.integers(0, 39999), max_size=3), st.integers(0, 40000),
+       st.sampled_from([4096, 8192, 1 << 20]))
+@settings(max_examples=60, deadline=None)
+def test_first_nonzero_of_a_file_of_written_zeros_equals_the_numpy_reference(tmp_path_factory, size, hits,
+                                                                            start, window):
+    """A file whose zeros are written out (no hole to skip: every window is read and told zero by one
+    compare, a whole window's against zeros kept) answers as a search of its bytes does."""
+    path = tmp_path_factory.mktemp("z") / "dense"
+    data = bytearray(size)
+    for at in hits:
+        if at < size:
+            data[at] = 1 + at % 255
+    path.write_bytes(bytes(data))
+    nonzero = [at for at in np.flatnonzero(np.frombuffer(bytes(data), np.uint8)).tolist() if at >= start]
+    old = files.SCAN_WINDOW
+    files.SCAN_WINDOW = window
+    try:
+        mf = files.MappedFile(path)
+        try:
+            assert mf.first_nonzero(start) == (nonzero[0] if nonzero else None)
+            assert mf.first_nonzero(start, last=True) == (nonzero[-1] + 1 if nonzero else None)
+        finally:
+            mf.close()
+    finally:
+        files.SCAN_WINDOW = old
+
+
 def test_mapped_file_too_short_for_reader(tmp_path):
     path = tmp_path / "short"
     path.write_bytes(b"x" * 10)
