@@ -67,8 +67,18 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
             request.put("op", "read");
             request.set("partition", WorkerConnection.MAPPER.readTree(partition));
             request.put("schema", schema);
-            opened.send(request);
-            byte kind = opened.readKind();
+            byte kind;
+            try {
+                opened.send(request);
+                kind = opened.readKind();
+            } catch (IOException e) {
+                if (!opened.reused) {
+                    throw e;
+                }
+                opened = workers.replace(opened);   // a child gone while idle: nothing was read yet
+                opened.send(request);
+                kind = opened.readKind();
+            }
             if (kind != WorkerConnection.RING_READ) {
                 opened.readBody(kind);      // throws the worker's error
                 throw new IOException("segstore worker: expected record batches, found an answer");

@@ -134,11 +134,23 @@ final class PythonWorkers {
             while (!idle.isEmpty()) {
                 WorkerConnection connection = idle.pop();
                 if (connection.isOpen() && connection.idleAndAlive()) {
+                    connection.reused = true;
                     return connection;
                 }
                 closeQuietly(connection);
             }
         }
+        return new WorkerConnection(socket);
+    }
+
+    /**
+     * A new connection in place of {@code failed}, a reused one whose first exchange failed before any
+     * answer came: the check in {@link #borrow} can pass a child the kernel has not yet torn down (a
+     * SIGKILL's end of the connection comes a moment after the signal), so the request goes once more,
+     * to a new child. Requests are reads of the store: asking again changes nothing.
+     */
+    WorkerConnection replace(WorkerConnection failed) throws IOException {
+        closeQuietly(failed);
         return new WorkerConnection(socket);
     }
 
@@ -164,7 +176,16 @@ final class PythonWorkers {
         }
         boolean clean = false;
         try {
-            JsonNode answer = connection.call(request);
+            JsonNode answer;
+            try {
+                answer = connection.call(request);
+            } catch (IOException e) {
+                if (!connection.reused) {
+                    throw e;
+                }
+                connection = replace(connection);
+                answer = connection.call(request);
+            }
             clean = true;
             return answer;
         } catch (SegstoreException e) {

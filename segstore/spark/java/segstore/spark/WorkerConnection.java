@@ -48,6 +48,11 @@ final class WorkerConnection implements Closeable {
     private final ByteBuffer scratch = ByteBuffer.allocate(16);
     private SharedRing ring;
     private SharedRing arena;
+    /**
+     * Whether this connection served an exchange before (PythonWorkers.borrow took it from the idle
+     * pool): a first failure on it may be its child's death while idle, after the check that passed it.
+     */
+    boolean reused;
 
     WorkerConnection(Path socket) throws IOException {
         channel = SocketChannel.open(StandardProtocolFamily.UNIX);
