@@ -439,7 +439,7 @@ with segstore.open(sys.argv[1], format="kafka") as store:
     rows = sum(batch.num_rows for batch in store.scan_arrow())
 from segstore import speedups
 print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.startswith("segstore_kafka.")
-                                                 or m in ("hashlib", "_hashlib", "sortedcontainers")),
+                                                 or m in ("hashlib", "_hashlib")),
                   "missing": sorted(speedups.missing)}))
 """
 
@@ -451,15 +451,14 @@ def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_sch
     (.retention's dataclasses): modules a first scan in a process used to import (5-10 ms).  Nor a
     store of v2 batches the v0/v1 codec (.legacy), nor the cleaner's key map (.offsetmap's MD5
     tables, for a default of ``compact``), nor OpenSSL's hashlib (2-7 ms) for the check that the C
-    accelerator is not a stale build (CPython's own SHA-256 hashes its source, once), nor
-    sortedcontainers (2-3 ms; the segment map bisects a list of bases)."""
+    accelerator is not a stale build (CPython's own SHA-256 hashes its source, once)."""
     kafka = _kafka(tmp_path / "k")
     for path in (kafka, kafka / "t-0"):
         result = _run(_SCAN, str(path))
         assert result["rows"] > 0
         unused = {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.schema",
                   "segstore_kafka.internal_topics", "segstore_kafka.retention", "segstore_kafka.legacy",
-                  "segstore_kafka.offsetmap", "hashlib", "_hashlib", "sortedcontainers"}
+                  "segstore_kafka.offsetmap", "hashlib", "_hashlib"}
         assert not unused & set(result["loaded"]), path
         if importlib.util.find_spec("segstore_kafka._speedups") is not None:
             assert result["missing"] == [], path    # the C accelerator loaded: its stale check ran
