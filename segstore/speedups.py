@@ -17,12 +17,18 @@ import importlib
 import os
 import warnings
 from types import ModuleType
+from typing import Any
 
 #: Set to anything but ``""`` or ``"0"`` to use the pure-Python code even where C is built.
 PURE_PYTHON_ENV = "SEGSTORE_PURE_PYTHON"
 
 #: Accelerators that could not be imported, by module name: why.
 missing: dict[str, str] = {}
+
+#: The modules :func:`stale` already checked, by name: the module object and its answer.  Every
+#: plugin module that uses an accelerator loads it; the check reads and hashes the whole C source
+#: (170 KB for Kafka's), so it runs once per module object (a module imported anew is checked anew).
+_checked: dict[str, tuple[ModuleType, str | None]] = {}
 
 
 class SpeedupsWarning(RuntimeWarning):
@@ -43,7 +49,12 @@ def load(name: str) -> ModuleType | None:
         return None
     try:
         module = importlib.import_module(name)
-        why = stale(module)
+        seen = _checked.get(name)
+        if seen is not None and seen[0] is module:
+            why = seen[1]
+        else:
+            why = stale(module)
+            _checked[name] = (module, why)
     except ImportError as err:
         module, why = None, str(err)
     if why is None:
@@ -64,9 +75,21 @@ COMMON_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speedu
 def source_hash(data: bytes) -> str:
     """What setup.py stamps a build with: the first 16 hex digits of the SHA-256 of the C source
     (:func:`source_files`, one after another) followed by :data:`COMMON_HEADER`."""
-    import hashlib  # 4 ms (OpenSSL): only a source tree, where the .c files lie beside the builds, hashes
+    return _sha256()(data).hexdigest()[:16]
 
-    return hashlib.sha256(data).hexdigest()[:16]
+
+def _sha256() -> Any:
+    """CPython's own SHA-256 (``_sha256``, ``_sha2`` from 3.12): 0.2 ms to import where hashlib's
+    OpenSSL takes 2-7 ms, on the first load of every process run from a source tree (the only one
+    whose .c files lie beside the builds).  Its digest is the same; hashlib where it is missing."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            return importlib.import_module(name).sha256
+        except ImportError:
+            pass
+    import hashlib
+
+    return hashlib.sha256
 
 
 def source_files(source: str) -> list[str]:

@@ -471,6 +471,7 @@ def test_wrong_magic_and_bad_length() -> None:
     struct.pack_into(">i", short, 8, 3)
     with pytest.raises(CorruptDataError, match="at least 14, found 3"):
         codec.read_batch_header(bytes(short), 0, path="m.log")
+    assert codec.LEGACY_MIN_MESSAGE_SIZE == legacy.MIN_MESSAGE_SIZE   # the legacy module loads on use
 
 
 def _with_region(region: bytes, count: int, attributes: int = 0) -> bytes:

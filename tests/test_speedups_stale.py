@@ -105,3 +105,37 @@ def test_the_files_a_source_includes_are_part_of_a_builds_source(tmp_path, monke
             warnings.simplefilter("always")
             assert (speedups.load(name) is not None) == loads
         sys.modules.pop(name, None)
+
+
+def test_each_module_is_checked_once_and_again_when_imported_anew(tmp_path, monkeypatch):
+    """Every plugin module that uses an accelerator loads it, and the check reads and hashes the whole
+    C source (170 KB for Kafka's): once per module object; a module imported anew (a rebuild picked up
+    by a reload) is checked anew."""
+    source = b"int f(void) { return 1; }\n"
+    name = _package(tmp_path, speedups.source_hash(source), source, f"stalecase_{uuid.uuid4().hex[:12]}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.delenv(speedups.PURE_PYTHON_ENV, raising=False)
+    checked = []
+    check = speedups.stale
+    monkeypatch.setattr(speedups, "stale", lambda module: checked.append(module) or check(module))
+    first = speedups.load(name)
+    assert first is not None and speedups.load(name) is first and checked == [first]
+    sys.modules.pop(name)
+    again = speedups.load(name)
+    assert again is not None and again is not first and checked == [first, again]
+    sys.modules.pop(name, None)
+
+
+def test_the_source_hash_is_sha256s_whichever_module_computes_it(monkeypatch):
+    """CPython's own SHA-256 where it is built (no OpenSSL to load), hashlib's otherwise: one digest."""
+    import hashlib
+
+    data = bytes(range(256)) * 700
+    own = speedups.source_hash(data)
+    assert own == hashlib.sha256(data).hexdigest()[:16]
+    assert speedups.source_hash(b"") == "e3b0c44298fc1c14"
+    for builtin in ("_sha2", "_sha256"):      # neither built: a None in sys.modules fails its import
+        monkeypatch.setitem(sys.modules, builtin, None)
+    assert speedups._sha256() is hashlib.sha256
+    assert speedups.source_hash(data) == own

@@ -53,7 +53,6 @@ from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 from segstore.javatext import JavaText, java_text
 
-from . import legacy
 from .compression import (
     CODEC_MASK,
     COMPRESSION_NAMES,
@@ -118,6 +117,9 @@ MAGIC_OFFSET = struct.calcsize(">qii")       # 16, the same in every message for
 CRC_OFFSET = struct.calcsize(">qiib")        # 17
 ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")  # 21: the CRC covers from here to the end
 HEADER_UP_TO_MAGIC = MAGIC_OFFSET + 1        # bytes needed to know which format follows
+# The shortest v0 message after the entry prefix: crc, magic, attributes, key and value lengths
+# (legacy.MIN_MESSAGE_SIZE; the legacy module loads with the first v0/v1 entry read, not here).
+LEGACY_MIN_MESSAGE_SIZE = struct.calcsize(">Ibbii")   # 14
 MAGIC_FIELD = struct.Struct(">b")
 assert MAGIC_FIELD.size == 1
 CRC_FIELD = struct.Struct(">I")
@@ -479,6 +481,8 @@ class RecordBatch:
     def compute_crc(self) -> int:
         """The checksum of the batch bytes as stored (CRC-32C for v2, CRC-32 for v0/v1)."""
         if self.magic < MAGIC_V2:
+            from . import legacy
+
             return legacy.compute_crc(self.data)
         return crc32c(self.data[ATTRIBUTES_OFFSET:])
 
@@ -561,6 +565,8 @@ class RecordBatch:
         if messages is None:
             # An uncompressed entry is its own message: iter_batches checked its CRC where asked to (as
             # for v2, reading the records checks none; a dump of a file read unchecked shows it invalid).
+            from . import legacy
+
             messages = legacy.messages(self.data, path=self.path, base_pos=self.position, check_crc=False)
         return messages
 
@@ -653,8 +659,8 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         raise TruncatedDataError(f"expected a batch of more than {HEADER_UP_TO_MAGIC} bytes, "
                                  f"found {found}", path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
-    if length < legacy.MIN_MESSAGE_SIZE:
-        raise CorruptDataError(f"expected a batch length of at least {legacy.MIN_MESSAGE_SIZE}, "
+    if length < LEGACY_MIN_MESSAGE_SIZE:
+        raise CorruptDataError(f"expected a batch length of at least {LEGACY_MIN_MESSAGE_SIZE}, "
                                f"found {length}", path, at)
     size = LOG_OVERHEAD + length
     if remaining < size:
@@ -693,6 +699,8 @@ def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool,
     # The entry is whole by its own size and CRC: what Kafka checks a legacy batch by
     # (AbstractLegacyRecordBatch.ensureValid, what LogSegment.recover calls).  Its key and value, and a
     # wrapper's inner set (DeepRecordsIterator), are read with its records, where their errors are raised.
+    from . import legacy
+
     entry = legacy.read_head(data, path=path, base_pos=at, check_crc=check_crc, any_magic=any_magic)
     messages = None
     error = None

@@ -62,6 +62,10 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
 #: group coordinator keeps an empty group's offsets; the consumer-group calls' default
 #: ``offsets_retention_ms``.
 OFFSETS_RETENTION_MINUTES = "offsets.retention.minutes"
+#: ``log.cleaner.dedupe.buffer.size`` (broker default 128 MiB, one cleaner thread): the memory of the
+#: cleaner's key map (:mod:`.offsetmap`); here, where a store's ``compact`` default takes it without
+#: loading the map's MD5 tables.
+DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 #: Broker name -> (the topic config it is a synonym of, the factor to ms).
 TOPIC_OF: dict[str, tuple[str, int]] = {broker: (topic, factor) for topic, synonyms in BROKER_SYNONYMS.items()
                                         for broker, factor in synonyms}

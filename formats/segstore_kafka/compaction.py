@@ -74,11 +74,12 @@ from segstore.errors import ConfigError, CorruptDataError, UnsupportedOperationE
 
 from . import arrowencode, columnar
 from . import batch as codec
+from .brokerconfig import DEDUPE_BUFFER_SIZE
 from .checkpoints import offset_of, read_offsets, write_offsets
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .logdir import high_watermark, log_dir_of
 from .offsetindex import OFFSET_ENTRY
-from .offsetmap import DEDUPE_BUFFER_SIZE, OffsetMap, md5_digests
+from .offsetmap import OffsetMap, md5_digests
 from .partition import Partition
 from .retention import delete_segment_files
 from .segment import (

@@ -28,8 +28,8 @@ import numpy as np
 from segstore.arrays import unique
 from segstore.errors import ConfigError
 
-#: ``log.cleaner.dedupe.buffer.size`` (broker default 128 MiB, one cleaner thread)
-DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+from .brokerconfig import DEDUPE_BUFFER_SIZE
+
 #: ``log.cleaner.io.buffer.load.factor`` (broker default)
 DEDUPE_LOAD_FACTOR = 0.9
 HASH_SIZE = 16

@@ -69,7 +69,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar
-from .brokerconfig import offsets_retention_ms
+from .brokerconfig import DEDUPE_BUFFER_SIZE, offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
 from .dirnames import METADATA_PARTITION_DIR, METADATA_TOPIC, named_path, partition_numbers
 from .logdir import (
@@ -85,7 +85,6 @@ from .logdir import (
     write_log_start,
     write_recovery_point,
 )
-from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
