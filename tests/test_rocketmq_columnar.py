@@ -1097,6 +1097,36 @@ def test_merge_entries_merges_ascending_ranges_as_the_stable_sort_orders_them(ra
 ENTRY_AS_IS, ENTRY_INSIDE, ENTRY_SIZE, ENTRY_OFFSET, ENTRY_QUEUE, ENTRY_TOPIC = range(6)
 
 
+def _picked_entries(store, view, window, picks):
+    """The interleaved store's first file walked: the rows of ``window`` (skip, count), the store's
+    (topic, queue id) slots sorted, and for each ``(message, how)`` of ``picks`` the entry
+    ``(slot, queue offset, position, size)`` of that message, wrong as ``how`` says (``ENTRY_*``)."""
+    seg = store.commitlog.file_for(4096)
+    walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
+    skip, count = window
+    rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
+    slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
+    topics = [bytes(memoryview(view)[p:p + n]).decode()
+              for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
+    entries = []
+    for pick, how in picks or [(0, ENTRY_AS_IS)]:
+        k = min(pick, len(walked) - 1)
+        slot = slots.index((topics[k], int(walked["queue_id"][k])))
+        slot = slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC else slot
+        entries.append((slot, int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
+                        int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
+                        int(walked["size"][k]) + (how == ENTRY_SIZE)))
+    return rows, slots, entries
+
+
+def _slot_tables(slots):
+    """The slots' ``queue_ids``, ``topic_offsets`` and ``topic_data``, as QueueEntries and QueueRanges
+    hold them."""
+    names = [t.encode() for t, _ in slots]
+    return (np.array([q for _, q in slots], np.int64), np.cumsum([0, *map(len, names)], dtype=np.int64),
+            b"".join(names))
+
+
 @needs_c
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(st.tuples(st.integers(0, 180), st.sampled_from([ENTRY_AS_IS] * 6 + [*range(1, 6)])),
@@ -1106,29 +1136,13 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
     """Entries at, inside, or wrong for a walk's messages (sizes, queue offsets, another queue, two at
     one place): the C merge gives the reference's hits, first wrong entry, identity and met entries."""
     with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
-        seg = store.commitlog.file_for(4096)
-        view = seg.file.view()
-        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
-        skip, count = window
-        rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
-        slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
-        topics = [bytes(memoryview(view)[p:p + n]).decode()
-                  for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
-        entries = []      # (slot, queue offset, position, size) each, one range per entry
-        for pick, how in picks or [(0, ENTRY_AS_IS)]:
-            k = min(pick, len(walked) - 1)
-            slot = slots.index((topics[k], int(walked["queue_id"][k])))
-            entries.append(((slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC
-                             else slot), int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
-                            int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
-                            int(walked["size"][k]) + (how == ENTRY_SIZE)))
+        view = store.commitlog.file_for(4096).file.view()
+        rows, slots, entries = _picked_entries(store, view, window, picks)     # one range per entry
         part_slots, part_firsts, positions, sizes = (np.array(c, np.int64)
                                                      for c in zip(*entries, strict=True))
         order = np.argsort(positions, kind="stable")     # as a read sorts them: by position
-        names = [t.encode() for t, _ in slots]
         table = columnar.QueueEntries(positions[order], order, sizes[order], np.arange(len(entries) + 1),
-                                      part_slots, part_firsts, np.array([q for _, q in slots], np.int64),
-                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+                                      part_slots, part_firsts, *_slot_tables(slots))
         first = int(np.searchsorted(table.phys, rows["position"][0]))
         last = int(np.searchsorted(table.phys, rows["position"][-1], side="right"))
         results = []
@@ -1152,22 +1166,11 @@ def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
     queue offsets, another queue, two at one place), their cursors anywhere before the rows: the C
     claims give the reference's hits, entries passed, identity, cursors and met entries."""
     with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
-        seg = store.commitlog.file_for(4096)
-        view = seg.file.view()
-        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
-        skip, count = window
-        rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
-        slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
-        topics = [bytes(memoryview(view)[p:p + n]).decode()
-                  for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
+        view = store.commitlog.file_for(4096).file.view()
+        rows, slots, entries = _picked_entries(store, view, window, picks)
         by_slot: dict[int, list[tuple[int, int, int]]] = {}     # slot: (queue offset, position, size) each
-        for pick, how in picks or [(0, ENTRY_AS_IS)]:
-            k = min(pick, len(walked) - 1)
-            slot = slots.index((topics[k], int(walked["queue_id"][k])))
-            slot = slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC else slot
-            by_slot.setdefault(slot, []).append((int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
-                                                 int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
-                                                 int(walked["size"][k]) + (how == ENTRY_SIZE)))
+        for slot, *entry in entries:
+            by_slot.setdefault(slot, []).append(tuple(entry))
         part_slots, part_firsts, positions, sizes, bounds = [], [], [], [], [0]
         for slot, entries in sorted(by_slot.items()):
             entries.sort(key=lambda e: e[1])            # a range ascends; its first entry's offset starts it
@@ -1176,12 +1179,9 @@ def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
             positions += [e[1] for e in entries]
             sizes += [e[2] for e in entries]
             bounds.append(len(positions))
-        names = [t.encode() for t, _ in slots]
         ranges = columnar.QueueRanges(np.array(positions, np.int64), np.array(sizes, np.int64),
                                       np.array(bounds, np.int64), np.array(part_slots, np.int64),
-                                      np.array(part_firsts, np.int64),
-                                      np.array([q for _, q in slots], np.int64),
-                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+                                      np.array(part_firsts, np.int64), *_slot_tables(slots))
         assert ranges.claimable()
         skips = cursor_skips + [0] * len(bounds)
         start = np.array([min(b + k, e) for b, e, k in zip(bounds, bounds[1:], skips, strict=False)],
