@@ -45,6 +45,15 @@ OFFSET_LIMIT = 1 << 63
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 
+def loaded_as_after_a_crash(topic: str) -> bool:
+    """Whether the broker loads ``topic``'s partition from offset 0 as after a crash at every start, whatever
+    its log dir's checkpoints and clean-shutdown marker say: KRaft's metadata log, which Kafka 3.8.0
+    ``KafkaMetadataLog.apply`` opens with ``recoveryPoint = 0L`` and ``lastShutdownClean = false`` (no
+    checkpoint names it: ``LogManager.loadLogs`` skips it), so ``LogLoader.recoverLog`` walks every batch
+    and cuts the log at the first whose CRC fails."""
+    return topic == METADATA_TOPIC
+
+
 #: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 #: one past the largest epoch (a Java int)
