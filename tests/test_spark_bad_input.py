@@ -184,6 +184,25 @@ def test_a_worker_child_killed_while_idle_is_not_handed_the_next_task(spark, sto
     assert sorted(r.value for r in frame.collect()) == [b"v%d" % i for i in range(5)]
 
 
+def test_a_write_on_a_child_killed_while_idle_is_written_once(spark, tmp_path):  # noqa: F811
+    """A write's begin and commit borrow idle connections too; one whose child died while idle was asked the
+    write again on a new connection after its exchange failed, which for a commit whose child had died in
+    the middle of it would append twice.  A write is never asked twice now: a reused connection is
+    pinged first and replaced when its child is gone, so the write is whole and once."""
+    path = tmp_path / "kafka-logs"
+    frame = spark.createDataFrame([(b"a",), (b"b",)], "value binary")
+    write = frame.write.format("segstore").options(writer="jvm", format="kafka", topic="t").mode("append")
+    write.save(str(path))
+    children = _worker_children()
+    assert children, "the JVM keeps its worker children between requests"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    write.save(str(path))
+    with segstore.open(str(path), "kafka") as store:
+        values = [v for batch in store.scan_arrow(["value"]) for v in batch.column(0).to_pylist()]
+    assert sorted(values) == [b"a", b"a", b"b", b"b"]
+
+
 def test_a_worker_child_killed_in_a_read_fails_the_task_saying_so(spark, tmp_path):  # noqa: F811
     """A worker child killed while a task reads from it (SIGKILL: the out-of-memory killer) failed the task
     with ``segstore worker closed the connection`` or ``Broken pipe``, no word of why; its server notes

@@ -324,6 +324,15 @@ def test_requests_that_fail_answer_an_error_frame(serving, tmp_path):
     assert kind == b"J" and answer["format"] == "kafka"
 
 
+def test_a_ping_is_answered_without_touching_any_store(serving):
+    """The JVM pings a reused connection before a write's request, which it never asks twice
+    (PythonWorkers.call): a ping is answered ``{}`` and the connection stays in step."""
+    client = serving()
+    assert client.call({"op": "ping"}) == (b"J", {})
+    kind, answer = client.call({"op": "schema", "options": {"path": str(KAFKA)}})
+    assert kind == b"J" and answer["format"] == "kafka"
+
+
 def test_pushdown_answers_what_the_planner_applies_exactly():
     options = {"path": str(ROCKETMQ)}
     filters = [

@@ -148,7 +148,7 @@ final class PythonWorkers {
      * A new connection in place of {@code failed}, a reused one whose first exchange failed before any
      * answer came: the check in {@link #borrow} can pass a child the kernel has not yet torn down (a
      * SIGKILL's end of the connection comes a moment after the signal), so the request goes once more,
-     * to a new child. Requests are reads of the store: asking again changes nothing.
+     * to a new child. Only what may be asked twice is: the reads of the store, and a write's ping.
      */
     WorkerConnection replace(WorkerConnection failed) throws IOException {
         closeQuietly(failed);
@@ -171,16 +171,22 @@ final class PythonWorkers {
      * child, they answer alike. The writes' (write_begin makes a staging directory, write_commit appends)
      * are not asked twice.
      */
+    /** The request that checks a reused connection before a write's (segstore/spark/worker.py {@code _ping}). */
+    private static final JsonNode PING = WorkerConnection.MAPPER.createObjectNode()
+            .put("op", "ping");
+
     static final Set<String> READ_REQUESTS = Set.of("schema", "pushdown", "plan", "stream_initial",
             "stream_snapshot", "stream_latest", "stream_plan");
 
     /**
      * One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan, streams' offsets,
-     * writes' begin and commit). A write's request on a reused connection whose exchange fails is asked
-     * once more on a new one ({@link #replace}); a child that ends in the middle of the exchange is named
-     * with why (its server's note, {@link #exitOf}: the out-of-memory killer's SIGKILL...). A request of
-     * {@link #READ_REQUESTS} is asked once more, of a new child, where its child ended (killed in the
-     * middle, or gone while idle); the answer of the second is the user's, or its end is named too.
+     * writes' begin, commit and abort). A write's request is never asked twice (a commit asked again
+     * after its child ended in the middle could append twice): on a reused connection a {@code ping}
+     * goes first, and a connection whose ping fails (its child gone while idle) is replaced
+     * ({@link #replace}) before the write is sent. A child that ends in the middle of the exchange is
+     * named with why (its server's note, {@link #exitOf}: the out-of-memory killer's SIGKILL...). A
+     * request of {@link #READ_REQUESTS} is asked once more, of a new child, where its child ended (killed
+     * in the middle, or gone while idle); the answer of the second is the user's, or its end is named too.
      */
     JsonNode call(JsonNode request) {
         WorkerConnection connection;
@@ -193,6 +199,13 @@ final class PythonWorkers {
         boolean read = READ_REQUESTS.contains(request.path("op").asText(""));
         boolean clean = false;
         try {
+            if (!read && connection.reused) {
+                try {
+                    connection.call(PING);
+                } catch (IOException e) {
+                    connection = replace(connection);     // a child gone while idle: nothing was asked
+                }
+            }
             boolean retried = false;
             String before = null;       // why the child asked first ended, where it was asked again
             while (true) {
@@ -204,11 +217,6 @@ final class PythonWorkers {
                     clean = true;       // an error reply ends the exchange cleanly
                     throw e;
                 } catch (IOException e) {
-                    if (!retried && connection.reused && !read) {
-                        retried = true;
-                        connection = replace(connection);     // a child gone while idle
-                        continue;
-                    }
                     long pid = connection.pid();
                     String reason = exitOf(pid);
                     if (!retried && read && (reason != null || connection.reused)) {
