@@ -427,6 +427,40 @@ def test_property_columns_refuse_properties_outside_the_view_and_small_outputs()
             columnar._speedups.property_columns(view, bad_starts, bad_lengths, *bad_outs)
 
 
+_PROPERTY_PIECES = st.sampled_from([b"KEYS", b"KEY", b"TAGS", b"\x01", b"\x02", b" ", b"  ", b"k", b"ab",
+                                    b"x" * 20])
+#: items of names (KEYS among them) and values of spaces and tokens, 0x02 between them
+_PROPERTY_VALUES = st.lists(st.sampled_from([b" ", b"k", b"ab", b"\x01", b"y" * 9]), max_size=6).map(b"".join)
+_PROPERTY_ITEMS = st.lists(st.tuples(st.sampled_from([b"KEYS", b"KEY", b"TAGS", b"", b"UNIQ_KEY"]),
+                                     st.sampled_from([b"\x01", b"", b"\x01\x01"]), _PROPERTY_VALUES)
+                           .map(b"".join), max_size=6).map(b"\x02".join)
+
+
+@needs_c
+@settings(max_examples=300)
+@given(st.lists(st.one_of(_PROPERTY_ITEMS, st.lists(_PROPERTY_PIECES, max_size=40).map(b"".join)), min_size=1,
+                max_size=8), st.integers(0, 70))
+def test_the_key_alone_is_the_first_token_the_full_split_finds(properties, tail):
+    """property_columns for the key alone (its masks over properties under 64 bytes, each other one
+    split in full) gives the key the split of every item gives, for properties near the view's end
+    too (``tail``: the bytes after the last one)."""
+    data = b"".join(properties) + b"p" * tail
+    view = memoryview(data)
+    lengths = np.array([len(p) for p in properties], np.int32)
+    starts = np.cumsum([0, *lengths[:-1]], dtype=np.int64)
+    total = len(data)
+    keys = []
+    for key_only in (True, False):
+        outs = _property_outputs(len(properties), total, total // 2 + len(properties) + 1)
+        _, _, _, nulls = columnar._speedups.property_columns(view, starts, lengths, *outs, not key_only,
+                                                             not key_only)
+        offsets, data_out, valid = outs[11], outs[12], outs[13]
+        keys.append(([bytes(data_out[offsets[i]:offsets[i + 1]]) if valid[i] else None
+                      for i in range(len(properties))], nulls))
+    assert keys[0] == keys[1]
+    assert keys[0][1] == keys[0][0].count(None)
+
+
 @needs_c
 @given(st.lists(st.integers(0, 299), min_size=1, max_size=600), st.integers(0, 2))
 def test_c_topic_codes_number_many_topics_by_first_appearance(picks, width):
