@@ -364,6 +364,28 @@ def test_a_projection_of_property_columns_builds_the_full_batch_columns(data):
 
 
 @needs_c
+@settings(max_examples=30)
+@given(region())
+def test_rows_of_a_known_topic_build_the_topic_column_the_gather_builds(data):
+    """Rows whose topic the reader knows (``Rows.topic``: a queue-range read of one topic) build their
+    topic column as that name repeated: the column a gather of each row's topic builds."""
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    schema = project(ROCKETMQ_SCHEMA, ["value", "topic", "offset"])
+    gathered = columnar.build_batch(view, rows, schema)
+    topics = {bytes(view[p:p + n]) for p, n in zip(rows["topic_pos"], rows["topic_len"], strict=True)}
+    for picked in ([rows.select(np.array([t == topic for t in gathered.column("topic").to_pylist()]))
+                    for topic in {t.decode() for t in topics}] if len(topics) > 1 else [rows]):
+        expected = columnar.build_batch(view, picked, schema)
+        picked.topic = expected.column("topic")[0].as_py().encode() if len(picked) else b"T"
+        repeated = columnar.build_batch(view, picked, schema)
+        assert repeated.equals(expected)
+        offsets = [batch.column("topic").buffers()[1].to_pybytes() for batch in (repeated, expected)]
+        assert offsets[0] == offsets[1]
+
+
+@needs_c
 @given(region(), st.integers(1, 4))
 def test_columns_gathered_a_chunk_of_rows_at_a_time_equal_one_pass(data, chunk):
     view, c, _, rows, _ = both_decode(data, False)
@@ -1005,7 +1027,9 @@ def test_queue_ranges_in_log_order_are_the_queues_rows(name, accel):
     with RocketMQStore(str(ROOT / name / "store"), "r") as store:
         queues = [(t, q, *store.offset_range(t, q)) for t in store.topics() for q in store.partitions(t)]
         some = [(t, q, lo + (hi - lo) // 3, hi - 1) for t, q, lo, hi in queues[::2]]
-        for ranges in (queues, some, queues[-1:], [(t, q, 5, 5) for t, q, *_ in queues]):
+        # the queues of one topic too: their rows' topic column is the name repeated (Rows.topic)
+        of_topics = [[r for r in queues if r[0] == t] for t in store.topics()]
+        for ranges in (queues, some, queues[-1:], [(t, q, 5, 5) for t, q, *_ in queues], *of_topics):
             got = _log_rows(store, ranges, batch_rows=5)
             assert sorted(got, key=_place) == sorted(_queue_rows(store, ranges), key=_place)
         # prepared transactional messages lie in the commitlog but in no queue: never read

@@ -273,6 +273,12 @@ def body_preview(body: bytes) -> str:
     return json.dumps(text[:_BODY_PREVIEW], ensure_ascii=False) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
+def _of_topic(rows: columnar.Rows, topic: bytes | None) -> columnar.Rows:
+    """``rows``, each of which holds ``topic`` (UTF-8; None: not known) as ``rows.topic`` says."""
+    rows.topic = topic
+    return rows
+
+
 def _selected(view: memoryview, rows: columnar.Rows, topic: str | None, partition: int | None,
               committed: bool) -> columnar.Rows:
     """The rows of ``topic`` / queue ``partition`` (None: any), without (``committed``) the
@@ -2050,6 +2056,9 @@ class RocketMQStore(LifecycleMixin, Store):
             at += len(piece)
         # each slot's queue id and topic (UTF-8, one after another), as the rows are checked against them
         names = [str(q[0]).encode("utf-8") for q in queues]
+        # every row given is checked against an entry of its queue, topic included: of one topic, its
+        # rows' topic column is that name repeated (columnar.Rows.topic)
+        one_topic = names[0] if len(set(names)) == 1 else None
         ranges = columnar.QueueRanges(
             positions, sizes, bounds, np.array([p[0] for p in parts], np.int64),
             np.array([p[1] for p in parts], np.int64), np.array([int(q[1]) for q in queues], np.int64),
@@ -2086,7 +2095,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     claimed += len(hits)
                     if len(hits) == passed:
                         if len(hits):
-                            yield own, rows if identity else rows.select(hits)
+                            yield own, _of_topic(rows if identity else rows.select(hits), one_topic)
                         continue
                     table = ranges.merged()
                     met = met[table.order]
@@ -2099,7 +2108,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     continue
                 hits, wrong, identity = columnar.match_entries(own, rows, table, first, last, met)
                 if len(hits):
-                    yield own, rows if identity else rows.select(hits)
+                    yield own, _of_topic(rows if identity else rows.select(hits), one_topic)
                 if wrong >= 0:
                     self._wrong_queue_entry(queues, table, wrong)
             lows = highs
