@@ -1222,7 +1222,8 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
 def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, window, cursor_skips):
     """Ranges of one queue each (ascending entries at, inside, or wrong for a walk's messages: sizes,
     queue offsets, another queue, two at one place), their cursors anywhere before the rows: the C
-    claims give the reference's hits, entries passed, identity, cursors and met entries."""
+    claims give the reference's hits, entries passed, identity, cursors and met entries, and so do the
+    claims the C decode found as it walked the rows (``decode_region``'s ``ranges``)."""
     with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
         view = store.commitlog.file_for(4096).file.view()
         rows, slots, entries = _picked_entries(store, view, window, picks)
@@ -1244,15 +1245,22 @@ def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
         skips = cursor_skips + [0] * len(bounds)
         start = np.array([min(b + k, e) for b, e, k in zip(bounds, bounds[1:], skips, strict=False)],
                          np.int64)
+        seg = store.commitlog.file_for(4096)
+        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path,
+                                         ranges=ranges))
+        assert walked.claims is not None and len(walked.claims) == len(walked)
+        skip = min(window[0], len(walked) - 1)
+        decoded = rows.select(slice(None))
+        decoded.claims = walked.claims[skip:skip + len(rows)]
         results = []
-        for python in (False, True):
+        for python, picked in ((False, rows), (False, decoded), (True, rows)):
             with monkeypatch.context() as patch:      # undone before the next example
                 if python:
                     patch.setattr(columnar, "_speedups", None)
                 met, cursors = np.zeros(len(positions), bool), start.copy()
-                hits, passed, identity = columnar.claim_entries(view, rows, ranges, cursors, met)
+                hits, passed, identity = columnar.claim_entries(view, picked, ranges, cursors, met)
             results.append((hits.tolist(), passed, identity, cursors.tolist(), met.tolist()))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
 
 
 def test_queue_ranges_claimable_only_for_distinct_ascending_queues():

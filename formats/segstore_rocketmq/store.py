@@ -2088,7 +2088,7 @@ class RocketMQStore(LifecycleMixin, Store):
             zeros = functools.partial(cl.check_zeros_end, seg, limit=seg.wrote)   # data after zeros: damage
             for rows in columnar.walk_file(view, first_at - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows, fill=fill,
-                                           zeros_end=zeros):
+                                           zeros_end=zeros, ranges=ranges if table is None else None):
                 own = columnar.view_of(view, rows)
                 if table is None:
                     hits, passed, identity = columnar.claim_entries(own, rows, ranges, cursors, met)
