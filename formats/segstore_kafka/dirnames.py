@@ -44,6 +44,11 @@ OFFSET_LIMIT = 1 << 63
 #: the metadata image's replay (2.4 ms)
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+#: ``MetaPropertiesEnsemble.META_PROPERTIES_NAME``: a KRaft or ZooKeeper broker's log directory identity
+#: (:mod:`.properties` reads it; here, so that a store opened where there is none loads no reader of it)
+META_PROPERTIES = "meta.properties"
+#: A partition directory's topic id (``PartitionMetadataFile``, read by :mod:`.properties`)
+PARTITION_METADATA = "partition.metadata"
 
 #: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")

@@ -71,7 +71,14 @@ from . import batch as codec
 from . import columnar
 from .brokerconfig import DEDUPE_BUFFER_SIZE, offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
-from .dirnames import METADATA_PARTITION_DIR, METADATA_TOPIC, named_path, partition_numbers
+from .dirnames import (
+    META_PROPERTIES,
+    METADATA_PARTITION_DIR,
+    METADATA_TOPIC,
+    PARTITION_METADATA,
+    named_path,
+    partition_numbers,
+)
 from .logdir import (
     LogDir,
     checkpointed,
@@ -103,7 +110,6 @@ from .partition import (
     plain_header,
     validate_topic,
 )
-from .properties import PARTITION_METADATA, node_identity, read_partition_metadata
 from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
 
@@ -114,6 +120,7 @@ if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load whe
 
     from . import arrowappend, arrowencode, kraft, transactions
     from .coordinator import CoordinatorLog
+    from .properties import NodeIdentity
     from .segment import LogSegment
 
 _T = TypeVar("_T")
@@ -485,6 +492,15 @@ def _metadata_image(log_dir: str) -> kraft.MetadataImage | None:
     return kraft.load_image(log_dir)
 
 
+def _node_identity(log_dir: str) -> NodeIdentity | None:
+    """:func:`.properties.node_identity` of ``log_dir``; its module (and the properties parser) is loaded
+    only where the log directory has a ``meta.properties`` (none: None, as that function answers)."""
+    if not files.is_file(os.path.join(log_dir, META_PROPERTIES)):
+        return None
+    from .properties import node_identity
+    return node_identity(log_dir)
+
+
 def _replication_factor(topic: kraft.TopicState) -> int | None:
     """``kafka-topics --describe``'s ReplicationFactor: its first partition's replica count
     (``TopicCommand.TopicDescription``); None for a topic without partitions."""
@@ -792,7 +808,7 @@ class KafkaStore(Store):
         #: problems met reading the cluster's files (meta.properties, the metadata log) for verify
         self._cluster_problems: list[Problem] = []
         self.metadata = self._load(_metadata_image, "the metadata log")
-        self.identity = self._load(node_identity, "meta.properties")
+        self.identity = self._load(_node_identity, "meta.properties")
         retention = offsets_retention_ms(static or {})
         #: the server.properties' offsets.retention.minutes: the group calls' default offsets_retention_ms
         self._group_defaults = {} if retention is None else {"offsets_retention_ms": retention}
@@ -1912,6 +1928,8 @@ class KafkaStore(Store):
     @staticmethod
     def _topic_id_file(part: Partition) -> tuple[str | None, Problem | None]:
         """The topic id of a partition's ``partition.metadata`` (None: absent or unreadable, the problem)."""
+        from .properties import read_partition_metadata
+
         try:
             return read_partition_metadata(part.path), None
         except SegstoreError as err:
