@@ -71,7 +71,6 @@ from .segment import (
     ChunkSource,
     LogSegment,
     ProducerBatches,
-    RecoverResult,
     TimestampAndOffset,
     TransactionTracker,
     file_name,
@@ -82,6 +81,7 @@ from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
     from . import arrowencode, columnar
+    from .results import Appended, RecoverResult
 
 _INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
 #: What Kafka 3.8.0's ``LogConfig`` definitions accept (``ConfigDef`` types INT or LONG, ``atLeast``
@@ -523,19 +523,6 @@ def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """Where one batch landed."""
-
-    base_offset: int
-    last_offset: int
-    position: int
-    size: int
-    segment: int
-    log_append_time: int | None
-
 
 
 #: Most (entry, batch) pairs :func:`stray_entries` compares at once; more (an index whose positions
@@ -1371,6 +1358,8 @@ class Partition:
             # UnifiedLog.maybeIncrementLogStartOffset: the leader epochs start there too
             self.log_start_offset = log_start
             self.epochs.truncate_from_start(log_start)
+        from .results import Appended  # (its module loads at a store's first append)
+
         return Appended(header.base_offset, header.last_offset, position, len(data), active.base,
                         header.max_timestamp if self.log_append_time else None)
 

@@ -18,7 +18,6 @@ import json as jsonlib
 import numbers
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
@@ -118,9 +117,10 @@ if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load whe
 
     from segstore.consumers import ConsumerGroups
 
-    from . import arrowappend, arrowencode, kraft, transactions
+    from . import arrowappend, arrowencode, groups, kraft, transactions
     from .coordinator import CoordinatorLog
     from .properties import NodeIdentity
+    from .record import KafkaRecord
     from .segment import LogSegment
 
 _T = TypeVar("_T")
@@ -131,6 +131,16 @@ BROKER_LOCK_FILE = ".lock"
 
 #: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields (the core's names).
 __all__ = ["ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaRecord", "KafkaStore"]
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`.record.KafkaRecord` and :func:`.record.batch_json` by their old names here: their module
+    loads where a read makes a record (a ``scan_arrow`` makes none)."""
+    if name in ("KafkaRecord", "batch_json"):
+        from . import record
+
+        return getattr(record, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CommittedFilter:
@@ -307,68 +317,6 @@ def _message_bound(m: Message) -> int:
 
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaRecord(Record):
-    """One record with its batch, topic and partition: a :class:`segstore.records.Record` whose
-    ``extras`` are the batch's fields (``dump --json``'s ``batch`` object).  ``log_start_offset`` is
-    its partition's when it was read, ``segment_base_offset`` the base offset its segment is named
-    by (a cleaned segment keeps its first base, ``LogCleaner``, so it may lie below the first batch):
-    what a copy needs to start its log where the source's starts (``dump --json``)."""
-
-    topic: str
-    partition: int = field()    # a field, not the default: Record declares ``partition`` as a property
-    batch: codec.RecordBatch
-    record: codec.Record
-    log_start_offset: int
-    segment_base_offset: int
-
-    @property
-    def offset(self) -> int:
-        return self.record.offset
-
-    @property
-    def timestamp(self) -> int:
-        return self.record.timestamp
-
-    @property
-    def timestamp_type(self) -> str:
-        return self.batch.timestamp_type
-
-    @property
-    def key(self) -> bytes | None:
-        return self.record.key
-
-    @property
-    def keys(self) -> list[str]:
-        """``[key]`` as text (``surrogateescape`` for bytes that are not UTF-8); ``[]`` for a null key."""
-        key = self.record.key
-        return [] if key is None else [bytes(key).decode("utf-8", "surrogateescape")]
-
-    @property
-    def value(self) -> bytes | None:
-        return self.record.value
-
-    @property
-    def headers(self) -> list[tuple[str, bytes | None]]:
-        return list(self.record.headers)
-
-    @property
-    def extras(self) -> Mapping[str, Any]:
-        return batch_json(self.batch, self.segment_base_offset)
-
-
-def batch_json(batch: codec.RecordBatch, segment_base_offset: int) -> dict[str, Any]:
-    """The ``batch`` object of a ``dump --json`` line (``segment_base_offset``: the base offset its
-    segment file is named by)."""
-    return {"base_offset": batch.base_offset, "last_offset": batch.last_offset, "position": batch.position,
-            "size": batch.size, "crc": batch.crc, "compression": batch.compression, "magic": batch.magic,
-            "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-            "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
-            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
-            "delete_horizon_ms": batch.delete_horizon_ms, "segment_base_offset": segment_base_offset}
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -771,18 +719,6 @@ class _DecodedAhead:
             if failure is not None:
                 raise failure
             pos = reach
-
-
-@dataclass(slots=True)
-class _GroupHome:
-    """Where a consumer group's records go (:meth:`KafkaStore._group_home`)."""
-
-    #: ``__consumer_offsets-N``
-    name: str
-    part: Partition
-    #: the group as loaded there (``groups.Group``), None for none
-    group: Any
-    notes: list[str]
 
 
 class KafkaStore(Store):
@@ -1517,6 +1453,8 @@ class KafkaStore(Store):
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
                  isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        from .record import KafkaRecord
+
         batches = part.batches(start)
         if check_isolation(isolation) == READ_COMMITTED:
             batches = _committed(part, batches, part.log_start_offset if start is None else start)
@@ -1819,6 +1757,8 @@ class KafkaStore(Store):
         """The record at or after ``offset``, decoding the batch at file ``position`` of the segment
         holding ``offset``: one batch decode.  An offset past that batch (a gap compaction left at
         a segment's end) is read through the offset index instead."""
+        from .record import KafkaRecord
+
         self._check_open()
         part = self.partition_of(topic, partition)
         seg = part.log.segment_for(offset)
@@ -1860,6 +1800,8 @@ class KafkaStore(Store):
         return out
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
+        from .record import KafkaRecord, batch_json
+
         self._check_record(record, KafkaRecord)
         return {"topic": record.topic, "partition": record.partition,
                 "log_start_offset": record.log_start_offset, "offset": record.offset,
@@ -2238,7 +2180,7 @@ class KafkaStore(Store):
             self.indexes.append()
         return home.notes
 
-    def _group_home(self, group: str) -> _GroupHome:
+    def _group_home(self, group: str) -> groups.GroupHome:
         """Where ``group``'s records go: its partition of ``__consumer_offsets`` (where its records are, else
         its id's hash modulo the KRaft metadata's partition count, else Kafka's default 50, noted), the
         group as loaded there, and notes (another in-sync replica could lead the partition).
@@ -2281,7 +2223,7 @@ class KafkaStore(Store):
             notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: what is "
                          f"written here lasts only if node {node} leads it when the cluster comes back (a "
                          "follower truncates what its leader does not hold)")
-        return _GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
+        return groups.GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`); a record that
@@ -2990,11 +2932,13 @@ class KafkaStore(Store):
             records = [r for r in records if id(r) in chosen]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
                           f"key {request.key}", data, json_text=jsonlib.dumps(data))   # dump_json's line
-                 for r in records for data in [self.to_json(cast(KafkaRecord, r))]]
+                 for r in records for data in [self.to_json(cast("KafkaRecord", r))]]
         return QueryResult(records=records, lines=lines, found=bool(records), damage=damage)
 
     def _committed_record(self, record: Record) -> bool:
         """Whether a read_committed consumer fetching from ``record``'s offset is given it."""
+        from .record import KafkaRecord
+
         assert isinstance(record, KafkaRecord)
         part = self.partition_of(record.topic, record.partition)
         first = next(self._records(part, record.offset, READ_COMMITTED), None)
