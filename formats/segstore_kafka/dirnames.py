@@ -50,8 +50,9 @@ META_PROPERTIES = "meta.properties"
 #: A partition directory's topic id (``PartitionMetadataFile``, read by :mod:`.properties`)
 PARTITION_METADATA = "partition.metadata"
 
-#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch); the
+#: pattern's text, compiled by re where a metadata log is read (every store's open compiled it)
+KRAFT_SNAPSHOT = r"^(\d{20})-(\d{10})\.checkpoint$"
 #: one past the largest epoch (a Java int)
 EPOCH_LIMIT = 1 << 31
 
@@ -65,7 +66,7 @@ def kraft_snapshot_id(path: str) -> tuple[int, int] | None:
         ``NumberFormatException`` on the name, and the broker does not start on the log directory
         (``KafkaMetadataLog.recoverSnapshots`` parses every name in it).
     """
-    match = KRAFT_SNAPSHOT.match(os.path.basename(path))
+    match = re.match(KRAFT_SNAPSHOT, os.path.basename(path))
     if match is None:
         return None
     end, epoch = int(match.group(1)), int(match.group(2))

@@ -104,7 +104,10 @@ _RANGES = {
     "message_timestamp_difference_max_ms": (0, _LONG_MAX),
 }
 
-_THROTTLED = re.compile(r"([0-9]+:[0-9]+)?")
+#: ``ThrottledReplicaListValidator``'s entry.  This module's patterns that opening and reading a store
+#: never use are texts, compiled by re where first used (and cached there), not at import: a compile
+#: costs 0.3-0.6M instructions of every process's first open.
+_THROTTLED = r"([0-9]+:[0-9]+)?"
 
 
 def _config_bool(name: str, raw: Any) -> bool:
@@ -137,18 +140,18 @@ def _config_double(name: str, raw: Any, low: float, high: float) -> None:
 def _config_throttled(name: str, raw: Any) -> None:
     """``ThrottledReplicaListValidator``: ``*``, or a list of ``partitionId:brokerId`` (entries trimmed)."""
     entries = [e.strip() for e in str(raw).split(",")]
-    if not (all(_THROTTLED.fullmatch(e) for e in entries) or "".join(entries) == "*"):
+    if not (all(re.fullmatch(_THROTTLED, e) for e in entries) or "".join(entries) == "*"):
         raise ConfigError(f"expected {name} of '*' or a list of [partitionId]:[brokerId], found {cut(raw)}")
 
 
 #: ``MetadataVersion.fromVersionString``'s shape: ``0.10.2``, ``2.8``, ``3.0-IV1``...
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+_VERSION = r"\d+\.\d+(\.\d+)?(-IV\d+)?"
 
 
 def _config_version(name: str, raw: Any) -> None:
     """``message.format.version``'s ``MetadataVersionValidator`` (a version ``MetadataVersion`` names; its
     shape checked here)."""
-    if not isinstance(raw, str) or _VERSION.fullmatch(raw.strip()) is None:
+    if not isinstance(raw, str) or re.fullmatch(_VERSION, raw.strip()) is None:
         raise ConfigError(f"expected {name} of a Kafka version (3.0-IV1, 2.8...), found {cut(raw)}")
 
 
@@ -414,8 +417,8 @@ class KafkaConfig:
         return "none" if self.compression_type in ("producer", "uncompressed") else self.compression_type
 
 
-#: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``).
-LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+#: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``; a pattern's text, as ``_THROTTLED``).
+LEGAL_TOPIC = r"[a-zA-Z0-9._-]+"
 MAX_TOPIC_LENGTH = 249
 
 
@@ -435,7 +438,7 @@ def validate_topic(topic: str, partition: int) -> None:
     if len(topic) > MAX_TOPIC_LENGTH:
         raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
                                 f"found {len(topic)}")
-    if LEGAL_TOPIC.fullmatch(topic) is None:
+    if re.fullmatch(LEGAL_TOPIC, topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if not isinstance(partition, int) or isinstance(partition, bool):
         raise InvalidTopicError(f"expected an integer partition, found {shown(partition)}")
@@ -462,8 +465,8 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     return match["topic"], int(match["partition"])
 
 
-#: index files of a segment (``LocalLog.isIndexFile``)
-INDEX_FILE = re.compile(r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$")
+#: index files of a segment (``LocalLog.isIndexFile``; a pattern's text, as ``_THROTTLED``)
+INDEX_FILE = r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$"
 
 
 def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
@@ -473,8 +476,9 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
     orphaned index, and the segment's records are lost."""
     names = set(files.list_dir(path))
     problems: list[tuple[str, int | None, str]] = []
+    index_file = re.compile(INDEX_FILE)
     for name in sorted(names):
-        match = INDEX_FILE.match(name)
+        match = index_file.match(name)
         if match is None:
             continue
         log = f"{match['base']}.log"
