@@ -442,7 +442,7 @@ import segstore
 with segstore.open(sys.argv[1], format="kafka") as store:
     rows = sum(batch.num_rows for batch in store.scan_arrow())
 from segstore import speedups
-others = ("hashlib", "_hashlib", "_sha256", "_sha2", "segstore.properties")
+others = ("hashlib", "_hashlib", "_sha256", "_sha2", "segstore.properties", "sortedcontainers")
 print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.startswith("segstore_kafka.")
                                                  or m in others),
                   "missing": sorted(speedups.missing)}))
@@ -461,7 +461,8 @@ def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_sch
     dataclasses a scan makes none of, whose generated methods are compiled from source as their
     classes are made (~3.5M instructions each): the record a read gives (.record), an append's and a
     recovery's reports (.results), a consumer group's home (.groups), and ``meta.properties``'s reader
-    (.properties, and the core's properties parser with it) where the log directory has none."""
+    (.properties, and the core's properties parser with it) where the log directory has none.  Nor
+    sortedcontainers where no segment map holds more than ``segstore.segments.FEW`` segments."""
     kafka = _kafka(tmp_path / "k")
     for path in (kafka, kafka / "t-0"):
         result = _run(_SCAN, str(path))
@@ -470,7 +471,7 @@ def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_sch
                   "segstore_kafka.internal_topics", "segstore_kafka.retention", "segstore_kafka.legacy",
                   "segstore_kafka.offsetmap", "hashlib", "_hashlib", "_sha256", "_sha2",
                   "segstore_kafka.record", "segstore_kafka.results", "segstore_kafka.groups",
-                  "segstore_kafka.properties", "segstore.properties"}
+                  "segstore_kafka.properties", "segstore.properties", "sortedcontainers"}
         assert not unused & set(result["loaded"]), path
         if importlib.util.find_spec("segstore_kafka._speedups") is not None:
             assert result["missing"] == [], path    # the C accelerator loaded: its stale check ran
