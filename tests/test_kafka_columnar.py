@@ -283,6 +283,22 @@ def test_c_export_of_long_batches_equals_the_reference_batch(buf, columns, topic
         assert ours.equals(reference)
 
 
+def test_the_all_null_stored_keys_of_chunks_of_one_length_are_one_immutable_array() -> None:
+    """A chunk whose header keys are all UTF-8 gets the all-null ``headerKeysBytes`` column of its length,
+    made once and shared by the batches of every such chunk: its buffers are immutable."""
+    data = b"".join(codec.encode_batch([(b"k", b"v" * i, 1_700_000_000_000, [("h", b"x")])] * 3,
+                                       base_offset=3 * i) for i in range(4))
+    chunks = list(columnar.decode(data, want=columnar.want_flags(KAFKA_SCHEMA.names),
+                                  capacity=columnar.Capacity.for_rows(3)))
+    assert len(chunks) == 4 and all(chunk.rows == 3 for chunk in chunks)
+    columns = [columnar.stored_keys(chunk) for chunk in chunks]
+    assert all(column is columns[0] for column in columns)
+    assert columns[0].to_pylist() == [None] * 3 and columns[0].null_count == 3
+    columns[0].validate(full=True)
+    assert not any(buffer.is_mutable for buffer in columns[0].buffers() if buffer is not None)
+    assert columnar.stored_keys(chunks[0].head(2, 2)).to_pylist() == [None] * 2
+
+
 @needs_c
 def test_an_exported_batch_outlives_its_chunk_and_releases_its_buffers() -> None:
     """The exported batch holds the chunk's buffers (a view of each) until Arrow releases it: it
