@@ -130,6 +130,7 @@ def group(wanted: str) -> list[Any]:
             names = sorted(child for child in os.listdir(root) if child.lower().endswith(_SUFFIXES))
         except OSError:
             continue
+        prefix = os.path.join(root, "")     # os.path.join(root, child) for each child, without a call each
         for child in names:
             stem = child[:child.rindex(".")]
             if not stem.strip("."):
@@ -138,8 +139,8 @@ def group(wanted: str) -> list[Any]:
             if key in seen:
                 continue
             seen.add(key)
-            dist = os.path.join(root, child)
-            path = os.path.join(dist, "entry_points.txt")
+            dist = prefix + child
+            path = f"{dist}{os.sep}entry_points.txt"
             if not os.access(path, os.R_OK):
                 continue    # most distributions have none: asked without raising (and catching) an error
             try:
