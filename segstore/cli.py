@@ -31,6 +31,7 @@ from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     MAX_SHOWN,
+    NUL,
     ConfigError,
     CorruptDataError,
     FormatNotFoundError,
@@ -47,6 +48,7 @@ from .errors import (
     WrongFormatError,
     cut,
     shown_number,
+    shown_path,
     shown_text,
 )
 from .errors import shown as json_shown
@@ -3370,8 +3372,29 @@ def _out_of_memory(err: BaseException) -> bool:
     return False
 
 
+def _nul_argument(argv: Sequence[str]) -> str | None:
+    """The line refusing an argument that holds a NUL byte, or None.  No command line holds one (``execve``
+    takes C strings): only a caller of :func:`main` passes one, and a path with one was looked for
+    as a path without it (``os.path.exists`` says False: "no such file or directory") and echoed raw, the
+    byte a space on a terminal.  Refused before any call to the system, the byte shown escaped
+    (:func:`errors.shown_path`), as the library refuses such a path (:func:`errors.check_path`)."""
+    for arg in argv:
+        at = arg.find(NUL) if isinstance(arg, str) else -1
+        if at >= 0:
+            first = argv[0] if isinstance(argv[0], str) else ""
+            where = "segstore" if NUL in first or first.startswith("-") else f"segstore {first}"
+            shown = shown_path(arg) if len(arg) <= MAX_SHOWN else cut(arg)
+            return (f"{where}: {shown}: expected an argument without a NUL byte (no command line holds one), "
+                    f"found one at character {at}")
+    return None
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    refused = _nul_argument(argv)
+    if refused is not None:
+        sys.stderr.write(refused + "\n")
+        return EXIT_USAGE
     # the command is the first argument (the top level has no option that takes a value); a first
     # argument that prints and exits (--help, --version) names none, and no command's parser is made
     first = argv[0] if argv else None

@@ -50,6 +50,16 @@ META_PROPERTIES = "meta.properties"
 #: A partition directory's topic id (``PartitionMetadataFile``, read by :mod:`.properties`)
 PARTITION_METADATA = "partition.metadata"
 
+
+def loaded_as_after_a_crash(topic: str) -> bool:
+    """Whether the broker loads ``topic``'s partition from offset 0 as after a crash at every start, whatever
+    its log dir's checkpoints and clean-shutdown marker say: KRaft's metadata log, which Kafka 3.8.0
+    ``KafkaMetadataLog.apply`` opens with ``recoveryPoint = 0L`` and ``lastShutdownClean = false`` (no
+    checkpoint names it: ``LogManager.loadLogs`` skips it), so ``LogLoader.recoverLog`` walks every batch
+    and cuts the log at the first whose CRC fails."""
+    return topic == METADATA_TOPIC
+
+
 #: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch); the
 #: pattern's text, compiled by re where a metadata log is read (every store's open compiled it)
 KRAFT_SNAPSHOT = r"^(\d{20})-(\d{10})\.checkpoint$"

@@ -29,7 +29,15 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import METADATA_TOPIC, PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
+from .dirnames import (
+    METADATA_TOPIC,
+    PARTITION_DIR,
+    is_text_name,
+    loaded_as_after_a_crash,
+    named_path,
+    partition_dirs,
+    segment_bases,
+)
 from .partition import (
     KafkaConfig,
     Partition,
@@ -196,10 +204,14 @@ class LogDir:
         try:
             for name in names:
                 topic, number = parse_partition_dir(name)
+                # KRaft's metadata log: recovered from offset 0 at every start, the marker not its
+                crashed = loaded_as_after_a_crash(topic)
+                point = 0 if crashed else self.recovery_points.get((topic, number), 0)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
-                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
+                                 clock=clock, recovery_point=point,
                                  unwritable=unwritable(topic), lock=False,
-                                 clean_shutdown=self.clean_shutdown,
+                                 clean_shutdown=self.clean_shutdown and not crashed,
+                                 recovery_point_kept=not crashed,
                                  write_recovery_point=self._write_recovery_point)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))

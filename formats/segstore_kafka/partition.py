@@ -750,7 +750,8 @@ def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
 
 def _largest_timestamp_for_lookup(seg: LogSegment, closed: bool) -> int:
     """The largest timestamp a time lookup takes ``seg`` to hold (3.8 ``LogSegment.largestTimestamp``):
-    :meth:`LogSegment.max_timestamp_so_far`, or where damage stops its walk of the batches, the time
+    :meth:`LogSegment.max_timestamp_so_far` (the ``.log`` file's mtime where that is -1: no record
+    timestamp known), or where damage stops its walk of the batches, the time
     index's last entry, as the broker loads it (``readMaxTimestampAndOffsetSoFar``): a lookup of a
     later time passes over the damaged segment as Kafka's does; one of a time it may hold walks it
     and names the damage (:meth:`LogSegment.find_offset_by_timestamp`).  A ``closed`` segment (not the
@@ -768,7 +769,12 @@ def _largest_timestamp_for_lookup(seg: LogSegment, closed: bool) -> int:
         return seg.time_index.last_entry.timestamp
     if closed and len(seg.time_index):
         largest = max(largest, seg.time_index.last_entry.timestamp)
-    return largest
+    if largest >= 0:
+        return largest
+    # no timestamp known (v0 messages; a time index Kafka before 0.10.1 never wrote, loaded empty): the
+    # .log file's mtime, as largestTimestamp falls back to lastModified, and the records are searched;
+    # a store on a remote filesystem (whose listings do not all give a modification time) has them searched
+    return (1 << 63) - 1 if files.is_url(seg.path) else files.mtime_ms(seg.path)
 
 
 class Partition:
@@ -867,6 +873,12 @@ class Partition:
                 seg.abandon()
             raise
         self.log.load(opened)
+        if not self.clean_shutdown:
+            # Kafka 3.8.0 LogLoader.recoverLog recovers every segment from the recovery point's after an
+            # unclean shutdown, a missing time index rebuilt from the records (LogSegment.recover): their
+            # timestamps are the segment's max again, whether segstore rewrites the file or not
+            for seg in self.segments[self._recovery_point_segment(self.recovery_point):]:
+                seg.legacy_time_index = False
         if writable:
             self._recover_crashed()
             active = self.log.active

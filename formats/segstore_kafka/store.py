@@ -75,6 +75,7 @@ from .dirnames import (
     METADATA_PARTITION_DIR,
     METADATA_TOPIC,
     PARTITION_METADATA,
+    loaded_as_after_a_crash,
     named_path,
     partition_numbers,
 )
@@ -783,11 +784,12 @@ class KafkaStore(Store):
                 # the parent log dir's recovery point, as LogManager.loadLogs hands it to LogLoader: a
                 # batch a crash tore past it is cut before an append (Partition._recover_crashed); moved
                 # to the log end at close only where the file names the partition (write_recovery_point)
-                point = recovery_point_in(parent, topic, number)
+                point = None if loaded_as_after_a_crash(topic) else recovery_point_in(parent, topic, number)
                 self._part: Partition | None = Partition(
                     path, self.topic_configs.config_for(topic), writable=writable, clock=clock,
                     unwritable=self.topic_configs.unwritable(topic), recovery_point=point or 0,
-                    recovery_point_kept=point is not None, clean_shutdown=had_clean_shutdown(parent),
+                    recovery_point_kept=point is not None,
+                    clean_shutdown=had_clean_shutdown(parent) and not loaded_as_after_a_crash(topic),
                     write_recovery_point=write_recovery_point)
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:

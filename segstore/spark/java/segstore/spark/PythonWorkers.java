@@ -9,6 +9,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -165,7 +166,22 @@ final class PythonWorkers {
         closeQuietly(connection);
     }
 
-    /** One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan). */
+    /**
+     * The driver's requests that only read the store (segstore/spark/bridge.py): asked again of a new
+     * child, they answer alike. The writes' (write_begin makes a staging directory, write_commit appends)
+     * are not asked twice.
+     */
+    static final Set<String> READ_REQUESTS = Set.of("schema", "pushdown", "plan", "stream_initial",
+            "stream_snapshot", "stream_latest", "stream_plan");
+
+    /**
+     * One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan, streams' offsets,
+     * writes' begin and commit). A write's request on a reused connection whose exchange fails is asked
+     * once more on a new one ({@link #replace}); a child that ends in the middle of the exchange is named
+     * with why (its server's note, {@link #exitOf}: the out-of-memory killer's SIGKILL...). A request of
+     * {@link #READ_REQUESTS} is asked once more, of a new child, where its child ended (killed in the
+     * middle, or gone while idle); the answer of the second is the user's, or its end is named too.
+     */
     JsonNode call(JsonNode request) {
         WorkerConnection connection;
         try {
@@ -174,23 +190,42 @@ final class PythonWorkers {
             throw new SegstoreException("could not reach segstore's Python worker " + executable + ": "
                     + e.getMessage(), e);
         }
+        boolean read = READ_REQUESTS.contains(request.path("op").asText(""));
         boolean clean = false;
         try {
-            JsonNode answer;
-            try {
-                answer = connection.call(request);
-            } catch (IOException e) {
-                if (!connection.reused) {
+            boolean retried = false;
+            String before = null;       // why the child asked first ended, where it was asked again
+            while (true) {
+                try {
+                    JsonNode answer = connection.call(request);
+                    clean = true;
+                    return answer;
+                } catch (SegstoreException e) {
+                    clean = true;       // an error reply ends the exchange cleanly
                     throw e;
+                } catch (IOException e) {
+                    if (!retried && connection.reused && !read) {
+                        retried = true;
+                        connection = replace(connection);     // a child gone while idle
+                        continue;
+                    }
+                    long pid = connection.pid();
+                    String reason = exitOf(pid);
+                    if (!retried && read && (reason != null || connection.reused)) {
+                        retried = true;
+                        before = reason == null ? null : "child " + pid + " ended (" + reason + ")";
+                        connection = replace(connection);
+                        continue;
+                    }
+                    if (reason == null) {
+                        throw e;
+                    }
+                    String said = "segstore's worker child (pid " + pid + ") ended in the middle of the "
+                            + "driver's " + request.path("op").asText("") + " request: " + reason;
+                    throw new SegstoreException(before == null ? said
+                            : said + "; it was asked once more, of a new child, after " + before, e);
                 }
-                connection = replace(connection);
-                answer = connection.call(request);
             }
-            clean = true;
-            return answer;
-        } catch (SegstoreException e) {
-            clean = true;       // an error reply ends the exchange cleanly
-            throw e;
         } catch (IOException e) {
             throw new SegstoreException("segstore's Python worker failed: " + e.getMessage(), e);
         } finally {
