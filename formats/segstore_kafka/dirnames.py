@@ -44,6 +44,12 @@ OFFSET_LIMIT = 1 << 63
 #: the metadata image's replay (2.4 ms)
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+#: ``MetaPropertiesEnsemble.META_PROPERTIES_NAME``: a KRaft or ZooKeeper broker's log directory identity
+#: (:mod:`.properties` reads it; here, so that a store opened where there is none loads no reader of it)
+META_PROPERTIES = "meta.properties"
+#: A partition directory's topic id (``PartitionMetadataFile``, read by :mod:`.properties`)
+PARTITION_METADATA = "partition.metadata"
+
 
 def loaded_as_after_a_crash(topic: str) -> bool:
     """Whether the broker loads ``topic``'s partition from offset 0 as after a crash at every start, whatever
@@ -54,8 +60,9 @@ def loaded_as_after_a_crash(topic: str) -> bool:
     return topic == METADATA_TOPIC
 
 
-#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch); the
+#: pattern's text, compiled by re where a metadata log is read (every store's open compiled it)
+KRAFT_SNAPSHOT = r"^(\d{20})-(\d{10})\.checkpoint$"
 #: one past the largest epoch (a Java int)
 EPOCH_LIMIT = 1 << 31
 
@@ -69,7 +76,7 @@ def kraft_snapshot_id(path: str) -> tuple[int, int] | None:
         ``NumberFormatException`` on the name, and the broker does not start on the log directory
         (``KafkaMetadataLog.recoverSnapshots`` parses every name in it).
     """
-    match = KRAFT_SNAPSHOT.match(os.path.basename(path))
+    match = re.match(KRAFT_SNAPSHOT, os.path.basename(path))
     if match is None:
         return None
     end, epoch = int(match.group(1)), int(match.group(2))

@@ -97,8 +97,9 @@ def is_partition_dir(path: str) -> bool:
 
 
 #: Kafka's suffixed partition directories (``LocalLog``: DeleteDirPattern, FutureDirPattern,
-#: StrayDirPattern): ``TOPIC-N.UNIQUEID-delete`` and the like
-_SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+#: StrayDirPattern): ``TOPIC-N.UNIQUEID-delete`` and the like; the pattern's text, compiled by re where a
+#: directory of such a name is met (every store's open compiled it)
+_SUFFIXED_DIR = r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$"
 #: the tiered-storage index cache ``LogManager.loadLogs`` passes over (``RemoteIndexCache.DIR_NAME``)
 REMOTE_INDEX_CACHE = "remote-log-index-cache"
 
@@ -110,7 +111,7 @@ def kafka_partition_name(name: str) -> bool:
     if name == REMOTE_INDEX_CACHE:
         return True
     if name.endswith(("-delete", "-future", "-stray")):
-        if _SUFFIXED_DIR.match(name) is None:
+        if re.match(_SUFFIXED_DIR, name) is None:
             return False
         name = name[:name.rindex(".")]
     return java_partition(name) is not None

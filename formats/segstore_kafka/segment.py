@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import NamedTuple, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .compression import decompress
 from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    from .results import RecoverResult
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -102,18 +105,6 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class RecoverResult:
-    """What :meth:`LogSegment.recover` did."""
-
-    valid_bytes: int
-    truncated_bytes: int
-    saved_to: str | None
-    error: str | None
-    #: the position of the first batch the rebuilt indexes had no room for (None: all had)
-    index_full_at: int | None = None
 
 
 def transactional_rows(batches: np.ndarray) -> np.ndarray:
@@ -917,6 +908,8 @@ class LogSegment:
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         self.index_full_at = full_at
+        from .results import RecoverResult
+
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def _truncate_to_base_at(self) -> int:
