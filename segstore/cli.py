@@ -740,6 +740,9 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
             low, high = span
             if stable is not None:
                 high = min(high, stable(row.topic, row.partition))
+            if row.committed_offset < low:
+                said = _deleted_unread(args.group, row.topic, row.partition, row.committed_offset, low)
+                sys.stderr.write(f"{said}dumping from {low}\n")
             start = max(row.committed_offset, low)
             if start < high:
                 ranges[row.topic, row.partition] = (start, high)
@@ -775,6 +778,18 @@ def _all_groups(store: Store, found: ConsumerGroups, **options: Any) -> list[str
     if found.all_groups is not None:
         return found.all_groups
     return store.consumer_groups(None, **options).groups()
+
+
+def _deleted_unread(group: str, topic: str, queue: int, committed: int, low: int) -> str:
+    """The start of the stderr line of ``dump --group`` (and ``--follow``) for a queue whose messages from
+    the group's committed offset were deleted before it read them (retention, DeleteRecords): what a
+    consumer there logs as it is moved to the queue's start (Kafka 3.8.0 ``FetchCollector
+    .handleInitializeErrors``: ``Fetch position ... is out of range ..., resetting offset``, reading on
+    as ``auto.offset.reset=earliest``; RocketMQ 4.9.7 ``getMessage``: OFFSET_TOO_SMALL, its next offset
+    the queue's min), so that the dump holding fewer messages than the lag ``consumers`` counts (log end
+    less committed offset) is said, not silent."""
+    return (f"segstore dump: {topic}-{queue}: group {cut(group)} committed offset {committed}, below the log "
+            f"start {low}: offsets {committed}..{low - 1} were deleted before they were read; ")
 
 
 def _say_uncommitted(args: argparse.Namespace) -> None:
@@ -1030,6 +1045,9 @@ class _Follower:
                     sys.stderr.write(f"segstore dump: {topic}-{queue}: group {cut(args.group)} committed "
                                      f"offset {start}, past the log end {end}; following from {end}\n")
                     start = end
+                elif start < low:
+                    sys.stderr.write(_deleted_unread(args.group, topic, queue, start, low)
+                                     + f"following from {low}\n")
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
             return max(low if start is None else start, low)

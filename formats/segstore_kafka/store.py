@@ -61,6 +61,7 @@ from segstore.store import (
     check_batch_rows,
     check_decompress,
     check_isolation,
+    key_word,
     newest_hits,
     read_until_damage,
     reads_while_open,
@@ -2946,8 +2947,9 @@ class KafkaStore(Store):
         if request.max < len(records):   # kept in topic, partition, offset order
             chosen = {id(r) for r in newest_hits(records, request.max)}
             records = [r for r in records if id(r) in chosen]
+        # the hit's own key as one word (a line a hit), its JSON dump_json's line
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
-                          f"key {request.key}", data, json_text=jsonlib.dumps(data))   # dump_json's line
+                          f"key {key_word(r.key or b'')}", data, json_text=jsonlib.dumps(data))
                  for r in records for data in [self.to_json(cast("KafkaRecord", r))]]
         return QueryResult(records=records, lines=lines, found=bool(records), damage=damage)
 
