@@ -127,9 +127,9 @@ def main() -> None:
         sock = socket.socket(socket.AF_UNIX)
         sock.connect(hello["socket"])
         client = Client(sock, schema)
-        client.plan(args.store)             # the child is forked by now; its first plan is a warm-up too
-        with open(f"/proc/{hello['pid']}/task/{hello['pid']}/children") as f:
-            child = int(f.read().split()[0])
+        assert client.inp.read(1) == b"H"       # the child's hello: its pid
+        (child,) = struct.unpack(">Q", client.inp.read(8))
+        client.plan(args.store)             # its first plan is a warm-up too
     spent = []
     for query in range(args.queries):
         before = cpu_seconds(child)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import files, jsontext, registry
-from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError, cut, did_you_mean
+from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError, check_path, cut, did_you_mean
 from .store import Store, check_mode
 
 
@@ -134,10 +134,11 @@ _OPEN_KEYWORDS = ("format", "mode", "storage_options", "indexes")
 def _path(path: Any, what: str) -> str:
     """``path`` as a str (bytes decoded as ``os.fsdecode`` does).
 
-    :raises ConfigError: neither str, bytes nor ``os.PathLike``."""
+    :raises ConfigError: neither str, bytes nor ``os.PathLike``; one holding a NUL byte (no file system
+        takes one: refused before any call to the system, named with the byte escaped)."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise ConfigError(f"expected {what} (str or os.PathLike), found {type(path).__name__} {cut(path)}")
-    return os.fsdecode(path)
+    return check_path(os.fsdecode(path), what)
 
 
 def _has_content(path: str) -> bool:

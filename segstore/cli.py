@@ -31,6 +31,7 @@ from . import allocator, files, jsontext, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     MAX_SHOWN,
+    NUL,
     ConfigError,
     CorruptDataError,
     FormatNotFoundError,
@@ -47,6 +48,7 @@ from .errors import (
     WrongFormatError,
     cut,
     shown_number,
+    shown_path,
     shown_text,
 )
 from .errors import shown as json_shown
@@ -738,6 +740,9 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
             low, high = span
             if stable is not None:
                 high = min(high, stable(row.topic, row.partition))
+            if row.committed_offset < low:
+                said = _deleted_unread(args.group, row.topic, row.partition, row.committed_offset, low)
+                sys.stderr.write(f"{said}dumping from {low}\n")
             start = max(row.committed_offset, low)
             if start < high:
                 ranges[row.topic, row.partition] = (start, high)
@@ -773,6 +778,18 @@ def _all_groups(store: Store, found: ConsumerGroups, **options: Any) -> list[str
     if found.all_groups is not None:
         return found.all_groups
     return store.consumer_groups(None, **options).groups()
+
+
+def _deleted_unread(group: str, topic: str, queue: int, committed: int, low: int) -> str:
+    """The start of the stderr line of ``dump --group`` (and ``--follow``) for a queue whose messages from
+    the group's committed offset were deleted before it read them (retention, DeleteRecords): what a
+    consumer there logs as it is moved to the queue's start (Kafka 3.8.0 ``FetchCollector
+    .handleInitializeErrors``: ``Fetch position ... is out of range ..., resetting offset``, reading on
+    as ``auto.offset.reset=earliest``; RocketMQ 4.9.7 ``getMessage``: OFFSET_TOO_SMALL, its next offset
+    the queue's min), so that the dump holding fewer messages than the lag ``consumers`` counts (log end
+    less committed offset) is said, not silent."""
+    return (f"segstore dump: {topic}-{queue}: group {cut(group)} committed offset {committed}, below the log "
+            f"start {low}: offsets {committed}..{low - 1} were deleted before they were read; ")
 
 
 def _say_uncommitted(args: argparse.Namespace) -> None:
@@ -1028,6 +1045,9 @@ class _Follower:
                     sys.stderr.write(f"segstore dump: {topic}-{queue}: group {cut(args.group)} committed "
                                      f"offset {start}, past the log end {end}; following from {end}\n")
                     start = end
+                elif start < low:
+                    sys.stderr.write(_deleted_unread(args.group, topic, queue, start, low)
+                                     + f"following from {low}\n")
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
             return max(low if start is None else start, low)
@@ -3370,8 +3390,29 @@ def _out_of_memory(err: BaseException) -> bool:
     return False
 
 
+def _nul_argument(argv: Sequence[str]) -> str | None:
+    """The line refusing an argument that holds a NUL byte, or None.  No command line holds one (``execve``
+    takes C strings): only a caller of :func:`main` passes one, and a path with one was looked for
+    as a path without it (``os.path.exists`` says False: "no such file or directory") and echoed raw, the
+    byte a space on a terminal.  Refused before any call to the system, the byte shown escaped
+    (:func:`errors.shown_path`), as the library refuses such a path (:func:`errors.check_path`)."""
+    for arg in argv:
+        at = arg.find(NUL) if isinstance(arg, str) else -1
+        if at >= 0:
+            first = argv[0] if isinstance(argv[0], str) else ""
+            where = "segstore" if NUL in first or first.startswith("-") else f"segstore {first}"
+            shown = shown_path(arg) if len(arg) <= MAX_SHOWN else cut(arg)
+            return (f"{where}: {shown}: expected an argument without a NUL byte (no command line holds one), "
+                    f"found one at character {at}")
+    return None
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    refused = _nul_argument(argv)
+    if refused is not None:
+        sys.stderr.write(refused + "\n")
+        return EXIT_USAGE
     # the command is the first argument (the top level has no option that takes a value); a first
     # argument that prints and exits (--help, --version) names none, and no command's parser is made
     first = argv[0] if argv else None

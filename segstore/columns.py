@@ -302,18 +302,39 @@ def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.nd
     thread that gives it up while another decodes waits for it back behind that thread's Python (a
     4M-record Kafka ``verify`` on two threads spent 0.16 s of 0.19 s so in 17 allocations a chunk).
     The arrays keep their whole buffer alive while any of them lives (a chunk's columns live
-    together).
+    together).  The layout of a list of shapes is worked out once (:data:`_layouts`).
     """
+    key = (BLOCK, tuple(shapes))
+    layout = _layouts.get(key)
+    if layout is None:
+        layout = _layout(shapes)
+        if len(_layouts) >= 64:
+            _layouts.clear()
+        _layouts[key] = layout
+    dtypes, places, blocks = layout
+    buffers = [_allocate(max(total, 1)) for total in blocks]
+    return [np.frombuffer(buffers[block], dtype, length, start)
+            for (length, _), dtype, (block, start) in zip(shapes, dtypes, places, strict=True)]
+
+
+#: :func:`pooled_together`'s layouts by their shapes: a process's are few (its decoders' chunk
+#: capacities), and working one out took ~900 bytecodes of Python a chunk, twice for a Kafka chunk.
+#: Cleared when it holds 64 (a reader of many small ranges asks for many).  Thread-safe: a dict's
+#: get and set are atomic, and two threads working out one layout work out the same.
+_layouts: dict[tuple[int, tuple[Any, ...]], tuple[list[np.dtype], list[tuple[int, int]], list[int]]] = {}
+
+
+def _layout(shapes: Sequence[tuple[int, type | np.dtype]]
+            ) -> tuple[list[np.dtype], list[tuple[int, int]], list[int]]:
+    """The arrays' dtypes, each array's (block number, start in it), and each block's bytes: consecutive
+    arrays (each ``ALIGN``-aligned) packed into blocks of at most :data:`BLOCK` bytes."""
     dtypes = [np.dtype(dtype) for _, dtype in shapes]
     sizes = [-(-length * dtype.itemsize // ALIGN) * ALIGN
              for (length, _), dtype in zip(shapes, dtypes, strict=True)]
-    # consecutive arrays packed into blocks of at most BLOCK bytes: (block number, start in it)
     places, blocks = [], [0]
     for size in sizes:
         if blocks[-1] and blocks[-1] + size > BLOCK:
             blocks.append(0)
         places.append((len(blocks) - 1, blocks[-1]))
         blocks[-1] += size
-    buffers = [_allocate(max(total, 1)) for total in blocks]
-    return [np.frombuffer(buffers[block], dtype, length, start)
-            for (length, _), dtype, (block, start) in zip(shapes, dtypes, places, strict=True)]
+    return dtypes, places, blocks

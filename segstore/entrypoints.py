@@ -73,9 +73,13 @@ class EntryPoint:
 
 
 def _normalized(stem: str) -> str:
-    """The distribution name a ``*.dist-info`` / ``*.egg-info`` directory stem stands for (PEP 503)."""
-    name = stem.partition("-")[0]
-    return re.sub(r"[-_.]+", "_", name).lower()
+    """The distribution name a ``*.dist-info`` / ``*.egg-info`` directory stem stands for (PEP 503: each
+    run of ``-``, ``_`` and ``.`` one ``_``; the name has no ``-``, which ends it), without a regular
+    expression (one per distribution on the path)."""
+    name = stem.partition("-")[0].replace(".", "_").lower()
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name
 
 
 def _plain_path() -> bool:
@@ -121,22 +125,30 @@ def group(wanted: str) -> list[Any]:
             continue
         root = entry or "."
         try:
-            names = sorted(os.listdir(root))
+            # os.path.splitext's extension one of _SUFFIXES in any case, found without calling it for each
+            # of the hundreds of files of site-packages and the standard library (nor sorting them)
+            names = sorted(child for child in os.listdir(root) if child.lower().endswith(_SUFFIXES))
         except OSError:
             continue
+        prefix = os.path.join(root, "")     # os.path.join(root, child) for each child, without a call each
         for child in names:
-            stem, ext = os.path.splitext(child)
-            if ext.lower() not in _SUFFIXES:
-                continue
+            stem = child[:child.rindex(".")]
+            if not stem.strip("."):
+                continue    # ".dist-info", "..dist-info": splitext sees a name of dots, no extension
             key = _normalized(stem)
             if key in seen:
                 continue
             seen.add(key)
-            dist = os.path.join(root, child)
+            dist = prefix + child
+            path = f"{dist}{os.sep}entry_points.txt"
+            if not os.access(path, os.R_OK):
+                continue    # most distributions have none: asked without raising (and catching) an error
             try:
-                with open(os.path.join(dist, "entry_points.txt"), encoding="utf-8") as f:
-                    text = f.read()
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8")
             except OSError:
                 continue
+            if wanted not in text:
+                continue    # (its header holds the name: most files name only other groups)
             found.extend(EntryPoint(name, value, wanted, dist) for name, value in _sections(text, wanted))
     return found

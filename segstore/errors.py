@@ -104,6 +104,17 @@ def shown(value: Any) -> str:
     return f"{type(value).__name__} {cut(value)}"
 
 
+#: The byte no path can hold: the kernel's calls take C strings, and Python refuses one before any call
+#: (``ValueError: embedded null byte``); a terminal shows it as nothing, or as a space.
+NUL = "\x00"
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a message shows it: as given, but a NUL byte written ``\\x00``, as :func:`cut` writes it
+    (printed raw, the user read ``/tmp/a b`` for ``/tmp/a\\x00b``).  ``O(len(path))``."""
+    return path.replace(NUL, "\\x00") if NUL in path else path
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``" (did you mean 'X'?)"`` for the name of ``known`` closest to ``name``, else ``""``: for the
     messages that refuse an unknown config or option name (a typo names what was meant).  Closest: the
@@ -140,9 +151,10 @@ class SegstoreError(Exception):
     def __str__(self) -> str:
         if self.path is None:
             return self.message
+        path = shown_path(self.path)
         if self.pos is None:
-            return f"{self.path}: {self.message}"
-        return f"{self.path}:{self.pos}: {self.message}"
+            return f"{path}: {self.message}"
+        return f"{path}:{self.pos}: {self.message}"
 
     def __reduce__(self):  # picklable across Spark executors and processes
         return (self.__class__, (self.message, self.path, self.pos))
@@ -250,3 +262,15 @@ class ConversionError(SegstoreError, ValueError):
 class ConversionOptionError(ConversionError, ConfigError):
     """A conversion's options do not go together (a compression its target lacks, a setting its
     source has no use for): a :class:`ConfigError` too, so the command line calls it a usage error."""
+
+
+def check_path(path: str, what: str, error: type[SegstoreError] = ConfigError) -> str:
+    """``path`` as given, or ``error`` (a :class:`ConfigError` by default) where it holds a NUL byte,
+    before any call to the system takes it (Python's ``embedded null byte`` ``ValueError``, or
+    ``os.path.exists``' False: "no such file or directory").  The message names the path with the byte
+    escaped (:func:`shown_path`).  ``what``: the path's part, ``"a store path"``.  ``O(len(path))``."""
+    at = path.find(NUL)
+    if at >= 0:
+        raise error(f"expected {what} without a NUL byte (no file system takes one), found one at character "
+                    f"{at}", path)
+    return path

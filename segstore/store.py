@@ -252,6 +252,15 @@ def lookup_key(key: Any, path: str | None = None) -> bytes:
     raise ConfigError(f"expected a key as str or bytes, found {type(key).__name__} {cut(key)}", path)
 
 
+def key_word(key: bytes) -> str:
+    """A record key as one word of a human-readable line (``describe``, a key query's hit): as it is,
+    bytes that are not UTF-8 as ``\\xNN``; JSON-quoted where it holds white space (a line break too) or
+    quotes, or is empty, so that the line stays one line and its words split as printed."""
+    text = key.decode("utf-8", "backslashreplace")
+    quoted = not text or any(c.isspace() or c == '"' for c in text)
+    return json.dumps(text, ensure_ascii=False) if quoted else text
+
+
 class Store(abc.ABC):
     """An open message-log store of one format.
 
@@ -630,9 +639,7 @@ class Store(abc.ABC):
         line = f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp}"
         if record.key is None:
             return line
-        key = record.key.decode("utf-8", "backslashreplace")
-        quoted = not key or any(c.isspace() or c == '"' for c in key)
-        return f"{line} key={json.dumps(key, ensure_ascii=False) if quoted else key}"
+        return f"{line} key={key_word(record.key)}"
 
     # -- tooling -----------------------------------------------------------
     @abc.abstractmethod

@@ -197,6 +197,25 @@ def test_a_kafka_offset_query_prints_each_batch_header_over_its_own_records(caps
     assert [json.loads(line)["offset"] for line in out.splitlines()] == shown
 
 
+def test_a_kafka_key_query_prints_one_line_a_hit_whatever_the_key_holds(tmp_path, capsys):
+    """``query --key K`` prints one line a hit (docs/cli.md), so ``| wc -l`` counts the hits: a Kafka
+    hit's line printed the key as asked, so a key holding a line break split its line in two (and one
+    that is not UTF-8 went out as raw bytes).  The key is now written as the store's one-line
+    ``describe`` writes it and as RocketMQ's lines write keys and tags: JSON-quoted where it holds white
+    space or quotes (or is empty), bytes that are not UTF-8 as ``\\xNN``."""
+    logs = tmp_path / "logs"
+    keys = [b"a b\nc", b"", b"plain", b"\xffab"]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "t", "partition": 0, "key": k, "value": b"v"} for k in keys])
+    lines = []
+    for key in keys:
+        asked = key.decode("utf-8", "surrogateescape")
+        code, out, _ = run(capsys, "query", logs, "--topic", "t", "--key", asked)
+        assert code == 0 and out.count("\n") == 1, (key, out)
+        lines.append(out.split(" key ", 1)[1].rstrip("\n"))
+    assert lines == ['"a b\\nc"', '""', "plain", "\\xffab"]
+
+
 def test_control_characters_from_the_files_are_escaped_on_a_terminal_only(tmp_path, monkeypatch):
     """A group name, key or tag holding ``ESC [ 2 J`` would clear the terminal it is printed on: on a
     terminal the CLI writes control characters as ``\\u001b`` (as the dump writes bodies); redirected,

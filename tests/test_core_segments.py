@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from segstore import segments
 from segstore.log import SegmentedLog
 from segstore.segments import SegmentMap
 
@@ -22,11 +23,16 @@ class Seg:
         self.closed = True
 
 
+@pytest.mark.parametrize("few", [segments.FEW, 0, 5, 40])
 @pytest.mark.parametrize("seed", range(20))
-def test_segment_map_random_actions(seed):
+def test_segment_map_random_actions(seed, few, monkeypatch):
+    """Against the oracle, a map of few segments (a sorted list and a dict), of many (a SortedDict), and
+    one that moves from the first to the second as it grows past ``FEW`` (then shrinks, as it stays)."""
+    monkeypatch.setattr(segments, "FEW", few)
     rng = random.Random(seed)
     smap: SegmentMap[Seg] = SegmentMap()
     oracle: list[int] = []
+    max_len = 0
     for _ in range(300):
         action = rng.random()
         if action < 0.4:
@@ -34,6 +40,7 @@ def test_segment_map_random_actions(seed):
             if base not in oracle:
                 bisect.insort(oracle, base)
             smap.add(base, Seg(base))
+            max_len = max(max_len, len(oracle))
         elif action < 0.5 and oracle:
             base = rng.choice(oracle)
             oracle.remove(base)
@@ -48,10 +55,20 @@ def test_segment_map_random_actions(seed):
             y = x + rng.randrange(0, 3000)
             expected = [b for b in oracle if b < y and (b >= x or b == (oracle[i - 1] if i else None))]
             assert [s.base for s in smap.values(x, y)] == expected
+            assert smap.floor_base(x) == (oracle[i - 1] if i else None)
+            assert (x in smap) == (x in oracle)
+            assert (smap.get(x) and smap.get(x).base) == (x if x in oracle else None)
+            if x not in oracle:
+                with pytest.raises(KeyError):
+                    smap.remove(x)
         smap._check()
-        assert smap.bases() == oracle
+        assert type(smap._map).__name__ == ("_Few" if few >= max_len else "SortedDict")
+        assert smap.bases() == oracle == [s.base for s in smap] == [s.base for s in smap.values()] == \
+            [b for b, s in smap.items() if s.base == b] and len(smap) == len(oracle)
         assert (smap.active and smap.active.base) == (oracle[-1] if oracle else None)
         assert (smap.first and smap.first.base) == (oracle[0] if oracle else None)
+    smap.clear()
+    assert smap.bases() == [] and smap.active is None and smap.first is None and smap.floor(10**6) is None
 
 
 def test_log_roll_flush_truncate_retention():

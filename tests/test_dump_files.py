@@ -457,6 +457,27 @@ def test_a_commitlog_file_dump_has_the_messages_of_that_file(capsys):
     assert all(r["file_kind"] == "commitlog" and r["format"] == "rocketmq" for r in rows)
 
 
+@pytest.mark.parametrize("into", [0, 1, 2, 3, 4, 7])
+def test_a_commitlog_file_dump_cut_by_max_bytes_claims_no_end_of_data(capsys, into):
+    """``--max-bytes N`` ends a commitlog file's dump at the last whole message within N bytes, as
+    kafka-dump-log's ``--max-bytes`` ends at the last whole batch (Kafka 3.8.0 ``DumpLogSegments.dumpLog``:
+    ``FileRecords.slice(0, maxBytes)``, nothing said of the batch cut off): a limit a few bytes into the
+    next message, whose size field starts with zero bytes, said "end of data at position P" (JSON:
+    ``{"kind": "end"}``), where the broker's data goes on (its end is the unwritten zeros, 4.9.7
+    ``CommitLog.checkMessageAndReturnSize``'s magic 0)."""
+    path = ROCKETMQ / "commitlog" / "00000000000000000000"
+    code, whole, _ = run(capsys, "dump", path, "--json")
+    rows = [json.loads(line) for line in whole.splitlines()]
+    first, second = rows[0], rows[1]
+    assert code == 0 and first["kind"] == second["kind"] == "message"
+    limit = second["physical_offset"] + into
+    code, out, err = run(capsys, "dump", path, "--json", "--max-bytes", limit)
+    assert (code, err) == (0, "")
+    assert [json.loads(line) for line in out.splitlines()] == [first]
+    code, out, err = run(capsys, "dump", path, "--max-bytes", limit)
+    assert (code, err) == (0, "") and "end of data" not in out and len(out.splitlines()) == 2
+
+
 def test_a_commitlog_file_dump_names_zeros_before_later_messages(tmp_path, capsys):
     """Zeros over a message's header with messages after them are damage (RocketMQ 4.9.7
     ``CommitLog.checkMessageAndReturnSize``: magic 0 is an illegal magic code), not the file's end of

@@ -393,6 +393,64 @@ def test_group_follow_of_a_commit_past_the_log_end(tmp_path, monkeypatch):
     assert err == "segstore dump: t-0: group 'g' committed offset 5, past the log end 3; following from 3\n"
 
 
+def group_backlog_deleted(tmp_path: Path, fmt: str) -> tuple[Path, int]:
+    """A store whose group ``g`` committed offset 1 of its one queue (``t``-0, ``T``/0), after which the
+    messages from 1 were deleted (Kafka DeleteRecords, RocketMQ retention): the store and its new start."""
+    if fmt == "kafka":
+        path = tmp_path / "logs"
+        with segstore.open(path, format="kafka", mode="a") as store:
+            for i in range(6):
+                store.append({"topic": "t", "partition": 0, "value": b"v%d" % i})
+            store.partition_of(OFFSETS, offsetcommit.coordinator_partition("g", 50), create=True)
+            store.commit_offsets("g", {("t", 0): 1})
+            store.delete_records(4, topic="t", partition=0)
+            return path, store.offset_range("t", 0)[0]
+    path = tmp_path / "store"
+    path.mkdir()
+    fill(path, fmt, "v", 80)
+    with segstore.open(path, mode="a", fileReservedTime=1, **CONFIG[fmt]) as store:
+        store.commit_offset("g", "T", 0, 1)
+        store.retention(now_ms=int(time.time() * 1000) + 10 * 3600_000)
+        return path, store.offset_range("T", 0)[0]
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_group_backlog_deleted_before_it_was_read_is_said(tmp_path, monkeypatch, fmt):
+    """``dump --group g`` where g's committed offset lies below the queue's start (the messages from it
+    deleted by DeleteRecords or retention before g read them): ``consumers`` counts them in g's lag (Kafka
+    3.8.0 ``ConsumerGroupCommand``: log end - committed; RocketMQ 4.9.7 ``getConsumeStats``' Diff alike),
+    the dump starts at the queue's start, as g's consumer is moved there (Kafka 3.8.0 ``FetchCollector
+    .handleInitializeErrors`` logs ``Fetch position ... is out of range ..., resetting offset``, as
+    ``auto.offset.reset=earliest``; RocketMQ 4.9.7 ``getMessage`` answers OFFSET_TOO_SMALL with the
+    queue's min offset as the next): stderr says so, plain and ``--follow`` alike, as a follow says
+    offsets deleted between two looks; it was silent, the dump holding fewer messages than the lag."""
+    path, low = group_backlog_deleted(tmp_path, fmt)
+    name = "t-0" if fmt == "kafka" else "T-0"
+    ends = 6 if fmt == "kafka" else 80
+    assert low > 2
+    code, out, err = cli_run_json(path, "consumers", "--group", "g")
+    assert code == 0 and [row["lag"] for row in json.loads(out)] == [ends - 1]
+    said = (f"segstore dump: {name}: group 'g' committed offset 1, below the log start {low}: offsets "
+            f"1..{low - 1} were deleted before they were read; ")
+    plain, plain_err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(plain_err):
+        assert cli.main(["dump", str(path), "--group", "g", "--json"], plain) == 0
+    lines = plain.getvalue().splitlines(keepends=True)
+    assert lines == whole_json(path, offsets={("t" if fmt == "kafka" else "T", 0): (low, ends)})
+    assert bodies(lines)[0] == b"v%d" % low
+    assert plain_err.getvalue().splitlines()[-1] == said + f"dumping from {low}"
+    code, followed, err = follow_steps(monkeypatch, [str(path), "--group", "g", "--json"], [])
+    assert code == 0 and followed == lines
+    assert err.splitlines()[-1] == said + f"following from {low}"
+
+
+def cli_run_json(path: Path, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main([argv[0], str(path), *argv[1:], "--json"], out)
+    return code, out.getvalue(), err.getvalue()
+
+
 @pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
 def test_follow_says_where_the_log_moved_under_it(tmp_path, monkeypatch, fmt):
     """A queue cut back below what was printed is followed from its new end (the consumer's ``Truncation

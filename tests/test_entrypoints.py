@@ -64,6 +64,23 @@ def test_sections_comments_extras_and_the_first_distribution_of_a_name(tmp_path,
         assert ep.distribution == f"{theirs[ep.name].dist.name} {theirs[ep.name].dist.version}"
 
 
+def test_suffixes_in_any_case_and_runs_of_separators_in_names(tmp_path, monkeypatch) -> None:
+    # the suffix is matched in any case; a name's runs of "-", "_" and "." normalize to one "_" (the second
+    # directory's distribution is the first's again, shadowed); a directory of another suffix, and a file
+    # that names the group in a value only, list nothing
+    first, second = tmp_path / "first", tmp_path / "second"
+    _dist(first, "Upper_Case..Name-1.0.DIST-INFO", f"[{GROUP}]\nupper = json:dumps\n", "Upper_Case..Name",
+          "1.0")
+    _dist(first, "Mixed-1.0.Egg-Info", f"[{GROUP}]\nmixed = json\n", "Mixed", "1.0")
+    _dist(first, "mentions-1.0.dist-info", f"[other]\nx = {GROUP}:y\n", "mentions", "1.0")
+    _dist(first, "backup-1.0.dist-info.bak", f"[{GROUP}]\nbackup = json\n", "backup", "1.0")
+    _dist(second, "upper_case.name-2.0.dist-info", f"[{GROUP}]\nshadowed = json:loads\n", "upper-case.name",
+          "2.0")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    ours = entrypoints.group(GROUP)
+    assert _pairs(ours) == _pairs(entry_points(group=GROUP)) == [("mixed", "json"), ("upper", "json:dumps")]
+
+
 def test_a_zip_on_sys_path_hands_over_to_importlib(tmp_path, monkeypatch) -> None:
     archive = tmp_path / "plugins.zip"
     with zipfile.ZipFile(archive, "w") as z:

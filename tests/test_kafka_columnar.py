@@ -244,6 +244,62 @@ def test_c_export_equals_the_reference_batch(buf, columns, keep, topic, partitio
         assert [column.null_count for column in ours.columns] == [c.null_count for c in reference.columns]
 
 
+@st.composite
+def long_batches(draw) -> bytes:
+    """v2 batches of up to 60 records each (``segments``' hold 12 at most): runs of a batch-level value
+    around and past the 16 rows from which ``export_chunk`` writes a run by doubling copies
+    (``EXPORT_FILL_MIN``), with the batch fields each column takes from the header varied."""
+    entries, offset = [], draw(st.sampled_from([0, 2**40]))
+    for count in draw(st.lists(st.integers(1, 60), min_size=1, max_size=6)):
+        records = [(None if i % 3 else b"k%d" % i, b"v" * (i % 5), 1_700_000_000_000 + i, [])
+                   for i in range(count)]
+        entries.append(codec.encode_batch(
+            records, base_offset=offset, compression=draw(st.sampled_from(["none", "gzip"])),
+            partition_leader_epoch=draw(st.sampled_from([-1, 0, 2**31 - 1])),
+            producer_id=draw(st.sampled_from([-1, 42, 2**62])), producer_epoch=draw(st.sampled_from([-1, 2])),
+            base_sequence=draw(st.sampled_from([-1, 0])), is_transactional=draw(st.booleans()),
+            timestamp_type=draw(st.sampled_from([codec.CREATE_TIME, codec.LOG_APPEND_TIME])),
+            log_append_time=1_650_000_000_000))
+        offset += count
+    return b"".join(entries)
+
+
+@needs_c
+@settings(max_examples=60, deadline=None)
+@given(buf=long_batches(), columns=st.permutations(KAFKA_SCHEMA.names),
+       topic=st.sampled_from(["t", "", "x" * 249]), batch_rows=st.sampled_from([None, 7, 40]))
+def test_c_export_of_long_batches_equals_the_reference_batch(buf, columns, topic, batch_rows) -> None:
+    """Every column, in any order, of chunks (one batch or several) of batches long enough that their runs
+    are written by doubling copies: what the reference builds."""
+    schema = project(KAFKA_SCHEMA, columns)
+    capacity = None if batch_rows is None else columnar.Capacity.for_rows(batch_rows)
+    chunks = list(columnar.decode(buf, path="seg.log", want=columnar.want_flags(schema.names),
+                                  capacity=capacity))
+    assert sum(chunk.rows for chunk in chunks) > 0
+    for chunk in chunks:
+        ours = columnar.to_arrow(chunk, schema, topic=topic, partition=2**31 - 1, segment=2**62)
+        reference = columnar.to_arrow(chunk, schema, topic=topic, partition=2**31 - 1, segment=2**62,
+                                      accelerated=False)
+        ours.validate(full=True)
+        assert ours.equals(reference)
+
+
+def test_the_all_null_stored_keys_of_chunks_of_one_length_are_one_immutable_array() -> None:
+    """A chunk whose header keys are all UTF-8 gets the all-null ``headerKeysBytes`` column of its length,
+    made once and shared by the batches of every such chunk: its buffers are immutable."""
+    data = b"".join(codec.encode_batch([(b"k", b"v" * i, 1_700_000_000_000, [("h", b"x")])] * 3,
+                                       base_offset=3 * i) for i in range(4))
+    chunks = list(columnar.decode(data, want=columnar.want_flags(KAFKA_SCHEMA.names),
+                                  capacity=columnar.Capacity.for_rows(3)))
+    assert len(chunks) == 4 and all(chunk.rows == 3 for chunk in chunks)
+    columns = [columnar.stored_keys(chunk) for chunk in chunks]
+    assert all(column is columns[0] for column in columns)
+    assert columns[0].to_pylist() == [None] * 3 and columns[0].null_count == 3
+    columns[0].validate(full=True)
+    assert not any(buffer.is_mutable for buffer in columns[0].buffers() if buffer is not None)
+    assert columnar.stored_keys(chunks[0].head(2, 2)).to_pylist() == [None] * 2
+
+
 @needs_c
 def test_an_exported_batch_outlives_its_chunk_and_releases_its_buffers() -> None:
     """The exported batch holds the chunk's buffers (a view of each) until Arrow releases it: it

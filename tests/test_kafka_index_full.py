@@ -238,3 +238,72 @@ def test_an_empty_segment_rolled_at_its_own_base_is_closed_before_its_successor(
         for seg in replaced:
             assert seg.log.closed and seg.offset_index.file.closed and seg.time_index.file.closed
         assert [seg.base for seg in part.log.segments] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("ts_step", "per_segment", "offset_entries", "time_entries"), [
+    # rising timestamps: the time index (4092 bytes, 341 slots) is full at 340 entries (TimeIndex.isFull)
+    (1, 341, 340, 340),
+    # one timestamp: its one entry stays; the offset index (512 slots) fills first (AbstractIndex.isFull)
+    (0, 513, 512, 1),
+], ids=["time index full", "offset index full"])
+def test_a_4096_byte_index_rolls_at_kafkas_entries_across_reopens(
+        tmp_path: Path, ts_step: int, per_segment: int, offset_entries: int, time_entries: int) -> None:
+    """``segment.index.bytes`` 4096 with ``index.interval.bytes`` 0, as a 3.8 broker writes it: a segment
+    rolls when ``LogSegment.shouldRoll`` finds ``offsetIndex().isFull() || timeIndex().isFull()`` before an
+    append (the first batch of a segment unindexed: ``bytesSinceLastIndexEntry > indexIntervalBytes``
+    with 0 bytes since), ``AbstractIndex`` sizing the files to whole entries
+    (``roundDownToExactMultiple``: 4096 / 8, 4092 / 12) and trimming them on roll.  Written over three
+    sessions (each reopen resizes the active segment's indexes back to 4096: ``LogLoader.load``'s
+    ``resizeIndexes``), every record is read, verify finds nothing with or without the config, recover
+    changes nothing, and an append to the full segment's successor continues it.  Pinned: segstore
+    agreed with the rule already."""
+    config = {"segment.index.bytes": 4096, "index.interval.bytes": 0}
+    store = tmp_path / "k"
+    n = 2 * per_segment + 7
+    for session in range(3):
+        with segstore.open(store, format="kafka", mode="a", **config) as s:
+            for i in range(session * n // 3, (session + 1) * n // 3):
+                s.append({"topic": "t", "partition": 0, "value": b"v", "timestamp": T0 + i * ts_step})
+    partition = store / "t-0"
+    # each of the two full segments spans one reopen, whose first batch is not indexed (a loaded
+    # LogSegment's bytesSinceLastIndexEntry starts at 0): one batch more than a single session's
+    bases = sorted(int(p.name[:20]) for p in partition.glob("*.log"))
+    assert bases == [0, per_segment + 1, 2 * per_segment + 2]
+    assert _sizes(partition, ".index")[:2] == [offset_entries * 8] * 2
+    assert _sizes(partition, ".timeindex")[:2] == [time_entries * 12] * 2
+    assert _kafka_python_offsets(partition) == list(range(n))
+    before = {p.name: p.read_bytes() for p in partition.iterdir()}
+    for args in ([], ["--config", "segment.index.bytes=4096", "--config", "index.interval.bytes=0"]):
+        verify = _cli("verify", str(store), *args)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    with segstore.open(store, format="kafka", mode="a", **config) as s:
+        assert s.recover() == []
+        assert [m.offset for m in s.scan()] == list(range(n))
+        s.append({"topic": "t", "partition": 0, "value": b"v", "timestamp": T0 + n * ts_step})
+    after = {p.name: p.read_bytes() for p in partition.iterdir()}
+    assert sorted(after) == sorted(before)
+    assert all(after[name] == before[name] for name in before if name[:20] != f"{2 * per_segment + 2:020d}")
+
+
+def test_a_lowered_index_size_rolls_past_an_active_segment_holding_more_entries(tmp_path: Path) -> None:
+    """A topic's ``segment.index.bytes`` lowered below what its active segment's index holds: Kafka 3.8.0's
+    ``LogLoader.load`` resizes the last segment's indexes to the new size (``resizeIndexes``), and
+    ``AbstractIndex.resize`` truncates the file, then sets the map's position back past its new limit
+    (``mmap.position(position)``: IllegalArgumentException), so the broker does not load the partition.
+    segstore's first append finds that index full at the new size (``shouldRoll``) and rolls: the last
+    segment is then a new one, which the broker resizes without a word; the old one keeps its index whole
+    (only the last segment is resized)."""
+    store = tmp_path / "k"
+    with segstore.open(store, format="kafka", mode="a", **{"index.interval.bytes": 0}) as s:
+        for i in range(300):
+            s.append({"topic": "t", "partition": 0, "value": b"v", "timestamp": T0 + i})
+    partition = store / "t-0"
+    assert _sizes(partition, ".index") == [299 * 8]
+    lowered = {"segment.index.bytes": 1024, "index.interval.bytes": 0}
+    with segstore.open(store, format="kafka", mode="a", **lowered) as s:
+        s.append({"topic": "t", "partition": 0, "value": b"v", "timestamp": T0 + 300})
+    assert sorted(int(p.name[:20]) for p in partition.glob("*.log")) == [0, 300]
+    assert _sizes(partition, ".index") == [299 * 8, 0]
+    assert _kafka_python_offsets(partition) == list(range(301))
+    verify = _cli("verify", str(store), "--config", "segment.index.bytes=1024")
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -619,3 +619,34 @@ def test_the_kraft_metadata_partition_is_in_no_log_dir_checkpoint(tmp_path: Path
         assert set(after) == set(before[name])
         assert after[("delivery-create-request", 0)] == 1
         assert after[("__consumer_offsets", 14)] == before[name][("__consumer_offsets", 14)]
+
+
+@pytest.mark.parametrize("opened", ["log dir", "partition dir"])
+def test_the_kraft_metadata_log_is_recovered_from_offset_0_whatever_the_clean_shutdown_marker(
+        tmp_path: Path, opened: str) -> None:
+    """Kafka 3.8.0 ``KafkaMetadataLog.apply`` opens ``__cluster_metadata-0`` with ``recoveryPoint = 0L`` and
+    ``lastShutdownClean = false``: ``LogLoader.recoverLog`` recovers every segment at each start, whatever
+    ``.kafka_cleanshutdown`` says of the log dir (``LogManager`` writes the marker for its own logs), and cuts
+    the log at the first batch whose CRC fails.  segstore took the log dir's marker for the metadata log too:
+    a writable open left the torn last batch of a real node's metadata log in place, for the controller to
+    cut at its next start."""
+    logs = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "kd")
+    assert (logs / ".kafka_cleanshutdown").exists()
+    part = logs / "__cluster_metadata-0"
+    log = part / f"{0:020d}.log"
+    size = log.stat().st_size
+    last_batch_at, last_offset = 2098375, 30637       # the log's last batch, one record
+    data = bytearray(log.read_bytes())
+    data[-1] ^= 0xFF                                  # its record: the batch's CRC fails
+    log.write_bytes(bytes(data))
+    with segstore.open(part) as store:
+        assert store.offset_range("__cluster_metadata", 0)[1] == last_offset + 1
+    target = logs if opened == "log dir" else part
+    with segstore.open(target, "kafka", mode="a") as store:
+        assert store.offset_range("__cluster_metadata", 0)[1] == last_offset
+    assert log.stat().st_size == last_batch_at < size
+    with segstore.open(part) as store:
+        assert store.verify() == []
+        assert store.offset_range("__cluster_metadata", 0)[1] == last_offset
+    # the other partitions of the log dir were shut down cleanly: nothing of theirs was walked or changed
+    assert ("__consumer_offsets", 14) in read_offsets(str(logs / "recovery-point-offset-checkpoint"))

@@ -217,6 +217,77 @@ def test_largest_timestamp_falls_back_to_mtime(tmp_path: Path) -> None:
     part.close()
 
 
+def _pre_0_10_1_log_dir(tmp_path: Path, *, clean: bool) -> Path:
+    """A log dir holding ``old-0`` as a Kafka 0.10.0 broker left it: v1 messages with timestamps (from
+    1_600_000_000_000), a ``.index`` and no ``.timeindex`` (0.10.1 brought it) in segments 0 and 4, the
+    recovery point at the log end and the clean-shutdown marker where ``clean``, else the recovery point
+    at 0 (a crash before the first flush: the broker's next load recovers every segment)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    logs = tmp_path / "logs"
+    part = logs / "old-0"
+    part.mkdir(parents=True)
+    for base in (0, 4):
+        builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+        for i in range(4):
+            builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
+        (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
+        (part / f"{base:020d}.index").write_bytes(b"")
+    write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("old", 0): 8 if clean else 0})
+    if clean:
+        (logs / ".kafka_cleanshutdown").write_bytes(b"")
+    for log in part.glob("*.log"):       # written (their last modification) at T0
+        os.utime(log, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    return logs
+
+
+@pytest.mark.parametrize("opened", ["log dir", "partition dir"])
+@pytest.mark.parametrize("clean", [True, False], ids=["clean shutdown", "unclean"])
+def test_segments_without_a_time_index_are_retained_by_their_files_mtime(tmp_path: Path, capsys, clean: bool,
+                                                                           opened: str) -> None:
+    """Kafka 3.8.0 loads a segment whose ``.timeindex`` is missing with an empty one
+    (``LogLoader.loadSegmentFiles``: ``timeIndexFileNewlyCreated``, ``LogSegment.sanityCheck``:
+    ``timeIndex().resize(0)``) and rebuilds it only where it recovers the segment (``LogLoader.recoverLog``
+    after an unclean shutdown, from the recovery point).  Its ``maxTimestampSoFar`` is the time index's
+    last entry (``readMaxTimestampAndOffsetSoFar``: ``timeIndex().lastEntry()``, -1 for an empty one), so
+    ``largestTimestamp``, what ``retention.ms`` is measured from (``UnifiedLog.deleteOldSegments``), is
+    the ``.log`` file's ``lastModified`` even where its v1 messages have timestamps: the records of
+    0.10.0 from 2020 are retained by the file's time.  segstore took the records' timestamps and deleted
+    the segments a 3.8 broker keeps."""
+    logs = _pre_0_10_1_log_dir(tmp_path, clean=clean)
+    target = logs if opened == "log dir" else logs / "old-0"
+    code, out, err = _run(capsys, "retention", str(target), "--config", "retention.ms=5000", "--now-ms",
+                          str(T0 + 1000), "--json")
+    assert code == 0, err
+    (result,) = [json.loads(line) for line in out.splitlines()]
+    if clean:       # 1 s past the files' time: kept
+        assert result["deleted_segments"] == []
+        assert _segment_bases(logs / "old-0") == [0, 4]
+    else:           # rebuilt from the records: their 2020 timestamps are past retention.ms
+        assert [d["base_offset"] for d in result["deleted_segments"]] == [0, 4]
+    assert not list((logs / "old-0").glob("*.deleted"))
+
+
+def test_a_time_lookup_searches_segments_without_a_time_index_up_to_their_files_mtime(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` searches the first segment whose ``largestTimestamp``
+    is at or past the time: for a segment loaded without a time index, its file's ``lastModified``; its
+    records then answer (``LogSegment.findOffsetByTimestamp``: ``searchForTimestamp`` from the empty
+    index's position 0).  The max-timestamp lookup (``MAX_TIMESTAMP``) finds no batch of the empty index's
+    -1 there."""
+    logs = _pre_0_10_1_log_dir(tmp_path, clean=True)
+    with segstore.open(logs / "old-0") as store:
+        assert store.offset_for_time("old", 0, 1_600_000_000_002) == 2
+        assert store.offset_for_time("old", 0, 1_600_000_000_005) == 5
+        assert store.offset_for_time("old", 0, T0 + 1) is None      # past the files' mtime
+        assert store.partition_of("old", 0).offset_for_time(-3) is None
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def test_high_watermark_bounds_deletion(tmp_path: Path) -> None:
     """deletableSegments: a segment whose upper bound is above the high watermark is kept
     (replication-offset-checkpoint read beside the other log-dir checkpoints; updateHighWatermark clamps)."""

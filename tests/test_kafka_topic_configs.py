@@ -116,6 +116,32 @@ def test_delete_records_refuses_an_internal_topic_as_the_broker_does(tmp_path, c
         assert store.offset_range("__consumer_offsets", 0)[0] == 0
 
 
+def test_share_group_state_is_an_ordinary_topic_to_kafka_3_8(tmp_path, capsys):
+    """Kafka 3.8.0 ``Topic.INTERNAL_TOPICS`` (clients/.../common/internals/Topic.java) holds
+    ``__consumer_offsets`` and ``__transaction_state`` only; ``__share_group_state`` joined it in 3.9
+    (share groups, KIP-932).  So a 3.8 broker's ``ReplicaManager.deleteRecordsOnLocalLog`` deletes records of
+    a topic of that name, and ``UnifiedLog.deleteOldSegments`` retains it by the broker's default
+    ``cleanup.policy=delete``: segstore refused DeleteRecords on it as on the internal topics."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["__share_group_state", "__transaction_state"])
+    code, out, _ = _run(capsys, "delete-records", str(logs), "--before", "2", "--json")
+    assert code == 0
+    results = _results(out)
+    assert results["__share_group_state-0"]["log_start_offset"] == 2
+    assert "internal topic" in results["__transaction_state-0"]["skipped"]
+    code, _, err = _run(capsys, "delete-records", str(logs / "__share_group_state-0"), "--before", "3")
+    assert code == 0, err
+    with segstore.open(logs / "__share_group_state-0") as store:
+        assert store.offset_range("__share_group_state", 0)[0] == 3
+    code, _, err = _run(capsys, "delete-records", str(logs / "__transaction_state-0"), "--before", "3")
+    assert code == 2 and "Cannot delete records of internal topic __transaction_state" in err
+    code, out, _ = _run(capsys, "retention", str(logs), "--config", "retention.ms=1000", "--now-ms",
+                        str(T0 + 10**9), "--json")
+    assert code == 0 and _results(out)["__share_group_state-0"]["deleted_segments"]
+    # every segment past retention.ms, the active one rolled first: the log starts anew at its end
+    assert _bases(logs / "__share_group_state-0") == [6]
+
+
 # -- the metadata log's ConfigRecords ---------------------------------------------------------------
 
 def _kraft_dir(tmp_path: Path) -> Path:

@@ -7,18 +7,30 @@
   ``segstore write LOGDIR/sub`` and ``convert SRC LOGDIR/sub`` made one there (exit 0), and ``verify
   LOGDIR`` then reported the very directory they made.  Only a Kafka partition directory (``TOPIC-N``)
   may be made in a log directory.
+- A path holding a NUL byte: no file system takes one (the kernel's calls take C strings).
+  ``segstore.open(mode="r")`` looked for it as the path without it (``os.path.exists`` is False) and
+  said "no such file", ``mode="a"`` raised Python's bare ``ValueError: embedded null byte``, and the
+  messages echoed the byte raw (a space on a terminal).  It is refused with a typed error before any
+  call to the system, the byte shown escaped.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from conftest import cli_run
 
 import segstore
-from segstore.errors import CorruptDataError, InvalidTopicError, WrongFormatError
+from segstore.errors import (
+    ConfigError,
+    ConversionOptionError,
+    CorruptDataError,
+    InvalidTopicError,
+    WrongFormatError,
+)
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -348,3 +360,82 @@ def test_a_new_store_in_a_rocketmq_topic_directory_under_another_name_is_left_al
     lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
     assert cli_run("write", rocketmq_store / "consumequeue" / "Orders" / "notes", "--input", lines)[0] == 0
     assert cli_run("verify", rocketmq_store)[0] == 0
+
+
+@pytest.fixture()
+def nul_system_calls(monkeypatch) -> list[tuple[str, tuple]]:
+    """The calls to the system asked about a path holding a NUL byte (each recorded, then made)."""
+    asked: list[tuple[str, tuple]] = []
+
+    def watch(name: str) -> None:
+        real = getattr(os, name)
+
+        def call(*args, **kwargs):
+            if any("\x00" in os.fsdecode(a) for a in args if isinstance(a, (str, bytes, os.PathLike))):
+                asked.append((name, args))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(os, name, call)
+
+    for name in ("stat", "lstat", "open", "listdir", "scandir", "mkdir", "makedirs", "access", "rename",
+                 "replace", "remove", "rmdir"):
+        watch(name)
+    return asked
+
+
+NUL_PATH = "/tmp/store\x00name"
+SHOWN = "/tmp/store\\x00name"
+
+
+@pytest.mark.parametrize("given", [NUL_PATH, NUL_PATH.encode(), Path(NUL_PATH)], ids=["str", "bytes", "Path"])
+@pytest.mark.parametrize("mode", ["r", "a"])
+@pytest.mark.parametrize("format_name", [None, "rocketmq", "kafka"])
+def test_a_store_path_with_a_nul_byte_is_refused_before_any_system_call(nul_system_calls, given, mode,
+                                                                        format_name):
+    with pytest.raises(ConfigError) as caught:
+        segstore.open(given, format=format_name, mode=mode)
+    assert str(caught.value) == (f"{SHOWN}: expected a store path without a NUL byte (no file system takes "
+                                 "one), found one at character 10")
+    assert "\x00" not in str(caught.value)
+    assert nul_system_calls == []
+
+
+def test_every_library_path_with_a_nul_byte_is_refused_and_shown_escaped(nul_system_calls, rocketmq_store):
+    from segstore.convert import convert
+    from segstore.spark.options import parse_read_options, parse_write_options
+
+    config_file = r"^/tmp/store\\x00name: expected a broker config file's path without a NUL byte"
+    with pytest.raises(ConfigError, match=config_file):
+        segstore.config_file(NUL_PATH, "rocketmq")
+    with pytest.raises(ConfigError, match=config_file):
+        segstore.config_file_notes(NUL_PATH, "rocketmq", rocketmq_store)
+    with pytest.raises(ConversionOptionError, match=r"^/tmp/store\\x00name: expected dst as a path without"):
+        convert(rocketmq_store, NUL_PATH)
+    with pytest.raises(ConversionOptionError, match=r"^/tmp/store\\x00name: expected src as a path without"):
+        convert(NUL_PATH, rocketmq_store.parent / "out")
+    # a Java string holds one: the Spark source's path option
+    with pytest.raises(ConfigError, match=r"^/tmp/store\\x00name: expected a store path without a NUL byte"):
+        parse_read_options({"path": NUL_PATH})
+    with pytest.raises(ConfigError, match=r"^/tmp/store\\x00name: expected a store path without a NUL byte"):
+        parse_write_options({"path": NUL_PATH})
+    with pytest.raises(ConfigError, match=r"^/tmp/s\\x00: expected a stagingDir path without a NUL byte"):
+        parse_write_options({"path": str(rocketmq_store), "stagingDir": "/tmp/s\x00"})
+    assert nul_system_calls == []
+    assert not (rocketmq_store.parent / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify", NUL_PATH], ["dump", NUL_PATH, "--json"], ["info", "--json", NUL_PATH],
+    ["convert", "STORE", NUL_PATH, "--to", "kafka"], ["write", NUL_PATH, "--input", "LINES"],
+    ["dump", "STORE", "--config-file", NUL_PATH],
+], ids=["verify", "dump", "info", "convert-dst", "write", "config-file"])
+def test_a_command_line_argument_with_a_nul_byte_is_a_usage_error_shown_escaped(
+        nul_system_calls, rocketmq_store, tmp_path, argv):
+    """No real command line holds one (execve takes C strings): only a caller of ``cli.main`` passes one.
+    ``verify`` said ``/tmp/store name: expected an existing store directory, found no such file``."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "Orders", "value": "v"})
+    argv = [{"STORE": str(rocketmq_store), "LINES": str(lines)}.get(arg, arg) for arg in argv]
+    code, out, err = cli_run(*argv)
+    assert (code, out) == (2, "")
+    assert err == (f"segstore {argv[0]}: {SHOWN}: expected an argument without a NUL byte (no command line "
+                   "holds one), found one at character 10\n")
+    assert nul_system_calls == []

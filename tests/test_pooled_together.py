@@ -44,3 +44,26 @@ def test_aligned_sized_and_apart(shapes, block):
         assert array.base.size <= block + ALIGN * (array.base.size < columns.POOL_MIN) or len(held) == 1
     spans.sort()
     assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.sampled_from(DTYPES)), min_size=1, max_size=17))
+def test_a_layout_worked_out_once_carves_fresh_memory_each_time(shapes):
+    """The second call of the same shapes (its layout cached) gives arrays laid out as the first's, in
+    memory of their own: a chunk's columns never share memory with the chunk before."""
+    first, second = pooled_together(shapes), pooled_together(list(shapes))
+
+    def layout(arrays):     # each array's block (by first appearance) and place after its block's first
+        starts = [a.__array_interface__["data"][0] for a in arrays]
+        blocks = list(dict.fromkeys(id(a.base) for a in arrays))
+        lowest = {block: min(s for a, s in zip(arrays, starts, strict=True) if id(a.base) == block)
+                  for block in blocks}
+        return [(blocks.index(id(a.base)), s - lowest[id(a.base)], a.dtype, a.shape)
+                for a, s in zip(arrays, starts, strict=True)]
+
+    assert layout(first) == layout(second)
+    for a in first:
+        a.view(np.uint8)[:] = 1
+    for a in second:
+        a.view(np.uint8)[:] = 2
+    assert all((a.view(np.uint8) == 1).all() for a in first)

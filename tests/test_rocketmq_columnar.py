@@ -364,6 +364,28 @@ def test_a_projection_of_property_columns_builds_the_full_batch_columns(data):
 
 
 @needs_c
+@settings(max_examples=30)
+@given(region())
+def test_rows_of_a_known_topic_build_the_topic_column_the_gather_builds(data):
+    """Rows whose topic the reader knows (``Rows.topic``: a queue-range read of one topic) build their
+    topic column as that name repeated: the column a gather of each row's topic builds."""
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    schema = project(ROCKETMQ_SCHEMA, ["value", "topic", "offset"])
+    gathered = columnar.build_batch(view, rows, schema)
+    topics = {bytes(view[p:p + n]) for p, n in zip(rows["topic_pos"], rows["topic_len"], strict=True)}
+    for picked in ([rows.select(np.array([t == topic for t in gathered.column("topic").to_pylist()]))
+                    for topic in {t.decode() for t in topics}] if len(topics) > 1 else [rows]):
+        expected = columnar.build_batch(view, picked, schema)
+        picked.topic = expected.column("topic")[0].as_py().encode() if len(picked) else b"T"
+        repeated = columnar.build_batch(view, picked, schema)
+        assert repeated.equals(expected)
+        offsets = [batch.column("topic").buffers()[1].to_pybytes() for batch in (repeated, expected)]
+        assert offsets[0] == offsets[1]
+
+
+@needs_c
 @given(region(), st.integers(1, 4))
 def test_columns_gathered_a_chunk_of_rows_at_a_time_equal_one_pass(data, chunk):
     view, c, _, rows, _ = both_decode(data, False)
@@ -425,6 +447,40 @@ def test_property_columns_refuse_properties_outside_the_view_and_small_outputs()
             (starts, lengths, _property_outputs(1, len(props), 1))]:          # item offsets too small
         with pytest.raises(ValueError):
             columnar._speedups.property_columns(view, bad_starts, bad_lengths, *bad_outs)
+
+
+_PROPERTY_PIECES = st.sampled_from([b"KEYS", b"KEY", b"TAGS", b"\x01", b"\x02", b" ", b"  ", b"k", b"ab",
+                                    b"x" * 20])
+#: items of names (KEYS among them) and values of spaces and tokens, 0x02 between them
+_PROPERTY_VALUES = st.lists(st.sampled_from([b" ", b"k", b"ab", b"\x01", b"y" * 9]), max_size=6).map(b"".join)
+_PROPERTY_ITEMS = st.lists(st.tuples(st.sampled_from([b"KEYS", b"KEY", b"TAGS", b"", b"UNIQ_KEY"]),
+                                     st.sampled_from([b"\x01", b"", b"\x01\x01"]), _PROPERTY_VALUES)
+                           .map(b"".join), max_size=6).map(b"\x02".join)
+
+
+@needs_c
+@settings(max_examples=300)
+@given(st.lists(st.one_of(_PROPERTY_ITEMS, st.lists(_PROPERTY_PIECES, max_size=40).map(b"".join)), min_size=1,
+                max_size=8), st.integers(0, 70))
+def test_the_key_alone_is_the_first_token_the_full_split_finds(properties, tail):
+    """property_columns for the key alone (its masks over properties under 64 bytes, each other one
+    split in full) gives the key the split of every item gives, for properties near the view's end
+    too (``tail``: the bytes after the last one)."""
+    data = b"".join(properties) + b"p" * tail
+    view = memoryview(data)
+    lengths = np.array([len(p) for p in properties], np.int32)
+    starts = np.cumsum([0, *lengths[:-1]], dtype=np.int64)
+    total = len(data)
+    keys = []
+    for key_only in (True, False):
+        outs = _property_outputs(len(properties), total, total // 2 + len(properties) + 1)
+        _, _, _, nulls = columnar._speedups.property_columns(view, starts, lengths, *outs, not key_only,
+                                                             not key_only)
+        offsets, data_out, valid = outs[11], outs[12], outs[13]
+        keys.append(([bytes(data_out[offsets[i]:offsets[i + 1]]) if valid[i] else None
+                      for i in range(len(properties))], nulls))
+    assert keys[0] == keys[1]
+    assert keys[0][1] == keys[0][0].count(None)
 
 
 @needs_c
@@ -971,7 +1027,9 @@ def test_queue_ranges_in_log_order_are_the_queues_rows(name, accel):
     with RocketMQStore(str(ROOT / name / "store"), "r") as store:
         queues = [(t, q, *store.offset_range(t, q)) for t in store.topics() for q in store.partitions(t)]
         some = [(t, q, lo + (hi - lo) // 3, hi - 1) for t, q, lo, hi in queues[::2]]
-        for ranges in (queues, some, queues[-1:], [(t, q, 5, 5) for t, q, *_ in queues]):
+        # the queues of one topic too: their rows' topic column is the name repeated (Rows.topic)
+        of_topics = [[r for r in queues if r[0] == t] for t in store.topics()]
+        for ranges in (queues, some, queues[-1:], [(t, q, 5, 5) for t, q, *_ in queues], *of_topics):
             got = _log_rows(store, ranges, batch_rows=5)
             assert sorted(got, key=_place) == sorted(_queue_rows(store, ranges), key=_place)
         # prepared transactional messages lie in the commitlog but in no queue: never read
@@ -1164,7 +1222,8 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
 def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, window, cursor_skips):
     """Ranges of one queue each (ascending entries at, inside, or wrong for a walk's messages: sizes,
     queue offsets, another queue, two at one place), their cursors anywhere before the rows: the C
-    claims give the reference's hits, entries passed, identity, cursors and met entries."""
+    claims give the reference's hits, entries passed, identity, cursors and met entries, and so do the
+    claims the C decode found as it walked the rows (``decode_region``'s ``ranges``)."""
     with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
         view = store.commitlog.file_for(4096).file.view()
         rows, slots, entries = _picked_entries(store, view, window, picks)
@@ -1186,15 +1245,22 @@ def test_claim_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
         skips = cursor_skips + [0] * len(bounds)
         start = np.array([min(b + k, e) for b, e, k in zip(bounds, bounds[1:], skips, strict=False)],
                          np.int64)
+        seg = store.commitlog.file_for(4096)
+        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path,
+                                         ranges=ranges))
+        assert walked.claims is not None and len(walked.claims) == len(walked)
+        skip = min(window[0], len(walked) - 1)
+        decoded = rows.select(slice(None))
+        decoded.claims = walked.claims[skip:skip + len(rows)]
         results = []
-        for python in (False, True):
+        for python, picked in ((False, rows), (False, decoded), (True, rows)):
             with monkeypatch.context() as patch:      # undone before the next example
                 if python:
                     patch.setattr(columnar, "_speedups", None)
                 met, cursors = np.zeros(len(positions), bool), start.copy()
-                hits, passed, identity = columnar.claim_entries(view, rows, ranges, cursors, met)
+                hits, passed, identity = columnar.claim_entries(view, picked, ranges, cursors, met)
             results.append((hits.tolist(), passed, identity, cursors.tolist(), met.tolist()))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
 
 
 def test_queue_ranges_claimable_only_for_distinct_ascending_queues():

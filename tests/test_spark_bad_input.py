@@ -1,7 +1,7 @@
 """Bad input through Spark meets the library's typed errors, their message the first line the user reads,
 alike on both readers: a missing path, a file, the other format, an unknown option, a column the store
 lacks, a damaged commitlog; a worker child that died while idle is never handed the next query, and one
-killed in a read fails its task saying so."""
+killed in a read, or in a driver's request, fails saying so."""
 
 from __future__ import annotations
 
@@ -184,6 +184,25 @@ def test_a_worker_child_killed_while_idle_is_not_handed_the_next_task(spark, sto
     assert sorted(r.value for r in frame.collect()) == [b"v%d" % i for i in range(5)]
 
 
+def test_a_write_on_a_child_killed_while_idle_is_written_once(spark, tmp_path):  # noqa: F811
+    """A write's begin and commit borrow idle connections too; one whose child died while idle was asked the
+    write again on a new connection after its exchange failed, which for a commit whose child had died in
+    the middle of it would append twice.  A write is never asked twice now: a reused connection is
+    pinged first and replaced when its child is gone, so the write is whole and once."""
+    path = tmp_path / "kafka-logs"
+    frame = spark.createDataFrame([(b"a",), (b"b",)], "value binary")
+    write = frame.write.format("segstore").options(writer="jvm", format="kafka", topic="t").mode("append")
+    write.save(str(path))
+    children = _worker_children()
+    assert children, "the JVM keeps its worker children between requests"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    write.save(str(path))
+    with segstore.open(str(path), "kafka") as store:
+        values = [v for batch in store.scan_arrow(["value"]) for v in batch.column(0).to_pylist()]
+    assert sorted(values) == [b"a", b"a", b"b", b"b"]
+
+
 def test_a_worker_child_killed_in_a_read_fails_the_task_saying_so(spark, tmp_path):  # noqa: F811
     """A worker child killed while a task reads from it (SIGKILL: the out-of-memory killer) failed the task
     with ``segstore worker closed the connection`` or ``Broken pipe``, no word of why; its server notes
@@ -226,6 +245,82 @@ def test_a_worker_child_killed_in_a_read_fails_the_task_saying_so(spark, tmp_pat
     finally:
         killer.join()
     assert frame.count() == 400       # the next query is served by new children
+
+
+@pytest.mark.parametrize("kills", [1, 2], ids=["asked again", "killed twice"])
+def test_a_worker_child_killed_in_a_driver_request_is_named_and_a_read_asked_again(spark, stores,  # noqa: F811
+                                                                                    kills):
+    """A worker child killed while it answers the driver's request (here the schema's, which opens the
+    store) failed the query with a bare ``segstore's Python worker failed: segstore worker closed the
+    connection``: the child's hello names it now (segstore/spark/worker.py, ``PythonWorkers.call``), and a
+    request that only reads the store is asked once more, of a new child; a second death is named with
+    both.  The store is a URL whose HTTP server holds a request until the test has killed the child
+    asking it (the first ``kills`` requests), then answers 404."""
+    import http.server
+    import queue
+    import threading
+
+    held: queue.Queue[threading.Event] = queue.Queue()
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    class Holding(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            with lock:
+                seen.append(self.path)
+                hold = len(seen) <= kills
+            if hold:
+                release = threading.Event()
+                held.put(release)
+                release.wait(120)
+            try:
+                self.send_response(404)
+                self.end_headers()
+            except OSError:
+                pass            # the child asking is gone
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Holding)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    killed: list[list[int]] = []
+
+    def kill_when_asked():
+        for _ in range(kills):
+            try:
+                release = held.get(timeout=120)
+            except queue.Empty:
+                return
+            children = _worker_children()
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+            killed.append(children)
+            release.set()
+
+    killer = threading.Thread(target=kill_when_asked)
+    killer.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/store"
+    try:
+        if kills == 1:      # asked again of a new child, whose answer is the user's
+            with pytest.raises(NotFoundError) as caught:
+                source(spark, "jvm").load(url)
+            assert _first_line(caught.value) == (f"{url}: expected a store directory to read, found no such "
+                                                 "file or directory")
+        else:
+            said = (r"segstore's worker child \(pid \d+\) ended in the middle of the driver's schema "
+                    r"request: killed by signal 9 \(SIGKILL: the kernel's out-of-memory killer, or a kill\); "
+                    r"it was asked once more, of a new child, after child \d+ ended \(killed by signal 9 "
+                    r"\(SIGKILL")
+            with pytest.raises(Exception, match=said):
+                source(spark, "jvm").load(url)
+    finally:
+        killer.join()
+        server.shutdown()
+    assert len(killed) == kills and all(killed)
+    assert source(spark, "jvm").load(str(stores["kafka"])).count() == 5     # new children serve on
 
 
 def test_an_unsupported_plan_is_carried_past_pyspark_s_no_partitions_fallback(stores, monkeypatch):

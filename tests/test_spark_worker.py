@@ -47,11 +47,16 @@ ROCKETMQ = FIXTURES / "rocketmq" / "basic" / "store"
 class Client:
     """The JVM's side of one connection, in Python."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, *, forked: bool = False) -> None:
+        """``forked``: a fork server's child, whose first frame is its hello ('H' u64 pid: :attr:`pid`)."""
         self.sock = sock
         self.inp = sock.makefile("rb")
         self.ring: tuple[str, mmap.mmap] | None = None
         self.arena: tuple[str, mmap.mmap] | None = None
+        self.pid: int | None = None
+        if forked:
+            assert self.inp.read(1) == b"H"
+            (self.pid,) = struct.unpack(">Q", self.inp.read(8))
 
     def send(self, request: dict[str, Any]) -> None:
         body = json.dumps(request).encode()
@@ -320,6 +325,15 @@ def test_requests_that_fail_answer_an_error_frame(serving, tmp_path):
     assert kind == b"J" and answer["format"] == "kafka"
 
 
+def test_a_ping_is_answered_without_touching_any_store(serving):
+    """The JVM pings a reused connection before a write's request, which it never asks twice
+    (PythonWorkers.call): a ping is answered ``{}`` and the connection stays in step."""
+    client = serving()
+    assert client.call({"op": "ping"}) == (b"J", {})
+    kind, answer = client.call({"op": "schema", "options": {"path": str(KAFKA)}})
+    assert kind == b"J" and answer["format"] == "kafka"
+
+
 def test_pushdown_answers_what_the_planner_applies_exactly():
     options = {"path": str(ROCKETMQ)}
     filters = [
@@ -382,7 +396,7 @@ def fork_server(tmp_path):
     def connect() -> Client:
         sock = socket.socket(socket.AF_UNIX)
         sock.connect(hello["socket"])
-        return Client(sock)
+        return Client(sock, forked=True)
 
     yield connect
     process.stdin.close()
@@ -439,7 +453,7 @@ def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path, e
         for _ in range(2):       # each connection has a child of its own
             sock = socket.socket(socket.AF_UNIX)
             sock.connect(hello["socket"])
-            clients.append(Client(sock))
+            clients.append(Client(sock, forked=True))
         parts = _plan(clients[0], KAFKA, minPartitions="1")
         batches, _, closing = clients[1].read(parts[0], _schema(["offset"]))
         assert closing == ("J", {}) and sum(b.num_rows for b in batches) > 0
@@ -471,12 +485,12 @@ def test_a_child_killed_in_a_read_is_noted_with_its_signal_for_the_jvm(tmp_path)
         hello = json.loads(process.stdout.readline())
         sock = socket.socket(socket.AF_UNIX)
         sock.connect(hello["socket"])
-        client = Client(sock)
+        client = Client(sock, forked=True)
         (part, *_) = _plan(client, KAFKA, minPartitions="1")
         client.send({"op": "read", "partition": part, "schema": _schema(["offset"])})
         assert client.inp.read(1) == b"M"
         pid = json.loads(client.sized())["pid"]
-        assert pid not in (process.pid, os.getpid())
+        assert pid not in (process.pid, os.getpid()) and pid == client.pid
         os.kill(pid, signal.SIGKILL)
         note = Path(hello["socket"]).parent / f"exit-{pid}"
         for _ in range(100):
@@ -489,6 +503,41 @@ def test_a_child_killed_in_a_read_is_noted_with_its_signal_for_the_jvm(tmp_path)
         process.stdin.close()
         assert process.wait(30) == 0
         assert f"segstore worker: child {pid} killed by signal 9" in process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_a_child_killed_in_a_driver_request_is_named_by_its_hello(tmp_path):
+    """A driver's request (schema, plan...) has no 'M' header to name its child: a child killed while
+    answering one failed the query with a bare "Connection reset" or "closed the connection".  Each child
+    says its pid first ('H'), before any request: the JVM reads its server's note by it
+    (``PythonWorkers.call``)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "segstore.spark.worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        hello = json.loads(process.stdout.readline())
+        clients = []
+        for _ in range(2):
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(hello["socket"])
+            clients.append(Client(sock, forked=True))
+        pids = [client.pid for client in clients]
+        assert len(set(pids)) == 2 and not {process.pid, os.getpid()} & set(pids)
+        assert clients[0].call({"op": "schema", "options": {"path": str(KAFKA)}})[0] == b"J"
+        os.kill(pids[1], signal.SIGKILL)
+        note = Path(hello["socket"]).parent / f"exit-{pids[1]}"
+        for _ in range(100):
+            if note.exists():
+                break
+            threading.Event().wait(0.05)
+        assert note.read_text().startswith("killed by signal 9 (SIGKILL")
+        for client in clients:
+            client.sock.close()
+        process.stdin.close()
+        assert process.wait(30) == 0
+        process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()

@@ -44,9 +44,25 @@ OFFSET_LIMIT = 1 << 63
 #: the metadata image's replay (2.4 ms)
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+#: ``MetaPropertiesEnsemble.META_PROPERTIES_NAME``: a KRaft or ZooKeeper broker's log directory identity
+#: (:mod:`.properties` reads it; here, so that a store opened where there is none loads no reader of it)
+META_PROPERTIES = "meta.properties"
+#: A partition directory's topic id (``PartitionMetadataFile``, read by :mod:`.properties`)
+PARTITION_METADATA = "partition.metadata"
 
-#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch)
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+def loaded_as_after_a_crash(topic: str) -> bool:
+    """Whether the broker loads ``topic``'s partition from offset 0 as after a crash at every start, whatever
+    its log dir's checkpoints and clean-shutdown marker say: KRaft's metadata log, which Kafka 3.8.0
+    ``KafkaMetadataLog.apply`` opens with ``recoveryPoint = 0L`` and ``lastShutdownClean = false`` (no
+    checkpoint names it: ``LogManager.loadLogs`` skips it), so ``LogLoader.recoverLog`` walks every batch
+    and cuts the log at the first whose CRC fails."""
+    return topic == METADATA_TOPIC
+
+
+#: A KRaft snapshot of the metadata partition: ``Snapshots.filenameFromSnapshotId`` (end offset, epoch); the
+#: pattern's text, compiled by re where a metadata log is read (every store's open compiled it)
+KRAFT_SNAPSHOT = r"^(\d{20})-(\d{10})\.checkpoint$"
 #: one past the largest epoch (a Java int)
 EPOCH_LIMIT = 1 << 31
 
@@ -60,7 +76,7 @@ def kraft_snapshot_id(path: str) -> tuple[int, int] | None:
         ``NumberFormatException`` on the name, and the broker does not start on the log directory
         (``KafkaMetadataLog.recoverSnapshots`` parses every name in it).
     """
-    match = KRAFT_SNAPSHOT.match(os.path.basename(path))
+    match = re.match(KRAFT_SNAPSHOT, os.path.basename(path))
     if match is None:
         return None
     end, epoch = int(match.group(1)), int(match.group(2))

@@ -88,7 +88,7 @@ def file_kind(path: str) -> str | None:
         return "leader-epoch-checkpoint"
     if name in OFFSET_CHECKPOINTS:
         return "offset-checkpoint"
-    if name == BOOTSTRAP_SNAPSHOT or KRAFT_SNAPSHOT.match(name):
+    if name == BOOTSTRAP_SNAPSHOT or re.match(KRAFT_SNAPSHOT, name):
         return "kraft-snapshot"
     if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name) or _PARTIAL_SNAPSHOT.match(name):
         return "ignored"

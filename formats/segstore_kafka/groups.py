@@ -49,7 +49,7 @@ import numbers
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segstore.consumers import ConsumerGroups, ConsumerOffset, GroupMember, lag
 from segstore.errors import ConfigError, CorruptDataError, TruncatedDataError
@@ -58,6 +58,9 @@ from . import internal_topics as it
 from . import offsetcommit
 from .coordinator import SHORT_KEY, VERSION_BYTES, CoordinatorLog, Latest, key_version
 from .schema import Schema, read, read_int16
+
+if TYPE_CHECKING:
+    from .partition import Partition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``offsets.retention.minutes`` (Kafka's default, 7 days) in ms.
@@ -246,6 +249,19 @@ class Group:
         if self.kind == "classic" and self.state == EMPTY and not self.offsets and self.generation > 0:
             keys.append(offsetcommit.group_key(self.group_id))
         return keys
+
+
+@dataclass(slots=True)
+class GroupHome:
+    """Where a consumer group's records go (``KafkaStore._group_home``): here, not in the store module,
+    where its generated methods were compiled at every store's first open."""
+
+    #: ``__consumer_offsets-N``
+    name: str
+    part: Partition
+    #: the group as loaded there, None for none
+    group: Group | None
+    notes: list[str]
 
 
 def _commit_time(commit: Commit) -> int:

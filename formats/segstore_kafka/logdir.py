@@ -29,7 +29,15 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .dirnames import METADATA_TOPIC, PARTITION_DIR, is_text_name, named_path, partition_dirs, segment_bases
+from .dirnames import (
+    METADATA_TOPIC,
+    PARTITION_DIR,
+    is_text_name,
+    loaded_as_after_a_crash,
+    named_path,
+    partition_dirs,
+    segment_bases,
+)
 from .partition import (
     KafkaConfig,
     Partition,
@@ -89,8 +97,9 @@ def is_partition_dir(path: str) -> bool:
 
 
 #: Kafka's suffixed partition directories (``LocalLog``: DeleteDirPattern, FutureDirPattern,
-#: StrayDirPattern): ``TOPIC-N.UNIQUEID-delete`` and the like
-_SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+#: StrayDirPattern): ``TOPIC-N.UNIQUEID-delete`` and the like; the pattern's text, compiled by re where a
+#: directory of such a name is met (every store's open compiled it)
+_SUFFIXED_DIR = r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$"
 #: the tiered-storage index cache ``LogManager.loadLogs`` passes over (``RemoteIndexCache.DIR_NAME``)
 REMOTE_INDEX_CACHE = "remote-log-index-cache"
 
@@ -102,7 +111,7 @@ def kafka_partition_name(name: str) -> bool:
     if name == REMOTE_INDEX_CACHE:
         return True
     if name.endswith(("-delete", "-future", "-stray")):
-        if _SUFFIXED_DIR.match(name) is None:
+        if re.match(_SUFFIXED_DIR, name) is None:
             return False
         name = name[:name.rindex(".")]
     return java_partition(name) is not None
@@ -195,10 +204,14 @@ class LogDir:
         try:
             for name in names:
                 topic, number = parse_partition_dir(name)
+                # KRaft's metadata log: recovered from offset 0 at every start, the marker not its
+                crashed = loaded_as_after_a_crash(topic)
+                point = 0 if crashed else self.recovery_points.get((topic, number), 0)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
-                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0),
+                                 clock=clock, recovery_point=point,
                                  unwritable=unwritable(topic), lock=False,
-                                 clean_shutdown=self.clean_shutdown,
+                                 clean_shutdown=self.clean_shutdown and not crashed,
+                                 recovery_point_kept=not crashed,
                                  write_recovery_point=self._write_recovery_point)
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))

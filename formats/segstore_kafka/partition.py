@@ -29,6 +29,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,7 +72,6 @@ from .segment import (
     ChunkSource,
     LogSegment,
     ProducerBatches,
-    RecoverResult,
     TimestampAndOffset,
     TransactionTracker,
     file_name,
@@ -82,6 +82,7 @@ from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
     from . import arrowencode, columnar
+    from .results import Appended, RecoverResult
 
 _INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
 #: What Kafka 3.8.0's ``LogConfig`` definitions accept (``ConfigDef`` types INT or LONG, ``atLeast``
@@ -104,7 +105,10 @@ _RANGES = {
     "message_timestamp_difference_max_ms": (0, _LONG_MAX),
 }
 
-_THROTTLED = re.compile(r"([0-9]+:[0-9]+)?")
+#: ``ThrottledReplicaListValidator``'s entry.  This module's patterns that opening and reading a store
+#: never use are texts, compiled by re where first used (and cached there), not at import: a compile
+#: costs 0.3-0.6M instructions of every process's first open.
+_THROTTLED = r"([0-9]+:[0-9]+)?"
 
 
 def _config_bool(name: str, raw: Any) -> bool:
@@ -137,18 +141,18 @@ def _config_double(name: str, raw: Any, low: float, high: float) -> None:
 def _config_throttled(name: str, raw: Any) -> None:
     """``ThrottledReplicaListValidator``: ``*``, or a list of ``partitionId:brokerId`` (entries trimmed)."""
     entries = [e.strip() for e in str(raw).split(",")]
-    if not (all(_THROTTLED.fullmatch(e) for e in entries) or "".join(entries) == "*"):
+    if not (all(re.fullmatch(_THROTTLED, e) for e in entries) or "".join(entries) == "*"):
         raise ConfigError(f"expected {name} of '*' or a list of [partitionId]:[brokerId], found {cut(raw)}")
 
 
 #: ``MetadataVersion.fromVersionString``'s shape: ``0.10.2``, ``2.8``, ``3.0-IV1``...
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+_VERSION = r"\d+\.\d+(\.\d+)?(-IV\d+)?"
 
 
 def _config_version(name: str, raw: Any) -> None:
     """``message.format.version``'s ``MetadataVersionValidator`` (a version ``MetadataVersion`` names; its
     shape checked here)."""
-    if not isinstance(raw, str) or _VERSION.fullmatch(raw.strip()) is None:
+    if not isinstance(raw, str) or re.fullmatch(_VERSION, raw.strip()) is None:
         raise ConfigError(f"expected {name} of a Kafka version (3.0-IV1, 2.8...), found {cut(raw)}")
 
 
@@ -414,8 +418,8 @@ class KafkaConfig:
         return "none" if self.compression_type in ("producer", "uncompressed") else self.compression_type
 
 
-#: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``).
-LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+#: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``; a pattern's text, as ``_THROTTLED``).
+LEGAL_TOPIC = r"[a-zA-Z0-9._-]+"
 MAX_TOPIC_LENGTH = 249
 
 
@@ -435,7 +439,7 @@ def validate_topic(topic: str, partition: int) -> None:
     if len(topic) > MAX_TOPIC_LENGTH:
         raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
                                 f"found {len(topic)}")
-    if LEGAL_TOPIC.fullmatch(topic) is None:
+    if re.fullmatch(LEGAL_TOPIC, topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if not isinstance(partition, int) or isinstance(partition, bool):
         raise InvalidTopicError(f"expected an integer partition, found {shown(partition)}")
@@ -462,8 +466,8 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     return match["topic"], int(match["partition"])
 
 
-#: index files of a segment (``LocalLog.isIndexFile``)
-INDEX_FILE = re.compile(r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$")
+#: index files of a segment (``LocalLog.isIndexFile``; a pattern's text, as ``_THROTTLED``)
+INDEX_FILE = r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$"
 
 
 def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
@@ -473,8 +477,9 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
     orphaned index, and the segment's records are lost."""
     names = set(files.list_dir(path))
     problems: list[tuple[str, int | None, str]] = []
+    index_file = re.compile(INDEX_FILE)
     for name in sorted(names):
-        match = INDEX_FILE.match(name)
+        match = index_file.match(name)
         if match is None:
             continue
         log = f"{match['base']}.log"
@@ -525,17 +530,19 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """Where one batch landed."""
+#: :mod:`.results` once loaded (:func:`_results`): an append reads ``_loaded_results or _results()``
+#: (an ``import`` statement in it took 0.6 us a batch)
+_loaded_results: ModuleType | None = None
 
-    base_offset: int
-    last_offset: int
-    position: int
-    size: int
-    segment: int
-    log_append_time: int | None
 
+def _results() -> ModuleType:
+    """:mod:`.results`, loaded at a store's first append (an open and a read make no report)."""
+    global _loaded_results
+    if _loaded_results is None:
+        from . import results
+
+        _loaded_results = results
+    return _loaded_results
 
 
 #: Most (entry, batch) pairs :func:`stray_entries` compares at once; more (an index whose positions
@@ -759,7 +766,8 @@ def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
 
 def _largest_timestamp_for_lookup(seg: LogSegment, closed: bool) -> int:
     """The largest timestamp a time lookup takes ``seg`` to hold (3.8 ``LogSegment.largestTimestamp``):
-    :meth:`LogSegment.max_timestamp_so_far`, or where damage stops its walk of the batches, the time
+    :meth:`LogSegment.max_timestamp_so_far` (the ``.log`` file's mtime where that is -1: no record
+    timestamp known), or where damage stops its walk of the batches, the time
     index's last entry, as the broker loads it (``readMaxTimestampAndOffsetSoFar``): a lookup of a
     later time passes over the damaged segment as Kafka's does; one of a time it may hold walks it
     and names the damage (:meth:`LogSegment.find_offset_by_timestamp`).  A ``closed`` segment (not the
@@ -777,7 +785,12 @@ def _largest_timestamp_for_lookup(seg: LogSegment, closed: bool) -> int:
         return seg.time_index.last_entry.timestamp
     if closed and len(seg.time_index):
         largest = max(largest, seg.time_index.last_entry.timestamp)
-    return largest
+    if largest >= 0:
+        return largest
+    # no timestamp known (v0 messages; a time index Kafka before 0.10.1 never wrote, loaded empty): the
+    # .log file's mtime, as largestTimestamp falls back to lastModified, and the records are searched;
+    # a store on a remote filesystem (whose listings do not all give a modification time) has them searched
+    return (1 << 63) - 1 if files.is_url(seg.path) else files.mtime_ms(seg.path)
 
 
 class Partition:
@@ -876,6 +889,12 @@ class Partition:
                 seg.abandon()
             raise
         self.log.load(opened)
+        if not self.clean_shutdown:
+            # Kafka 3.8.0 LogLoader.recoverLog recovers every segment from the recovery point's after an
+            # unclean shutdown, a missing time index rebuilt from the records (LogSegment.recover): their
+            # timestamps are the segment's max again, whether segstore rewrites the file or not
+            for seg in self.segments[self._recovery_point_segment(self.recovery_point):]:
+                seg.legacy_time_index = False
         if writable:
             self._recover_crashed()
             active = self.log.active
@@ -1371,8 +1390,9 @@ class Partition:
             # UnifiedLog.maybeIncrementLogStartOffset: the leader epochs start there too
             self.log_start_offset = log_start
             self.epochs.truncate_from_start(log_start)
-        return Appended(header.base_offset, header.last_offset, position, len(data), active.base,
-                        header.max_timestamp if self.log_append_time else None)
+        return (_loaded_results or _results()).Appended(
+            header.base_offset, header.last_offset, position, len(data), active.base,
+            header.max_timestamp if self.log_append_time else None)
 
     def active_holds_damage(self) -> bool:
         """Whether the active segment holds a batch Kafka 3.8.0's recovery would cut the log at (its CRC or

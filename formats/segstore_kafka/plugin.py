@@ -12,7 +12,7 @@ from segstore.errors import InvalidTopicError
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
+from .dirnames import META_PROPERTIES, PARTITION_DIR, partition_dirs, segment_bases
 
 if TYPE_CHECKING:
     from .store import KafkaStore
@@ -26,7 +26,7 @@ _SETTLED_NS = 1_000_000_000
 #: Files a Kafka log directory holds from the broker's first start, partitions or not.
 LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
 #: ``MetaPropertiesEnsemble.META_PROPERTIES_NAME``: a KRaft or ZooKeeper broker's log directory identity
-META = "meta.properties"
+META = META_PROPERTIES
 #: Every file a Kafka 3.8 broker keeps in a log directory itself (``LogManager``: its lock and
 #: clean-shutdown marker, the checkpoints; ``MetaPropertiesEnsemble``: ``meta.properties``).
 LOG_DIR_FILES = frozenset((*LOG_DIR_CHECKPOINTS, REPLICATION_OFFSET_CHECKPOINT, "cleaner-offset-checkpoint",

@@ -34,9 +34,8 @@ from segstore.javatext import parse_int
 from segstore.properties import parse_properties
 
 from .checkpoints import split_fields
+from .dirnames import META_PROPERTIES, PARTITION_METADATA
 
-META_PROPERTIES = "meta.properties"
-PARTITION_METADATA = "partition.metadata"
 #: ``Uuid.ZERO_UUID`` as text: the reader refuses it as a topic id.
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 _LINE_END = re.compile(r"(\r\n|\r|\n)")

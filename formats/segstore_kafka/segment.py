@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import NamedTuple, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .compression import decompress
 from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    from .results import RecoverResult
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -102,18 +105,6 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class RecoverResult:
-    """What :meth:`LogSegment.recover` did."""
-
-    valid_bytes: int
-    truncated_bytes: int
-    saved_to: str | None
-    error: str | None
-    #: the position of the first batch the rebuilt indexes had no room for (None: all had)
-    index_full_at: int | None = None
 
 
 def transactional_rows(batches: np.ndarray) -> np.ndarray:
@@ -290,7 +281,9 @@ class LogSegment:
         self.time_index: TimeIndex
         #: names of index files that were missing when the segment was opened
         self.missing_indexes: list[str] = []
-        #: the ``.timeindex`` was missing (Kafka before 0.10.1 wrote none): made empty, as Kafka 3.8 does
+        #: the ``.timeindex`` was missing (Kafka before 0.10.1 wrote none): made empty, as Kafka 3.8 does,
+        #: whose max timestamp is then the empty index's (-1) until a recovery rebuilds it or appends
+        #: come (:meth:`max_timestamp_so_far`): ``retention.ms`` measures from the file's mtime
         self.legacy_time_index = False
         self._read_indexes = read_indexes or self.writable
         try:
@@ -633,6 +626,12 @@ class LogSegment:
         """The largest batch max timestamp and the last offset of its batch (loaded lazily), of the
         whole batches: a last batch the log ends inside (a live writer's, not yet whole; or one a
         crash tore, which recovery cuts) holds no record a reader is given, so it counts for none."""
+        if self._max_ts is None and self.legacy_time_index:
+            # Kafka 3.8.0 loads a missing time index empty (LogSegment.sanityCheck) and takes its last
+            # entry for the max (readMaxTimestampAndOffsetSoFar: timeIndex().lastEntry(), -1): the records'
+            # timestamps count only once recovery rebuilt it (recover() clears the flag; so does the
+            # partition for a segment the broker's unclean load recovers), or as appends come
+            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         if self._max_ts is None:
             last = self.time_index.last_entry
             # an entry for records past the whole batches (a tail torn after it was written) is not one
@@ -828,6 +827,7 @@ class LogSegment:
         self.time_index.reset(self.max_index_size)
         self.txn_index.reset()
         self.missing_indexes = []
+        self.legacy_time_index = False        # rebuilt from the records, their timestamps counted
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
         self._rolling_ts = None
         self._gone_back_kept = None
@@ -908,6 +908,8 @@ class LogSegment:
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
         self.index_full_at = full_at
+        from .results import RecoverResult
+
         return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def _truncate_to_base_at(self) -> int:

@@ -18,8 +18,7 @@ import json as jsonlib
 import numbers
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -62,6 +61,7 @@ from segstore.store import (
     check_batch_rows,
     check_decompress,
     check_isolation,
+    key_word,
     newest_hits,
     read_until_damage,
     reads_while_open,
@@ -71,7 +71,15 @@ from . import batch as codec
 from . import columnar
 from .brokerconfig import DEDUPE_BUFFER_SIZE, offsets_retention_ms
 from .checkpoints import REPLICATION_OFFSET_CHECKPOINT, EpochEntry, LeaderEpochCache
-from .dirnames import METADATA_PARTITION_DIR, METADATA_TOPIC, named_path, partition_numbers
+from .dirnames import (
+    META_PROPERTIES,
+    METADATA_PARTITION_DIR,
+    METADATA_TOPIC,
+    PARTITION_METADATA,
+    loaded_as_after_a_crash,
+    named_path,
+    partition_numbers,
+)
 from .logdir import (
     LogDir,
     checkpointed,
@@ -103,7 +111,6 @@ from .partition import (
     plain_header,
     validate_topic,
 )
-from .properties import PARTITION_METADATA, node_identity, read_partition_metadata
 from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
 
@@ -112,8 +119,10 @@ if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load whe
 
     from segstore.consumers import ConsumerGroups
 
-    from . import arrowappend, arrowencode, kraft, transactions
+    from . import arrowappend, arrowencode, groups, kraft, transactions
     from .coordinator import CoordinatorLog
+    from .properties import NodeIdentity
+    from .record import KafkaRecord, batch_json
     from .segment import LogSegment
 
 _T = TypeVar("_T")
@@ -124,6 +133,32 @@ BROKER_LOCK_FILE = ".lock"
 
 #: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields (the core's names).
 __all__ = ["ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaRecord", "KafkaStore"]
+
+
+#: :mod:`.record` once loaded (:func:`_record_module`)
+_record: ModuleType | None = None
+
+
+def _record_module() -> ModuleType:
+    """:mod:`.record`, loaded where a read first makes a record (a ``scan_arrow`` makes none); its
+    ``KafkaRecord`` and ``batch_json`` are this module's globals from then on, for the calls made per
+    record (an ``import`` statement took 0.6 us, a sixth of ``to_json``; an attribute of the module
+    0.5%)."""
+    global _record
+    if _record is None:
+        from . import record
+
+        globals().update(KafkaRecord=record.KafkaRecord, batch_json=record.batch_json)
+        _record = record
+    return _record
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`.record.KafkaRecord` and :func:`.record.batch_json` by their old names here (their module
+    loads on first use)."""
+    if name in ("KafkaRecord", "batch_json"):
+        return getattr(_record_module(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CommittedFilter:
@@ -302,68 +337,6 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaRecord(Record):
-    """One record with its batch, topic and partition: a :class:`segstore.records.Record` whose
-    ``extras`` are the batch's fields (``dump --json``'s ``batch`` object).  ``log_start_offset`` is
-    its partition's when it was read, ``segment_base_offset`` the base offset its segment is named
-    by (a cleaned segment keeps its first base, ``LogCleaner``, so it may lie below the first batch):
-    what a copy needs to start its log where the source's starts (``dump --json``)."""
-
-    topic: str
-    partition: int = field()    # a field, not the default: Record declares ``partition`` as a property
-    batch: codec.RecordBatch
-    record: codec.Record
-    log_start_offset: int
-    segment_base_offset: int
-
-    @property
-    def offset(self) -> int:
-        return self.record.offset
-
-    @property
-    def timestamp(self) -> int:
-        return self.record.timestamp
-
-    @property
-    def timestamp_type(self) -> str:
-        return self.batch.timestamp_type
-
-    @property
-    def key(self) -> bytes | None:
-        return self.record.key
-
-    @property
-    def keys(self) -> list[str]:
-        """``[key]`` as text (``surrogateescape`` for bytes that are not UTF-8); ``[]`` for a null key."""
-        key = self.record.key
-        return [] if key is None else [bytes(key).decode("utf-8", "surrogateescape")]
-
-    @property
-    def value(self) -> bytes | None:
-        return self.record.value
-
-    @property
-    def headers(self) -> list[tuple[str, bytes | None]]:
-        return list(self.record.headers)
-
-    @property
-    def extras(self) -> Mapping[str, Any]:
-        return batch_json(self.batch, self.segment_base_offset)
-
-
-def batch_json(batch: codec.RecordBatch, segment_base_offset: int) -> dict[str, Any]:
-    """The ``batch`` object of a ``dump --json`` line (``segment_base_offset``: the base offset its
-    segment file is named by)."""
-    return {"base_offset": batch.base_offset, "last_offset": batch.last_offset, "position": batch.position,
-            "size": batch.size, "crc": batch.crc, "compression": batch.compression, "magic": batch.magic,
-            "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-            "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
-            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
-            "delete_horizon_ms": batch.delete_horizon_ms, "segment_base_offset": segment_base_offset}
-
-
 def _trimmed_start(part: Partition) -> int | None:
     """The log start where records below it are still stored (DeleteRecords moved it into a batch
     or past whole segments: ``UnifiedLog.maybeIncrementLogStartOffset`` rewrites nothing), else None
@@ -483,6 +456,15 @@ def _metadata_image(log_dir: str) -> kraft.MetadataImage | None:
         return None
     from . import kraft
     return kraft.load_image(log_dir)
+
+
+def _node_identity(log_dir: str) -> NodeIdentity | None:
+    """:func:`.properties.node_identity` of ``log_dir``; its module (and the properties parser) is loaded
+    only where the log directory has a ``meta.properties`` (none: None, as that function answers)."""
+    if not files.is_file(os.path.join(log_dir, META_PROPERTIES)):
+        return None
+    from .properties import node_identity
+    return node_identity(log_dir)
 
 
 def _replication_factor(topic: kraft.TopicState) -> int | None:
@@ -757,18 +739,6 @@ class _DecodedAhead:
             pos = reach
 
 
-@dataclass(slots=True)
-class _GroupHome:
-    """Where a consumer group's records go (:meth:`KafkaStore._group_home`)."""
-
-    #: ``__consumer_offsets-N``
-    name: str
-    part: Partition
-    #: the group as loaded there (``groups.Group``), None for none
-    group: Any
-    notes: list[str]
-
-
 class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
@@ -792,7 +762,7 @@ class KafkaStore(Store):
         #: problems met reading the cluster's files (meta.properties, the metadata log) for verify
         self._cluster_problems: list[Problem] = []
         self.metadata = self._load(_metadata_image, "the metadata log")
-        self.identity = self._load(node_identity, "meta.properties")
+        self.identity = self._load(_node_identity, "meta.properties")
         retention = offsets_retention_ms(static or {})
         #: the server.properties' offsets.retention.minutes: the group calls' default offsets_retention_ms
         self._group_defaults = {} if retention is None else {"offsets_retention_ms": retention}
@@ -831,11 +801,12 @@ class KafkaStore(Store):
                 # the parent log dir's recovery point, as LogManager.loadLogs hands it to LogLoader: a
                 # batch a crash tore past it is cut before an append (Partition._recover_crashed); moved
                 # to the log end at close only where the file names the partition (write_recovery_point)
-                point = recovery_point_in(parent, topic, number)
+                point = None if loaded_as_after_a_crash(topic) else recovery_point_in(parent, topic, number)
                 self._part: Partition | None = Partition(
                     path, self.topic_configs.config_for(topic), writable=writable, clock=clock,
                     unwritable=self.topic_configs.unwritable(topic), recovery_point=point or 0,
-                    recovery_point_kept=point is not None, clean_shutdown=had_clean_shutdown(parent),
+                    recovery_point_kept=point is not None,
+                    clean_shutdown=had_clean_shutdown(parent) and not loaded_as_after_a_crash(topic),
                     write_recovery_point=write_recovery_point)
                 load_log_start(self._part)  # the parent log dir's checkpoint
                 if writable:
@@ -1501,6 +1472,7 @@ class KafkaStore(Store):
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
                  isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        record_type = _record_module().KafkaRecord
         batches = part.batches(start)
         if check_isolation(isolation) == READ_COMMITTED:
             batches = _committed(part, batches, part.log_start_offset if start is None else start)
@@ -1513,7 +1485,7 @@ class KafkaStore(Store):
             named = batch.base_offset if seg is None else seg.base
             for record in batch.records():
                 if start is None or record.offset >= start:
-                    yield KafkaRecord(part.topic, part.partition, batch, record, part.log_start_offset, named)
+                    yield record_type(part.topic, part.partition, batch, record, part.log_start_offset, named)
         self._check_open()      # the walk ended: because the log did, not because close() emptied it
 
     def scan(self, *, isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
@@ -1804,6 +1776,7 @@ class KafkaStore(Store):
         """The record at or after ``offset``, decoding the batch at file ``position`` of the segment
         holding ``offset``: one batch decode.  An offset past that batch (a gap compaction left at
         a segment's end) is read through the offset index instead."""
+        record_type = _record_module().KafkaRecord
         self._check_open()
         part = self.partition_of(topic, partition)
         seg = part.log.segment_for(offset)
@@ -1812,7 +1785,7 @@ class KafkaStore(Store):
             if batch is not None and batch.base_offset <= offset <= batch.last_offset:
                 for record in batch.records():
                     if record.offset >= offset:
-                        return KafkaRecord(part.topic, part.partition, batch, record, part.log_start_offset,
+                        return record_type(part.topic, part.partition, batch, record, part.log_start_offset,
                                            seg.base)
         return next(self.read(topic, partition, offset, 1), None)
 
@@ -1845,6 +1818,8 @@ class KafkaStore(Store):
         return out
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
+        if _record is None:
+            _record_module()
         self._check_record(record, KafkaRecord)
         return {"topic": record.topic, "partition": record.partition,
                 "log_start_offset": record.log_start_offset, "offset": record.offset,
@@ -1913,6 +1888,8 @@ class KafkaStore(Store):
     @staticmethod
     def _topic_id_file(part: Partition) -> tuple[str | None, Problem | None]:
         """The topic id of a partition's ``partition.metadata`` (None: absent or unreadable, the problem)."""
+        from .properties import read_partition_metadata
+
         try:
             return read_partition_metadata(part.path), None
         except SegstoreError as err:
@@ -2221,7 +2198,7 @@ class KafkaStore(Store):
             self.indexes.append()
         return home.notes
 
-    def _group_home(self, group: str) -> _GroupHome:
+    def _group_home(self, group: str) -> groups.GroupHome:
         """Where ``group``'s records go: its partition of ``__consumer_offsets`` (where its records are, else
         its id's hash modulo the KRaft metadata's partition count, else Kafka's default 50, noted), the
         group as loaded there, and notes (another in-sync replica could lead the partition).
@@ -2264,7 +2241,7 @@ class KafkaStore(Store):
             notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: what is "
                          f"written here lasts only if node {node} leads it when the cluster comes back (a "
                          "follower truncates what its leader does not hold)")
-        return _GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
+        return groups.GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`); a record that
@@ -2971,14 +2948,15 @@ class KafkaStore(Store):
         if request.max < len(records):   # kept in topic, partition, offset order
             chosen = {id(r) for r in newest_hits(records, request.max)}
             records = [r for r in records if id(r) in chosen]
+        # the hit's own key as one word (a line a hit), its JSON dump_json's line
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
-                          f"key {request.key}", data, json_text=jsonlib.dumps(data))   # dump_json's line
-                 for r in records for data in [self.to_json(cast(KafkaRecord, r))]]
+                          f"key {key_word(r.key or b'')}", data, json_text=jsonlib.dumps(data))
+                 for r in records for data in [self.to_json(cast("KafkaRecord", r))]]
         return QueryResult(records=records, lines=lines, found=bool(records), damage=damage)
 
     def _committed_record(self, record: Record) -> bool:
         """Whether a read_committed consumer fetching from ``record``'s offset is given it."""
-        assert isinstance(record, KafkaRecord)
+        assert isinstance(record, _record_module().KafkaRecord)
         part = self.partition_of(record.topic, record.partition)
         first = next(self._records(part, record.offset, READ_COMMITTED), None)
         return first is not None and first.offset == record.offset

@@ -34,10 +34,10 @@ if TYPE_CHECKING:   # the metadata image's module loads where a log directory ha
 
 #: Topics the broker always compacts.
 COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-#: ``Topic.INTERNAL_TOPICS``: DeleteRecords refuses them.  ``__share_group_state`` is one from Kafka 3.9
-#: (clients/.../common/internals/Topic.java at 3.9.0-rc3); 3.8.0's set holds the two compacted topics
-#: only, so a 3.8 broker takes DeleteRecords on a topic of that name, which segstore refuses.
-INTERNAL_TOPICS = COMPACTED_INTERNAL_TOPICS | {"__share_group_state"}
+#: 3.8.0 ``Topic.INTERNAL_TOPICS`` (clients/.../common/internals/Topic.java): DeleteRecords refuses them.
+#: ``__share_group_state`` joined the set in Kafka 3.9 (share groups); to a 3.8 broker it is an ordinary
+#: topic, whose records DeleteRecords deletes and whose segments retention deletes.
+INTERNAL_TOPICS = COMPACTED_INTERNAL_TOPICS
 COMPACT = "compact"
 METADATA_LOG_SOURCE = "the metadata log"
 def field_name(name: str) -> str:

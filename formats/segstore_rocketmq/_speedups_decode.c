@@ -385,6 +385,110 @@ typedef struct {
 static int index_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *tp, const int32_t *tl, const int64_t *pp,
                       const int32_t *pl, const int32_t *sf, Py_ssize_t from, Py_ssize_t to, RowIndex *ix);
 
+/* what match_entries checks an entry of a range against: its slot's queue id and topic, and the queue
+ * offset of the range's entry o less o (claim_entries: the queue offset of its first entry, and where
+ * its entries start and how many: one line of memory a claim reads) */
+typedef struct {
+    int64_t queue_id;
+    int64_t base;
+    const uint8_t *topic;
+    int64_t topic_len;
+    int64_t start, count;
+} match_part;
+
+/* rows' queue ids hashed into this many chains of ranges */
+#define CLAIM_CHAINS 64
+
+/*
+ * The queue ranges rows claim entries of (claim_entries' tables, see there): per range r its part, the
+ * next range of its chain, its entries ep/es from pb[r] to pb[r + 1]; chain[h]: the first range of the
+ * queue ids that hash to h (-1: none).
+ */
+typedef struct {
+    const int64_t *ep, *es, *pb;
+    match_part *part;
+    Py_ssize_t *next;
+    Py_ssize_t nparts, entries;
+    Py_ssize_t chain[CLAIM_CHAINS];
+} ClaimTable;
+
+/* Build t from claim_entries' tables; 1, 0 (tables that disagree: see claim_entries) or -1 (no memory).
+ * Needs no GIL; claim_table_free after a 1. */
+static int
+claim_table_init(ClaimTable *t, Py_buffer *positions, Py_buffer *sizes, Py_buffer *bounds, Py_buffer *pslots,
+                 Py_buffer *pfirsts, Py_buffer *qids, Py_buffer *toff, Py_buffer *tdata)
+{
+    Py_ssize_t entries = positions->len / 8, nslots = qids->len / 8, nparts = pslots->len / 8;
+    const int64_t *pb = bounds->buf, *ps = pslots->buf, *pf = pfirsts->buf, *sq = qids->buf, *to = toff->buf;
+    const uint8_t *td = tdata->buf;
+    if (positions->len != entries * 8 || sizes->len != entries * 8 || bounds->len != (nparts + 1) * 8 ||
+        pfirsts->len != nparts * 8 || nparts <= 0 || pb[0] != 0 || pb[nparts] != entries ||
+        toff->len != (nslots + 1) * 8) {
+        return 0;
+    }
+    for (Py_ssize_t r = 0; r < nparts; r++) {
+        if (pb[r] > pb[r + 1]) {
+            return 0;
+        }
+    }
+    t->ep = positions->buf;
+    t->es = sizes->buf;
+    t->pb = pb;
+    t->nparts = nparts;
+    t->entries = entries;
+    t->part = PyMem_RawMalloc((size_t)nparts * (sizeof(match_part) + sizeof(Py_ssize_t)));
+    if (t->part == NULL) {
+        return -1;
+    }
+    t->next = (Py_ssize_t *)(t->part + nparts);
+    for (int k = 0; k < CLAIM_CHAINS; k++) {
+        t->chain[k] = -1;
+    }
+    for (Py_ssize_t r = nparts - 1; r >= 0; r--) {
+        int64_t s = ps[r];
+        if (!(0 <= s && s < nslots && 0 <= to[s] && to[s] <= to[s + 1] && to[s + 1] <= tdata->len)) {
+            PyMem_RawFree(t->part);
+            return 0;
+        }
+        /* base: the first offset */
+        t->part[r] = (match_part){sq[s], pf[r], td + to[s], to[s + 1] - to[s], pb[r], pb[r + 1] - pb[r]};
+        t->next[r] = t->chain[(uint64_t)sq[s] % CLAIM_CHAINS];
+        t->chain[(uint64_t)sq[s] % CLAIM_CHAINS] = r;
+    }
+    return 1;
+}
+
+static void
+claim_table_free(ClaimTable *t)
+{
+    PyMem_RawFree(t->part);
+}
+
+/*
+ * The entry a row claims (its topic d[tp:+tl] inside the view, checked by the caller): the entry of its
+ * queue offset in the range of its queue id and topic, where that entry lies at the row's position with
+ * the row's size; -1 where none does.
+ */
+static inline __attribute__((always_inline)) Py_ssize_t
+claim_one(const ClaimTable *t, const uint8_t *topic, int32_t tl, int32_t qi, int64_t qo, int64_t position,
+          int32_t size)
+{
+    const match_part *e = NULL;
+    for (Py_ssize_t r = t->chain[(uint32_t)qi % CLAIM_CHAINS]; r >= 0; r = t->next[r]) {
+        if (t->part[r].queue_id == qi && t->part[r].topic_len == tl && same_text(topic, t->part[r].topic, tl)) {
+            e = t->part + r;
+            break;
+        }
+    }
+    /* its place in the range (unsigned: an offset below the range's first is past its end too) */
+    uint64_t k = e != NULL ? (uint64_t)qo - (uint64_t)e->base : 0;
+    if (e == NULL || k >= (uint64_t)e->count) {
+        return -1;           /* no range holds its queue offset: not read */
+    }
+    Py_ssize_t o = e->start + (Py_ssize_t)k;
+    return t->ep[o] == position && t->es[o] == size ? o : -1;
+}
+
 /*
  * Rows decode_region_indexed decodes before it finds their index entries: their bytes (about 230 KB of
  * the benchmark's messages) are still in the core's cache then, where after a whole batch (64k rows,
@@ -398,15 +502,17 @@ _Static_assert(INDEX_ROWS % CHECK_ROWS == 0, "INDEX_ROWS must be a multiple of C
 /*
  * The walk of decode_region (and, ix not NULL, each row's index entries into ix, INDEX_ROWS rows
  * after they are decoded; tt not NULL, each row's topic numbered as it is decoded, tt->k -1 where
- * the table could not be allocated); the GIL released by the caller.  Returns the status; *n_out
- * rows, *pos_out where it stopped, *blank_out a BLANK's size.  Inlined where fill, ix and tt are
- * constants (decode_walk_plain, decode_region_indexed), so that each copy tests and computes only
- * what its fields need.
+ * the table could not be allocated; ct not NULL, each row's claim of an entry (claim_one) into claims,
+ * its fields just written: claim_entries read six columns of each row and its topic again, 82
+ * instructions a row against 16 there and ~45 here); the GIL released by the caller.  Returns the
+ * status; *n_out rows, *pos_out where it stopped, *blank_out a BLANK's size.  Inlined where fill, ix,
+ * tt and ct are constants (decode_walk_plain, decode_region_indexed), so that each copy tests and
+ * computes only what its fields need.
  */
 static inline __attribute__((always_inline)) int
 decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t base, int strict,
-            int fill, Cols *c, RowIndex *ix, TopicTable *tt, Py_ssize_t view_len, Py_ssize_t *n_out,
-            Py_ssize_t *pos_out, int32_t *blank_out)
+            int fill, Cols *c, RowIndex *ix, TopicTable *tt, const ClaimTable *ct, int64_t *claims,
+            Py_ssize_t view_len, Py_ssize_t *n_out, Py_ssize_t *pos_out, int32_t *blank_out)
 {
     Py_ssize_t n = 0;
     int status = ST_DONE;
@@ -449,6 +555,10 @@ decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit,
         if (tt != NULL && !topic_number(tt, d, c->i8[C_TOPIC_POS], c->i4[C_TOPIC_LEN], n)) {
             tt->k = -1;
             tt = NULL;
+        }
+        if (ct != NULL) {       /* its entry while its bytes are in the cache (claim_entries takes it) */
+            claims[n] = claim_one(ct, d + c->i8[C_TOPIC_POS][n], c->i4[C_TOPIC_LEN][n], c->i4[C_QUEUE_ID][n],
+                                  c->i8[C_QUEUE_OFFSET][n], c->i8[C_POSITION][n], total);
         }
         n++;
         pos += total;
@@ -497,22 +607,37 @@ decode_walk(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit,
  */
 static int
 decode_walk_plain(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t base, int strict,
-                  int fill, Cols *c, Py_ssize_t view_len, Py_ssize_t *n_out, Py_ssize_t *pos_out, int32_t *blank_out)
+                  int fill, Cols *c, const ClaimTable *ct, int64_t *claims, Py_ssize_t view_len, Py_ssize_t *n_out,
+                  Py_ssize_t *pos_out, int32_t *blank_out)
 {
+    if (ct != NULL) {
+        switch (fill) {
+        case 0:
+            return decode_walk(d, pos, stop, limit, base, strict, 0, c, NULL, NULL, ct, claims, view_len, n_out,
+                               pos_out, blank_out);
+        case FILL_TIMES | FILL_PROPS:
+            return decode_walk(d, pos, stop, limit, base, strict, FILL_TIMES | FILL_PROPS, c, NULL, NULL, ct, claims,
+                               view_len, n_out, pos_out, blank_out);
+        default:
+            return decode_walk(d, pos, stop, limit, base, strict, fill, c, NULL, NULL, ct, claims, view_len, n_out,
+                               pos_out, blank_out);
+        }
+    }
     switch (fill) {
     case 0:
-        return decode_walk(d, pos, stop, limit, base, strict, 0, c, NULL, NULL, view_len, n_out, pos_out, blank_out);
-    case FILL_TIMES | FILL_PROPS:
-        return decode_walk(d, pos, stop, limit, base, strict, FILL_TIMES | FILL_PROPS, c, NULL, NULL, view_len, n_out,
-                           pos_out, blank_out);
-    default:
-        return decode_walk(d, pos, stop, limit, base, strict, fill, c, NULL, NULL, view_len, n_out, pos_out,
+        return decode_walk(d, pos, stop, limit, base, strict, 0, c, NULL, NULL, NULL, NULL, view_len, n_out, pos_out,
                            blank_out);
+    case FILL_TIMES | FILL_PROPS:
+        return decode_walk(d, pos, stop, limit, base, strict, FILL_TIMES | FILL_PROPS, c, NULL, NULL, NULL, NULL,
+                           view_len, n_out, pos_out, blank_out);
+    default:
+        return decode_walk(d, pos, stop, limit, base, strict, fill, c, NULL, NULL, NULL, NULL, view_len, n_out,
+                           pos_out, blank_out);
     }
 }
 
 /*
- * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict, fill=FILL_ALL)
+ * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict, fill=FILL_ALL, claim=None)
  *     -> (n, pos, status, blank_size)
  *
  * Walk the records of view[pos:limit] that start before stop, one row each into
@@ -520,20 +645,26 @@ decode_walk_plain(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t 
  * status: ST_DONE (stop reached or rows full), ST_BLANK (a BLANK at pos, blank_size
  * its size), ST_END (unwritten zeros at pos), ST_BAD (message.decode would raise at
  * pos; strict: a CRC mismatch too, else it only clears crc_ok).  Never reads outside
- * view[:limit].  Releases the GIL.
+ * view[:limit].  claim: a tuple (positions, sizes, bounds, part_slots, part_firsts, queue_ids,
+ * topic_offsets, topic_data, claims), claim_entries' tables of a read's queue ranges and an int64
+ * per row: claims[i] the entry row i claims (-1: none), as claim_entries finds it, for the rows
+ * decoded (n, those strict keeps); claim_entries then takes them (its claims), reading no row
+ * again.  Releases the GIL.
  */
 static PyObject *
 decode_region(PyObject *module, PyObject *args)
 {
-    Py_buffer view, i8, i4, u8;
+    Py_buffer view, i8, i4, u8, tables[9];
     Py_ssize_t pos, stop, limit;
     long long base;
-    int strict, fill = FILL_ALL;
-    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*p|i", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict,
-                          &fill)) {
+    int strict, fill = FILL_ALL, held = 0, built = 0;
+    PyObject *claim = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*p|iO", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict,
+                          &fill, &claim)) {
         return NULL;
     }
     Cols c;
+    ClaimTable ct;
     PyObject *ret = NULL;
     if (!cols_init(&c, &i8, &i4, &u8)) {
         goto done;
@@ -542,14 +673,45 @@ decode_region(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "expected 0 <= pos and limit <= len(view)");
         goto done;
     }
+    if (claim != Py_None) {
+        if (!PyTuple_Check(claim) ||
+            !PyArg_ParseTuple(claim, "y*y*y*y*y*y*y*y*w*", &tables[0], &tables[1], &tables[2], &tables[3], &tables[4],
+                              &tables[5], &tables[6], &tables[7], &tables[8])) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "expected a tuple of claim_entries' tables and the claims");
+            }
+            goto done;
+        }
+        held = 1;
+        built = tables[8].len >= c.cap * (Py_ssize_t)sizeof(int64_t) ?
+                claim_table_init(&ct, &tables[0], &tables[1], &tables[2], &tables[3], &tables[4], &tables[5],
+                                 &tables[6], &tables[7]) : 0;
+        if (built <= 0) {
+            if (built < 0) {
+                PyErr_NoMemory();
+            } else {
+                PyErr_SetString(PyExc_ValueError, "expected claim tables as claim_entries takes them and a claim "
+                                                  "for each row");
+            }
+            built = 0;
+            goto done;
+        }
+    }
     Py_ssize_t n;
     int status;
     int32_t blank;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_walk_plain(view.buf, pos, stop, limit, base, strict, fill, &c, view.len, &n, &pos, &blank);
+    status = decode_walk_plain(view.buf, pos, stop, limit, base, strict, fill, &c, built ? &ct : NULL,
+                               built ? tables[8].buf : NULL, view.len, &n, &pos, &blank);
     Py_END_ALLOW_THREADS
     ret = Py_BuildValue("nnii", n, pos, status, blank);
 done:
+    if (built) {
+        claim_table_free(&ct);
+    }
+    for (int k = 0; held && k < 9; k++) {
+        PyBuffer_Release(&tables[k]);
+    }
     PyBuffer_Release(&view);
     PyBuffer_Release(&i8);
     PyBuffer_Release(&i4);
@@ -598,8 +760,8 @@ decode_region_indexed(PyObject *module, PyObject *args)
     int status;
     int32_t blank;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_walk(view.buf, pos, stop, limit, base, strict, FILL_ALL, &c, &ix, &tt, view.len, &n, &pos,
-                         &blank);
+    status = decode_walk(view.buf, pos, stop, limit, base, strict, FILL_ALL, &c, &ix, &tt, NULL, NULL, view.len, &n,
+                         &pos, &blank);
     free(tt.table);
     Py_END_ALLOW_THREADS
     ret = Py_BuildValue("nniini", n, pos, status, blank, ix.total, (int)tt.k);
@@ -1331,6 +1493,111 @@ property_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *starts, cons
     return ok;
 }
 
+#ifdef HAVE_SEPARATOR_MASKS
+/* Not inlined: property_rows for the one row i of key_rows that its masks do not take. */
+static __attribute__((noinline)) int
+key_row_slow(const uint8_t *d, Py_ssize_t view_len, const int64_t *starts, const int32_t *lens, Py_ssize_t i,
+             int32_t *item_off, int32_t *token_off, uint8_t *tag_valid, uint8_t *key_valid, OutColumn *names,
+             OutColumn *values, OutColumn *tags, OutColumn *tokens, OutColumn *keys, ItemList *items,
+             Py_ssize_t *key_nulls)
+{
+    Py_ssize_t tag_null, key_null;
+    int ok = property_rows(d, view_len, starts + i, lens + i, 1, 0, 0, 1, item_off + i, token_off + i, tag_valid + i,
+                           key_valid + i, names, values, tags, tokens, keys, items, &tag_null, &key_null);
+    *key_nulls += key_null;
+    return ok;
+}
+
+/*
+ * property_rows for the key alone (all and tokens_too 0), with no loop over a message's items where its
+ * properties are short (under 64 bytes, as property_rows' masks take them): the masks of the 0x01, 0x02
+ * and space bytes find the last KEYS item (an item starts at 0 and after each 0x02; "KEYS" then 0x01,
+ * and a value: the byte after the 0x01 neither the end nor a 0x02) and its first token at once.  Item
+ * offsets, tag validity and token offsets are not written (the key column alone reads none).  Other
+ * rows: property_rows, one at a time.  bench_spark's one-item properties ("KEYS\x01k0"): 186 -> 127
+ * instructions a message (2026-12-02, cachegrind), the prefetches and bounds 21 of them.
+ */
+static int
+key_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *starts, const int32_t *lens, Py_ssize_t n,
+         int32_t *item_off, int32_t *token_off, uint8_t *tag_valid, uint8_t *key_valid, OutColumn *names,
+         OutColumn *values, OutColumn *tags, OutColumn *tokens, OutColumn *keys_out, ItemList *items,
+         Py_ssize_t *key_nulls_out)
+{
+    const __m128i c1 = _mm_set1_epi8(NAME_VALUE_SEPARATOR), c2 = _mm_set1_epi8(PROPERTY_SEPARATOR),
+                  cs = _mm_set1_epi8(KEY_SEPARATOR);
+    uint32_t keys_name;
+    memcpy(&keys_name, "KEYS", PROPERTY_NAME_LEN);
+    OutColumn keys = *keys_out;
+    Py_ssize_t key_nulls = 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = starts[i];
+        uint64_t len = (uint64_t)(int64_t)lens[i];      /* a negative length: past any view */
+        if ((uint64_t)s > (uint64_t)view_len || len > (uint64_t)(view_len - s)) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH_SPAN(d, view_len, starts[i + PREFETCH_AHEAD], 64);
+        }
+        if (len >= 64 || s + 64 > view_len) {
+            *keys_out = keys;
+            ok = key_row_slow(d, view_len, starts, lens, i, item_off, token_off, tag_valid, key_valid, names, values,
+                              tags, tokens, keys_out, items, &key_nulls);
+            keys = *keys_out;
+            if (ok <= 0) {
+                break;
+            }
+            continue;
+        }
+        const uint8_t *p = d + s;
+        __m128i v = _mm_loadu_si128((const __m128i *)p);     /* the first block whatever len is: inside the view */
+        uint64_t ones = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c1)),
+                 twos = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c2)),
+                 spaces = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, cs));
+        for (uint64_t k = 1; 16 * k < len; k++) {
+            v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+            ones |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c1)) << (16 * k);
+            twos |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c2)) << (16 * k);
+            spaces |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, cs)) << (16 * k);
+        }
+        uint64_t inside = (1ull << len) - 1;           /* the masks' bits from len on are bytes after it */
+        ones &= inside;
+        twos = (twos & inside) | (1ull << len);         /* the end closes the last item */
+        /* items' starts followed by 0x01 four bytes on; the last one named KEYS with a value is the key's */
+        uint64_t found = ((twos << 1) | 1) & (ones >> PROPERTY_NAME_LEN);
+        const uint8_t *key = d;
+        uint64_t key_len = 0;
+        while (found) {
+            uint64_t a = 63 - (uint64_t)__builtin_clzll(found), v = a + PROPERTY_NAME_LEN + 1;
+            uint32_t name;
+            memcpy(&name, p + a, PROPERTY_NAME_LEN);
+            if (name == keys_name && !((twos >> v) & 1)) {      /* v <= len: a bit of twos */
+                uint64_t end = (uint64_t)__builtin_ctzll(twos >> v) + v, t = v;
+                /* the first byte of [v, end) that is no space (mostly v), and the space or end after it */
+                if (p[v] == KEY_SEPARATOR) {
+                    uint64_t words = ~spaces & ((1ull << end) - 1) & ~((1ull << v) - 1);
+                    t = words ? (uint64_t)__builtin_ctzll(words) : end;
+                }
+                key = p + t;
+                key_len = (uint64_t)__builtin_ctzll((spaces | (1ull << end)) >> t);
+                break;
+            }
+            found &= ~(1ull << a);
+        }
+        key_valid[i] = key_len > 0;
+        key_nulls += key_len == 0;
+        if (!out_put(&keys, key, (Py_ssize_t)key_len)) {
+            ok = 0;
+            break;
+        }
+    }
+    *keys_out = keys;
+    *key_nulls_out = key_nulls;
+    return ok;
+}
+#endif
+
 /*
  * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
  *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
@@ -1346,8 +1613,8 @@ property_rows(const uint8_t *d, Py_ssize_t view_len, const int64_t *starts, cons
  * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  With
  * items_and_tags false only the KEYS tokens and keys are written (items counts none; names, values
  * and tags are left as they are): a read of the key column alone; with tokens_too false as well, only
- * the keys (tokens counts none, every token offset 0; a message's items other than KEYS are not kept
- * while it is split).  Releases the GIL.
+ * the keys (tokens counts none; item offsets, token offsets and tag validity unspecified: key_rows; a
+ * message's items other than KEYS are not kept while it is split).  Releases the GIL.
  */
 static PyObject *
 property_columns(PyObject *module, PyObject *args)
@@ -1383,8 +1650,13 @@ property_columns(PyObject *module, PyObject *args)
         names.off[0] = values.off[0] = tags.off[0] = tokens.off[0] = keys.off[0] = 0;
     }
     if (ok && !all && !tokens_too) {
+#ifdef HAVE_SEPARATOR_MASKS
+        ok = key_rows(d, b[0].len, starts, lens, n, item_off, token_off, tag_valid, key_valid, &names, &values, &tags,
+                      &tokens, &keys, &items, &key_nulls);
+#else
         ok = property_rows(d, b[0].len, starts, lens, n, 0, 0, ok, item_off, token_off, tag_valid, key_valid, &names,
                            &values, &tags, &tokens, &keys, &items, &tag_nulls, &key_nulls);
+#endif
     } else if (ok) {
         ok = property_rows(d, b[0].len, starts, lens, n, all, tokens_too, ok, item_off, token_off, tag_valid,
                            key_valid, &names, &values, &tags, &tokens, &keys, &items, &tag_nulls, &key_nulls);
@@ -1991,15 +2263,6 @@ queue_run_confirmed(PyObject *module, PyObject *args)
  * whose slot lies outside the tables fails the call (ValueError), an entry of it met or not.  One
  * merge of both ascending lists: O(ranges + rows + entries log ranges).  Releases the GIL.
  */
-/* what match_entries checks an entry of a range against: its slot's queue id and topic, and the queue
- * offset of the range's entry o less o */
-typedef struct {
-    int64_t queue_id;
-    int64_t base;
-    const uint8_t *topic;
-    int64_t topic_len;
-} match_part;
-
 /* how many entries ahead match_entries asks for the memory it will read */
 #define MATCH_AHEAD 8
 
@@ -2102,7 +2365,7 @@ match_entries(PyObject *module, PyObject *args)
 
 /*
  * claim_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, positions, sizes, bounds,
- *               part_slots, part_firsts, queue_ids, topic_offsets, topic_data, cursors, met, hits)
+ *               part_slots, part_firsts, queue_ids, topic_offsets, topic_data, cursors, met, hits[, claims])
  *     -> (count, passed, identity)
  *
  * match_entries without the merge, for ranges of distinct queues each ascending: each row claims the
@@ -2116,78 +2379,65 @@ match_entries(PyObject *module, PyObject *args)
  * at its position: what match_entries finds of the same entries (none wrong, none unmet, the same hits).
  * Else the caller matches these rows by match_entries to find what is wrong, in its order.  identity:
  * every row claimed.  A slot outside the tables fails the call (ValueError).  O(rows + entries passed),
- * no merge.  Releases the GIL.
+ * no merge.  claims (int64, one per row): the entry each row claims (-1: none) as decode_region found it
+ * with these tables while it decoded the row: no row's topic, queue or entry read again here (the rows'
+ * topics are not then read, nor their bounds checked).  Releases the GIL.
  */
-/* rows' queue ids hashed into this many chains of ranges */
-#define CLAIM_CHAINS 64
-
 static PyObject *
 claim_entries(PyObject *module, PyObject *args)
 {
     Py_buffer view, pos, size, qid, qoff, tpos, tlen, positions, sizes, bounds, pslots, pfirsts, qids, toff, tdata,
-        cursors, met, hits;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*", &view, &pos, &size, &qid, &qoff, &tpos,
+        cursors, met, hits, claims = {0};
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*|y*", &view, &pos, &size, &qid, &qoff, &tpos,
                           &tlen, &positions, &sizes, &bounds, &pslots, &pfirsts, &qids, &toff, &tdata, &cursors,
-                          &met, &hits)) {
+                          &met, &hits, &claims)) {
         return NULL;
     }
-    Py_ssize_t n = pos.len / 8, entries = positions.len / 8, nslots = qids.len / 8, nparts = pslots.len / 8;
-    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = positions.buf, *es = sizes.buf,
-                  *pb = bounds.buf, *ps = pslots.buf, *pf = pfirsts.buf, *sq = qids.buf, *to = toff.buf;
+    Py_ssize_t n = pos.len / 8, entries = positions.len / 8, nparts = pslots.len / 8;
+    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = positions.buf, *pb = bounds.buf,
+                  *given = claims.buf;
     const int32_t *sz = size.buf, *qi = qid.buf, *tl = tlen.buf;
-    const uint8_t *d = view.buf, *td = tdata.buf;
+    const uint8_t *d = view.buf;
     int64_t *cur = cursors.buf, *h = hits.buf;
     uint8_t *m = met.buf;
+    ClaimTable t;
     int ok = size.len == n * 4 && qid.len == n * 4 && qoff.len == n * 8 && tpos.len == n * 8 && tlen.len == n * 4
-             && sizes.len == entries * 8 && bounds.len == (nparts + 1) * 8 && pfirsts.len == nparts * 8
-             && cursors.len == nparts * 8 && nparts > 0 && pb[0] == 0 && pb[nparts] == entries
-             && toff.len == (nslots + 1) * 8 && met.len >= entries && hits.len >= n * 8;
-    for (Py_ssize_t r = 0; ok && r < nparts; r++) {
-        ok = pb[r] <= pb[r + 1] && pb[r] <= cur[r] && cur[r] <= pb[r + 1];
+             && cursors.len == nparts * 8 && met.len >= entries && hits.len >= n * 8
+             && (given == NULL || claims.len == n * 8);
+    int built = ok ? claim_table_init(&t, &positions, &sizes, &bounds, &pslots, &pfirsts, &qids, &toff, &tdata) : 0;
+    for (Py_ssize_t r = 0; built > 0 && r < nparts; r++) {
+        ok = ok && pb[r] <= cur[r] && cur[r] <= pb[r + 1];
     }
+    int no_memory = built < 0;
+    ok = ok && built > 0;
     Py_ssize_t count = 0, passed = 0;
-    match_part *part = ok ? PyMem_RawMalloc((size_t)nparts * (sizeof(match_part) + sizeof(Py_ssize_t))) : NULL;
-    Py_ssize_t *next = part != NULL ? (Py_ssize_t *)(part + nparts) : NULL;
-    int no_memory = ok && part == NULL;
-    ok = ok && !no_memory;
-    Py_ssize_t chain[CLAIM_CHAINS];
     Py_BEGIN_ALLOW_THREADS
-    for (int k = 0; k < CLAIM_CHAINS; k++) {
-        chain[k] = -1;
-    }
-    for (Py_ssize_t r = nparts - 1; ok && r >= 0; r--) {
-        int64_t s = ps[r];
-        ok = 0 <= s && s < nslots && 0 <= to[s] && to[s] <= to[s + 1] && to[s + 1] <= tdata.len;
-        if (ok) {
-            part[r] = (match_part){sq[s], pf[r], td + to[s], to[s + 1] - to[s]};     /* base: the first offset */
-            next[r] = chain[(uint64_t)sq[s] % CLAIM_CHAINS];
-            chain[(uint64_t)sq[s] % CLAIM_CHAINS] = r;
-        }
-    }
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (i + MATCH_AHEAD < n) {
-            PREFETCH(d, view.len, tp[i + MATCH_AHEAD]);        /* as match_entries asks for it */
-        }
-        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
-            ok = 0;
-            break;
-        }
-        Py_ssize_t r = chain[(uint32_t)qi[i] % CLAIM_CHAINS];
-        for (; r >= 0; r = next[r]) {
-            const match_part *e = part + r;
-            if (e->queue_id == qi[i] && e->topic_len == tl[i] && same_text(d + tp[i], e->topic, tl[i])) {
-                break;
+    if (ok && given != NULL) {      /* each row's entry found by the walk that decoded it (decode_region) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t o = given[i];
+            if (o >= 0) {
+                if (o >= entries) {
+                    ok = 0;
+                    break;
+                }
+                m[o] = 1;
+                h[count++] = i;
             }
         }
-        /* its place in the range (unsigned: an offset below the range's first is past its end too) */
-        uint64_t k = r >= 0 ? (uint64_t)qo[i] - (uint64_t)part[r].base : 0;
-        if (r < 0 || k >= (uint64_t)(pb[r + 1] - pb[r])) {
-            continue;           /* no range holds its queue offset: not read */
-        }
-        Py_ssize_t o = pb[r] + (Py_ssize_t)k;
-        if (ep[o] == p[i] && es[o] == sz[i]) {
-            m[o] = 1;
-            h[count++] = i;
+    } else {
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            if (i + MATCH_AHEAD < n) {
+                PREFETCH(d, view.len, tp[i + MATCH_AHEAD]);        /* as match_entries asks for it */
+            }
+            if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+                ok = 0;
+                break;
+            }
+            Py_ssize_t o = claim_one(&t, d + tp[i], tl[i], qi[i], qo[i], p[i], sz[i]);
+            if (o >= 0) {
+                m[o] = 1;
+                h[count++] = i;
+            }
         }
     }
     for (Py_ssize_t r = 0; ok && n > 0 && r < nparts; r++) {
@@ -2199,13 +2449,15 @@ claim_entries(PyObject *module, PyObject *args)
         cur[r] = c;
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(part);
+    if (built > 0) {
+        claim_table_free(&t);
+    }
     PyObject *ret = NULL;
     if (no_memory) {
         PyErr_NoMemory();
     } else if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, cursors, slots "
-                                          "and topics inside their tables, and room for the hits");
+                                          "and topics inside their tables, room for the hits and claims of entries");
     } else {
         ret = Py_BuildValue("nnO", count, passed, count == n ? Py_True : Py_False);
     }
@@ -2213,6 +2465,9 @@ claim_entries(PyObject *module, PyObject *args)
                          &pfirsts, &qids, &toff, &tdata, &cursors, &met, &hits};
     for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
         PyBuffer_Release(held[k]);
+    }
+    if (claims.obj != NULL) {
+        PyBuffer_Release(&claims);
     }
     return ret;
 }

@@ -149,6 +149,9 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                 )
                 break
             if isinstance(record, End):
+                header_end = min(pos + PREFIX.size, len(whole))
+                if limit < len(whole) and mapped.first_nonzero(pos, header_end) is not None:
+                    break   # --max-bytes cut the next record's header (its size starts with zero bytes)
                 later = mapped.first_nonzero(pos, limit)
                 if later is not None:
                     # zeros over a message's header, not the unwritten tail: RocketMQ 4.9.7

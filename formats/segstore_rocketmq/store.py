@@ -273,6 +273,12 @@ def body_preview(body: bytes) -> str:
     return json.dumps(text[:_BODY_PREVIEW], ensure_ascii=False) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
+def _of_topic(rows: columnar.Rows, topic: bytes | None) -> columnar.Rows:
+    """``rows``, each of which holds ``topic`` (UTF-8; None: not known) as ``rows.topic`` says."""
+    rows.topic = topic
+    return rows
+
+
 def _selected(view: memoryview, rows: columnar.Rows, topic: str | None, partition: int | None,
               committed: bool) -> columnar.Rows:
     """The rows of ``topic`` / queue ``partition`` (None: any), without (``committed``) the
@@ -2020,7 +2026,8 @@ class RocketMQStore(LifecycleMixin, Store):
         which finds what is wrong in log order.  Both give the same rows and the same error (the claims
         are all that the merge would check, entry for entry; a Hypothesis test reads damaged queues both
         ways).  The claims took 4M entries in 0.34G instructions, the merge and its matches 0.83G
-        (2026-12-02, the value query of ``benchmarks/worker_protocol.py``).
+        (2026-12-02, the value query of ``benchmarks/worker_protocol.py``); each row's claim is made by
+        the C walk as it decodes the row (``walk_file``'s ``ranges``): 0.24G.
 
         Memory: 17 bytes per entry of the ranges (positions, sizes and a flag; the entries are read where
         the queue files are mapped), 24 more where they are merged, plus one region's rows.  Runtime
@@ -2050,6 +2057,9 @@ class RocketMQStore(LifecycleMixin, Store):
             at += len(piece)
         # each slot's queue id and topic (UTF-8, one after another), as the rows are checked against them
         names = [str(q[0]).encode("utf-8") for q in queues]
+        # every row given is checked against an entry of its queue, topic included: of one topic, its
+        # rows' topic column is that name repeated (columnar.Rows.topic)
+        one_topic = names[0] if len(set(names)) == 1 else None
         ranges = columnar.QueueRanges(
             positions, sizes, bounds, np.array([p[0] for p in parts], np.int64),
             np.array([p[1] for p in parts], np.int64), np.array([int(q[1]) for q in queues], np.int64),
@@ -2079,14 +2089,14 @@ class RocketMQStore(LifecycleMixin, Store):
             zeros = functools.partial(cl.check_zeros_end, seg, limit=seg.wrote)   # data after zeros: damage
             for rows in columnar.walk_file(view, first_at - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows, fill=fill,
-                                           zeros_end=zeros):
+                                           zeros_end=zeros, ranges=ranges if table is None else None):
                 own = columnar.view_of(view, rows)
                 if table is None:
                     hits, passed, identity = columnar.claim_entries(own, rows, ranges, cursors, met)
                     claimed += len(hits)
                     if len(hits) == passed:
                         if len(hits):
-                            yield own, rows if identity else rows.select(hits)
+                            yield own, _of_topic(rows if identity else rows.select(hits), one_topic)
                         continue
                     table = ranges.merged()
                     met = met[table.order]
@@ -2099,7 +2109,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     continue
                 hits, wrong, identity = columnar.match_entries(own, rows, table, first, last, met)
                 if len(hits):
-                    yield own, rows if identity else rows.select(hits)
+                    yield own, _of_topic(rows if identity else rows.select(hits), one_topic)
                 if wrong >= 0:
                     self._wrong_queue_entry(queues, table, wrong)
             lows = highs

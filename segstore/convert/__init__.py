@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import ConfigError, ConversionOptionError, cut
+from segstore.errors import ConfigError, ConversionOptionError, check_path, cut
 
 if TYPE_CHECKING:
     from .pipeline import ConversionReport
@@ -71,7 +71,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
     :raises ConversionOptionError: with ``force``, a ``dst`` that is neither a store of format ``to`` nor
-        an empty directory (naming it and what it holds); a ``src`` or ``dst`` that is not a path,
+        an empty directory (naming it and what it holds); a ``src`` or ``dst`` that is not a path (or holds a
+        NUL byte, refused before any call to the system),
         ``topics`` that are not names (one name alone is taken as ``[name]``), a ``config`` that is not
         a mapping.
     """
@@ -81,7 +82,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     for name, path in (("src", src), ("dst", dst)):
         if not isinstance(path, (str, os.PathLike)):
             raise ConversionOptionError(f"expected {name} as a path, found {type(path).__name__} {cut(path)}")
-        paths.append(os.fspath(path))
+        paths.append(check_path(os.fsdecode(path), f"{name} as a path", ConversionOptionError))
     if isinstance(topics, str):     # one name, not its characters
         topics = [topics]
     if topics is not None and not isinstance(topics, Iterable):     # list(-1) was a TypeError

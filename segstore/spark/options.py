@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext
-from ..errors import ConfigError, ReadOnlyError, cut, did_you_mean
+from ..errors import ConfigError, ReadOnlyError, check_path, cut, did_you_mean
 from ..files import is_url
 from ..javatext import java_trim, parse_int, parse_long
 from .javaregex import compile_java
@@ -621,6 +621,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: spark.read.format("segstore").load(PATH)')
+    check_path(path, "a store path")        # a Java string holds a NUL byte, no file system does
     # Given is chosen, empty or not: Spark's Kafka connector takes the option's presence as the strategy
     # and refuses an empty one (Spark 4 KafkaSourceProvider.validateGeneralOptions), where an empty
     # value taken as absent would read every topic of the store.
@@ -723,6 +724,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: df.write.format("segstore").save(PATH)')
+    check_path(path, "a store path")
+    if opts.get("stagingdir"):
+        check_path(opts["stagingdir"], "a stagingDir path")
     if is_url(path):
         raise ReadOnlyError("expected a local path to write to, found a URL (stores on remote "
                             "filesystems are read-only)", path)

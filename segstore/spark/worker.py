@@ -10,6 +10,9 @@ stops its children, when its stdin closes (only the JVM holds it: the JVM is gon
 
 Frames on a connection (integers big-endian)::
 
+    hello    'H' u64 pid: a forked child's first frame, before any request is answered: the JVM
+             names the child by it where the connection ends in the middle of an exchange
+             (``PythonWorkers.exitOf``: a driver's request too, which no 'M' header precedes)
     request  u32 length | JSON object (UTF-8): {"op": "schema"|"pushdown"|"plan"|"read"|"stream_...", ...}
     reply    u8 kind | ...
       'J'  u32 length | JSON answer
@@ -38,8 +41,8 @@ A child serves one request at a time, in order, until the JVM closes the connect
 a read cut short by the JVM (a closed socket) ends the child.  A child that ends otherwise
 (killed by a signal: the out-of-memory killer, a SIGBUS on a mapped file cut under it; or a
 non-zero exit) is reported by the server, on its stderr (the executor's log) and in a note
-``exit-PID`` beside its socket, which the JVM reads to say why a read ended in the middle
-(``PythonWorkers.exitOf``).
+``exit-PID`` beside its socket, which the JVM reads to say why a read or a driver's request
+ended in the middle (``PythonWorkers.exitOf``), by the pid of the child's hello.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ _KIND_RING_BATCH = b"B"
 _KIND_ARENA_BATCH = b"A"
 _KIND_INLINE_BATCH = b"I"
 _KIND_RELEASE = b"R"
+_KIND_HELLO = b"H"
+_PID = struct.Struct(">Q")
 _RING_BATCH = struct.Struct(">QQ")
 assert _RING_BATCH.size == 16
 
@@ -97,7 +102,13 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
             "stream_initial": bridge.stream_initial, "stream_snapshot": bridge.stream_snapshot,
             "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan,
             "write_begin": bridge.write_begin, "write_commit": bridge.write_commit,
-            "write_abort": bridge.write_abort}
+            "write_abort": bridge.write_abort, "ping": _ping}
+
+
+def _ping(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``{}``: the JVM's check that a reused connection's child still answers, asked before a request
+    that must not be asked twice (a write's begin, commit or abort)."""
+    return {}
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
@@ -512,6 +523,10 @@ def _child(server: socket.socket, connection: socket.socket, ring_directory: str
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     status = 0
     try:
+        try:
+            connection.sendall(_KIND_HELLO + _PID.pack(os.getpid()))
+        except (BrokenPipeError, ConnectionResetError):
+            return              # the JVM closed the connection already: nothing to serve
         serve(connection, ring_directory, arena=True)
     except BaseException:
         traceback.print_exc()

@@ -100,6 +100,11 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         } catch (IOException | RuntimeException e) {
             this.connection = opened;
             finish(false);
+            String reason = e instanceof IOException && opened != null ? workers.exitOf(opened.pid()) : null;
+            if (reason != null) {
+                throw new SegstoreException("segstore's worker child (pid " + opened.pid() + ") ended before "
+                        + "it began reading a partition: " + reason, e);
+            }
             throw new SegstoreException("segstore worker failed to read a partition: " + e, e);
         }
         this.connection = opened;

@@ -9,6 +9,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -147,7 +148,7 @@ final class PythonWorkers {
      * A new connection in place of {@code failed}, a reused one whose first exchange failed before any
      * answer came: the check in {@link #borrow} can pass a child the kernel has not yet torn down (a
      * SIGKILL's end of the connection comes a moment after the signal), so the request goes once more,
-     * to a new child. Requests are reads of the store: asking again changes nothing.
+     * to a new child. Only what may be asked twice is: the reads of the store, and a write's ping.
      */
     WorkerConnection replace(WorkerConnection failed) throws IOException {
         closeQuietly(failed);
@@ -165,7 +166,28 @@ final class PythonWorkers {
         closeQuietly(connection);
     }
 
-    /** One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan). */
+    /**
+     * The driver's requests that only read the store (segstore/spark/bridge.py): asked again of a new
+     * child, they answer alike. The writes' (write_begin makes a staging directory, write_commit appends)
+     * are not asked twice.
+     */
+    /** The request that checks a reused connection before a write's (segstore/spark/worker.py {@code _ping}). */
+    private static final JsonNode PING = WorkerConnection.MAPPER.createObjectNode()
+            .put("op", "ping");
+
+    static final Set<String> READ_REQUESTS = Set.of("schema", "pushdown", "plan", "stream_initial",
+            "stream_snapshot", "stream_latest", "stream_plan");
+
+    /**
+     * One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan, streams' offsets,
+     * writes' begin, commit and abort). A write's request is never asked twice (a commit asked again
+     * after its child ended in the middle could append twice): on a reused connection a {@code ping}
+     * goes first, and a connection whose ping fails (its child gone while idle) is replaced
+     * ({@link #replace}) before the write is sent. A child that ends in the middle of the exchange is
+     * named with why (its server's note, {@link #exitOf}: the out-of-memory killer's SIGKILL...). A
+     * request of {@link #READ_REQUESTS} is asked once more, of a new child, where its child ended (killed
+     * in the middle, or gone while idle); the answer of the second is the user's, or its end is named too.
+     */
     JsonNode call(JsonNode request) {
         WorkerConnection connection;
         try {
@@ -174,23 +196,44 @@ final class PythonWorkers {
             throw new SegstoreException("could not reach segstore's Python worker " + executable + ": "
                     + e.getMessage(), e);
         }
+        boolean read = READ_REQUESTS.contains(request.path("op").asText(""));
         boolean clean = false;
         try {
-            JsonNode answer;
-            try {
-                answer = connection.call(request);
-            } catch (IOException e) {
-                if (!connection.reused) {
-                    throw e;
+            if (!read && connection.reused) {
+                try {
+                    connection.call(PING);
+                } catch (IOException e) {
+                    connection = replace(connection);     // a child gone while idle: nothing was asked
                 }
-                connection = replace(connection);
-                answer = connection.call(request);
             }
-            clean = true;
-            return answer;
-        } catch (SegstoreException e) {
-            clean = true;       // an error reply ends the exchange cleanly
-            throw e;
+            boolean retried = false;
+            String before = null;       // why the child asked first ended, where it was asked again
+            while (true) {
+                try {
+                    JsonNode answer = connection.call(request);
+                    clean = true;
+                    return answer;
+                } catch (SegstoreException e) {
+                    clean = true;       // an error reply ends the exchange cleanly
+                    throw e;
+                } catch (IOException e) {
+                    long pid = connection.pid();
+                    String reason = exitOf(pid);
+                    if (!retried && read && (reason != null || connection.reused)) {
+                        retried = true;
+                        before = reason == null ? null : "child " + pid + " ended (" + reason + ")";
+                        connection = replace(connection);
+                        continue;
+                    }
+                    if (reason == null) {
+                        throw e;
+                    }
+                    String said = "segstore's worker child (pid " + pid + ") ended in the middle of the "
+                            + "driver's " + request.path("op").asText("") + " request: " + reason;
+                    throw new SegstoreException(before == null ? said
+                            : said + "; it was asked once more, of a new child, after " + before, e);
+                }
+            }
         } catch (IOException e) {
             throw new SegstoreException("segstore's Python worker failed: " + e.getMessage(), e);
         } finally {

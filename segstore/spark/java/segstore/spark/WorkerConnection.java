@@ -18,6 +18,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * {@code segstore/spark/worker.py}, which owns the frame layout).
  *
  * <pre>
+ * hello:    'H' u64 pid: the child's first frame (read before the first reply)
  * request:  u32 length (big-endian) | JSON object, UTF-8
  * reply:    u8 kind | ...
  *   'J'  u32 length | JSON answer
@@ -41,6 +42,7 @@ final class WorkerConnection implements Closeable {
     static final byte ARENA_BATCH = 'A';
     static final byte INLINE_BATCH = 'I';
     private static final byte RELEASE = 'R';
+    private static final byte HELLO = 'H';
 
     static final ObjectMapper MAPPER = new ObjectMapper();
 
@@ -53,6 +55,9 @@ final class WorkerConnection implements Closeable {
      * pool): a first failure on it may be its child's death while idle, after the check that passed it.
      */
     boolean reused;
+    /** The worker child's process id, from its hello (0 until the first reply is read). */
+    private long pid;
+    private boolean greeted;
 
     WorkerConnection(Path socket) throws IOException {
         channel = SocketChannel.open(StandardProtocolFamily.UNIX);
@@ -74,9 +79,22 @@ final class WorkerConnection implements Closeable {
         }
     }
 
-    /** The kind byte of the next reply. */
+    /** The kind byte of the next reply (the child's hello read first, on a new connection). */
     byte readKind() throws IOException {
+        if (!greeted) {
+            greeted = true;
+            long kind = readNumber(1);
+            if (kind != HELLO) {
+                throw new IOException("segstore worker: expected its hello, found kind " + kind);
+            }
+            pid = readNumber(8);
+        }
         return (byte) readNumber(1);
+    }
+
+    /** The worker child's process id (its hello's), or 0 where none came. */
+    long pid() {
+        return pid;
     }
 
     /** A big-endian unsigned number of 1, 4 or 8 bytes. */
