@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import json
 import mmap
@@ -779,10 +780,42 @@ def test_scan_arrow_batch_rows_cuts_smaller_batches_of_the_same_rows(tmp_path, a
             list(store.scan_arrow(batch_rows=0))
 
 
+def test_scan_arrow_batch_rows_above_the_default_grows_chunks_of_small_records(tmp_path, accelerator) -> None:
+    """``batch_rows`` above the default's rows: chunks of that many rows where the records are small,
+    while the data buffers stay the default's (what bounds a chunk's memory in the C loop): big values
+    still come in chunks of at most the default's value bytes; the same rows either way."""
+    default = columnar.Capacity()
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for start in range(0, 20_000, 2_000):      # small values, partition 0
+            store.append_batch([segstore.Message(topic="t", partition=0, value=b"%d" % i)
+                                for i in range(start, start + 2_000)])
+        for _ in range(10):                         # 5 MB of values, partition 1
+            store.append_batch([segstore.Message(topic="t", partition=1, value=b"x" * 1_000)] * 500)
+    with segstore.open(path) as store:
+        def scan(partition: int, batch_rows: int | None = None) -> list[pa.RecordBatch]:
+            return list(store.scan_arrow(["offset", "value"], topic="t", partition=partition,
+                                         batch_rows=batch_rows))
+
+        small, small_grown = scan(0), scan(0, 4 * default.rows)
+        assert pa.Table.from_batches(small_grown).equals(pa.Table.from_batches(small))
+        # whole record batches of 2,000: at most one more than the rows fit
+        assert len(small) > 1 and max(b.num_rows for b in small) <= default.rows + 2_000
+        assert [b.num_rows for b in small_grown] == [20_000]
+        big, big_grown = scan(1), scan(1, 4 * default.rows)
+        assert pa.Table.from_batches(big_grown).equals(pa.Table.from_batches(big))
+        assert [b.num_rows for b in big_grown] == [b.num_rows for b in big]
+        if accelerator == "c":      # the C loop's chunks end at their data buffers (the reference's at rows)
+            assert len(big) > 1 and max(b.num_rows for b in big) * 1_000 <= default.value + 500 * 1_000
+
+
 def test_capacity_for_rows_scales_the_buffers_and_keeps_the_default_at_its_rows() -> None:
     default = columnar.Capacity()
     assert columnar.Capacity.for_rows(default.rows) == default
-    assert columnar.Capacity.for_rows(10 * default.rows) == default
+    # more rows than the default's: the rows alone, the data buffers (what bounds a chunk) the default's
+    more = columnar.Capacity.for_rows(4 * default.rows)
+    assert more.rows == 4 * default.rows
+    assert dataclasses.replace(more, rows=default.rows) == default
     half = columnar.Capacity.for_rows(default.rows // 2)
     assert (half.rows, half.value, half.hkey, half.headers) == \
         (default.rows // 2, default.value // 2, default.hkey // 2, default.headers // 2)

@@ -84,10 +84,11 @@ class Client:
             length, nulls = numbers[2 * k], numbers[2 * k + 1]
             width = 3 if pa.types.is_binary(field.type) or pa.types.is_string(field.type) else 2
             buffers = []
-            for _ in range(width):
+            for i in range(width):
                 at, size = next(places)
                 assert 0 <= at and at + size <= len(self.arena[1])
-                buffers.append(pa.py_buffer(bytes(self.arena[1][at:at + size])) if size else None)
+                # an empty data buffer (a chunk of null keys) is one, as the JVM's slice is; no bitmap is none
+                buffers.append(pa.py_buffer(bytes(self.arena[1][at:at + size])) if size or i else None)
             columns.append(pa.Array.from_buffers(field.type, length, buffers, null_count=nulls))
         assert next(places, None) is None
         if not columns:     # a count's batch: rows and no column
@@ -569,6 +570,30 @@ def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch
     assert again is store and rows + more == _library(KAFKA, ["offset"]).num_rows
     fresh, _ = read(second[0])
     assert fresh is not store and store.closed
+
+
+def test_a_kafka_read_asks_chunks_of_max_records_per_batch_rows(serving, tmp_path):
+    """The JVM reader's Kafka reads ask the store for chunks of ``maxRecordsPerBatch`` rows (65,536 by
+    default), not its scans' 16,384: small records come in fewer, larger batches (each costs the worker
+    its Python and the JVM a frame and a load), the same rows; a smaller ``maxRecordsPerBatch`` still
+    cuts them."""
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for start in range(0, 40_000, 5_000):       # record batches of 5,000 records
+            store.append_batch([segstore.Message(topic="t", value=b"v%d" % i, partition=0)
+                                for i in range(start, start + 5_000)])
+    client = serving()
+    columns = ["value", "offset"]
+    expected = _library(path, columns)
+    assert expected.num_rows == 40_000 and max(b.num_rows for b in expected.to_batches()) == 15_000
+    (part,) = _plan(client, path, minPartitions="1")
+    batches, _, closing = client.read(part, _schema(columns))
+    assert closing == ("J", {}) and [b.num_rows for b in batches] == [40_000]
+    assert _rows(batches) == expected.to_pylist()
+    batches, _, closing = client.read(part | {"options": part["options"] | {"maxRecordsPerBatch": "7000"}},
+                                      _schema(columns))
+    assert closing == ("J", {}) and [b.num_rows for b in batches] == [5_000] * 8
+    assert _rows(batches) == expected.to_pylist()
 
 
 @pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])

@@ -413,6 +413,17 @@ checked_record(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, const BatchR
 #define FAST_OVERREAD 16
 /* Three varint bytes hold values below 2^21: zigzag deltas within +-2^20. */
 #define FAST_DELTA_BOUND ((int64_t)1 << 20)
+/* Prefetch distances of the fast loop, two lines a record: the log FAST_READ_AHEAD bytes ahead of
+ * the record (the batches after this one: a batch's CRC is the first to touch its bytes, and went at
+ * the speed of memory, not of the crc32 instruction) and the value column FAST_WRITE_AHEAD bytes
+ * ahead of its end (blocks of the arena or the pool that the caches lost since they were last used).
+ * A Spark worker's CPU per query of 4M 100-byte values (a plan and every partition through the worker
+ * protocol, in one process with its client; medians of 10 queries, 3-4 runs each, load 3-9): value
+ * column 0.179 -> 0.156 s, every connector column 0.229 -> 0.201 s; 32 KiB to 256 KiB ahead of the
+ * log and 2 to 8 KiB of the values measured alike, 16 KiB of the log worse.  A prefetch never
+ * faults; both stay inside the readable bytes and the value buffer all the same. */
+#define FAST_READ_AHEAD (64 << 10)
+#define FAST_WRITE_AHEAD (4 << 10)
 
 /* An unsigned varint of one to three bytes at *p, read without a bound (three bytes there are
  * readable): its value, *p moved past it; -1, *p left, for a longer one (the checked loop reads it). */
@@ -509,7 +520,8 @@ fast_headers(const uint8_t *q, const uint8_t *stop, int32_t count, Cols *c)
 /* The fast loop over a batch's records from buf[*pos], record *index on: each record it takes is put
  * as put_row puts it, *pos and *index moved past it; it stops before the first it does not take
  * (c->n then as after the record before) or at the batch's end.  Reads lie before buf + *pos + 3 and
- * before each record's end plus FAST_OVERREAD, inside ``safe``.  The counts and column pointers are
+ * before each record's end plus FAST_OVERREAD, inside ``safe`` (as do its prefetches of the log ahead,
+ * FAST_READ_AHEAD; those of the values stay inside their buffer).  The counts and column pointers are
  * held in locals while it runs (a store through a byte pointer would make the compiler load c's
  * fields again), and ``want`` is a constant where decode_column_records calls it: each of its
  * copies writes only what its columns need. */
@@ -520,6 +532,9 @@ fast_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t safe, Py_ssize_t *po
     /* a record at or past ``limit`` cannot be taken (its length must end inside the region and
      * FAST_OVERREAD bytes before ``safe``): below it, its length varint's three bytes are readable */
     const Py_ssize_t limit = end < safe - FAST_OVERREAD ? end : safe - FAST_OVERREAD;
+    /* the log prefetched below read_ahead_end, the values below value_ahead_end (FAST_READ_AHEAD) */
+    const Py_ssize_t read_ahead_end = safe - FAST_READ_AHEAD - 128;
+    const Py_ssize_t value_ahead_end = c->cap.value - FAST_WRITE_AHEAD - 128;
     const int32_t count = batch->record_count;
     const int64_t base_offset = batch->base_offset;
     const int64_t base_timestamp = batch->base_timestamp, max_timestamp = batch->max_timestamp;
@@ -537,6 +552,14 @@ fast_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t safe, Py_ssize_t *po
     Py_ssize_t key_valid_from = row, value_valid_from = row;
     for (; index < count && pos < limit; index++) {
         const uint8_t *q = buf + pos;
+        if (pos <= read_ahead_end) {
+            __builtin_prefetch(q + FAST_READ_AHEAD);
+            __builtin_prefetch(q + FAST_READ_AHEAD + 64);
+        }
+        if ((want & WANT_VALUE) && nvalue <= value_ahead_end) {
+            __builtin_prefetch(value_data + nvalue + FAST_WRITE_AHEAD, 1);
+            __builtin_prefetch(value_data + nvalue + FAST_WRITE_AHEAD + 64, 1);
+        }
         int32_t raw = fast_unsigned(&q);
         Py_ssize_t at = q - buf;
         /* even and >= 2: a length >= 1 (a varint of more than three bytes: -1, odd) */

@@ -144,13 +144,17 @@ class Capacity:
 
     @classmethod
     def for_rows(cls, rows: int) -> Capacity:
-        """The default capacity scaled to chunks of ``rows`` rows (at least one; the data buffers in
-        proportion, at least 4 KiB each): a reader that holds chunks of many streams at once keeps
-        each small.  A batch bigger than that still comes whole (:meth:`grown`)."""
+        """The default capacity for chunks of ``rows`` rows (at least one).  Fewer than the default's:
+        the data buffers in proportion, at least 4 KiB each (a reader that holds chunks of many streams
+        at once keeps each small).  More: the rows alone, the data buffers and batches the default's,
+        so a chunk of small records holds more of them (up to the default's 4 MiB of values) and a
+        reader pays its per-chunk Python fewer times (the Spark worker's CPU per value query of 4M
+        100-byte values 0.26-0.28 -> 0.22-0.25 s at 65,536 rows: about 41k a chunk).  A batch bigger
+        than that still comes whole (:meth:`grown`)."""
         default = cls()
-        rows = max(1, min(rows, default.rows))
-        if rows == default.rows:
-            return default
+        rows = max(1, rows)
+        if rows >= default.rows:
+            return default if rows == default.rows else replace(default, rows=rows)
         return cls(rows=rows, **{name: max(4096 if name in _DATA else 1,
                                            getattr(default, name) * rows // default.rows)
                                  for name in ("batches", "key", "value", "headers", "hkey", "hvalue")})

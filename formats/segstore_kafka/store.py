@@ -1544,8 +1544,9 @@ class KafkaStore(Store):
         ``offset`` (its first segment by default).  Control records are kept
         (``isControl``).  A batch holds at most one chunk of one segment
         (:class:`columnar.Capacity`), so memory does not grow with the log; ``batch_rows``
-        makes the chunks smaller (about that many rows each, the data buffers in proportion;
-        a single Kafka batch with more records still comes whole).
+        sets the chunks' rows (about that many at most; below the default's 16,384 the data
+        buffers shrink in proportion, above it they stay the default's, so only chunks of
+        small records grow; a single Kafka batch with more records still comes whole).
         ``O(bytes read)``, decoded in C where built.  ``isolation`` as in
         :meth:`read`: ``"read_committed"`` drops control records and the records
         of aborted transactions (:func:`_committed_rows`); a batch may then be empty.

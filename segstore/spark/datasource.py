@@ -159,7 +159,8 @@ def _null_if_empty(column: pa.Array) -> pa.Array:
 
 
 def read_slices(partition: InputPartition, schema: StructType,
-                options: ReadOptions, store: Store | None = None) -> Iterator[pa.RecordBatch]:
+                options: ReadOptions, store: Store | None = None, *,
+                chunk_rows: int | None = None) -> Iterator[pa.RecordBatch]:
     """Read one input partition: each slice ``[start, end)`` through ``store.scan_arrow``.
 
     Runs on an executor; opens the store read-only by path (or reads ``store``, opened
@@ -170,7 +171,9 @@ def read_slices(partition: InputPartition, schema: StructType,
     ``includeControlRecords``; ``kafka.isolation.level`` goes on as the store's
     ``isolation``.  A partition planned in log order (:data:`.planning.ORDER_LOG`, a RocketMQ
     byte range) reads all its slices in one pass, ``store.scan_arrow(queues=...)``, which keeps
-    exactly their messages.  No per-record Python: ``O(records)`` in Arrow / C.
+    exactly their messages.  ``chunk_rows``: the rows of a Kafka store's own chunks (its
+    ``scan_arrow``'s ``batch_rows``; None: the store's default).  No per-record Python:
+    ``O(records)`` in Arrow / C.
 
     :raises TypeError: ``partition`` was not planned by this source.
     :raises UnsupportedOperationError: the store's format has no columnar reader.
@@ -181,13 +184,13 @@ def read_slices(partition: InputPartition, schema: StructType,
         raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
     if store is None:
         with open_store(partition.path, partition.format, partition.config) as opened:
-            yield from _read_slices(partition, schema, options, opened)
+            yield from _read_slices(partition, schema, options, opened, chunk_rows)
     else:
-        yield from _read_slices(partition, schema, options, store)
+        yield from _read_slices(partition, schema, options, store, chunk_rows)
 
 
 def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType, options: ReadOptions,
-                 store: Store) -> Iterator[pa.RecordBatch]:
+                 store: Store, chunk_rows: int | None) -> Iterator[pa.RecordBatch]:
     max_rows = options.max_records_per_batch
     target = arrow_schema(schema)
     kafka = store.format == KAFKA
@@ -199,6 +202,8 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
     extra: dict[str, Any] = {}
     if kafka and options.isolation != READ_UNCOMMITTED:
         extra["isolation"] = options.isolation
+    if kafka and chunk_rows is not None:
+        extra["batch_rows"] = chunk_rows
     if store.format == ROCKETMQ and options.decompress_bodies:
         extra["decompress"] = True      # bodies as consumers read them
     # Any: the format's own read options (Kafka's isolation, RocketMQ's queues) are not in
