@@ -1,7 +1,8 @@
 """Spark reads of segstore stores against Spark's own Parquet reader on the same rows, same session.
 
 For each format, a store of ``--messages`` (default 4,000,000) messages with 100-byte
-values over 8 partitions (queues) is written with the library, and the same rows (the
+values, each its own (``--same-values``: one value for all, as until 2026-12-02), over 8
+partitions (queues) is written with the library, and the same rows (the
 store's ``scan_arrow`` in Spark's types: the source's default columns, timestamps in
 microseconds) are written once as uncompressed Parquet with pyarrow, one file per
 partition.  One ``local_session()`` (``local[--cores]``) then runs, interleaved so that
@@ -60,13 +61,19 @@ GOAL_FIXED = 1.5
 GOAL_WORKER_MB = 300
 
 
-def build(path: str, format_name: str, count: int) -> None:
-    """Write ``count`` messages round-robin over the partitions, in batches."""
-    value = os.urandom(BODY)
+def build(path: str, format_name: str, count: int, *, same_values: bool = False) -> None:
+    """Write ``count`` messages round-robin over the partitions, in batches: values of ``BODY`` random
+    bytes, the message's number in the last 8 (each value its own), or with ``same_values`` one value
+    for all (the benchmark's data until 2026-12-02: Parquet then keeps the value column as a
+    one-entry dictionary of a few KB, which no real topic's values give)."""
+    base = os.urandom(BODY)
+    head = base[:BODY - 8]
     with segstore.open(path, format=format_name, mode="a") as store:
         for start in range(0, count, BATCH):
-            store.append_batch([segstore.Message(topic="bench", value=value, key=f"k{i}".encode(),
-                                                 partition=i % PARTITIONS, timestamp=1_700_000_000_000 + i)
+            store.append_batch([segstore.Message(topic="bench",
+                                                 value=base if same_values else head + i.to_bytes(8, "big"),
+                                                 key=f"k{i}".encode(), partition=i % PARTITIONS,
+                                                 timestamp=1_700_000_000_000 + i)
                                 for i in range(start, min(start + BATCH, count))])
 
 
@@ -173,6 +180,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=6)
     parser.add_argument("--formats", default="kafka,rocketmq")
+    parser.add_argument("--same-values", action="store_true",
+                        help="one value for all messages (the data of the runs before 2026-12-02)")
     args = parser.parse_args()
 
     from segstore.spark import jvm_source_loaded, local_session
@@ -195,8 +204,8 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
     path, small = os.path.join(root, format_name), os.path.join(root, f"{format_name}-small")
     parquet, small_parquet = f"{path}.parquet", f"{small}.parquet"
     t0 = time.perf_counter()
-    build(path, format_name, args.messages)
-    build(small, format_name, FLOOR_MESSAGES)
+    build(path, format_name, args.messages, same_values=args.same_values)
+    build(small, format_name, FLOOR_MESSAGES, same_values=args.same_values)
     write_parquet(path, parquet)
     write_parquet(small, small_parquet)
     took = time.perf_counter() - t0
@@ -265,12 +274,14 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
     load = os.getloadavg()[0]
     parts = segstore_df(path).rdd.getNumPartitions()
     label = f"{format_name}, {args.messages:,} msgs, local[{args.cores}]"
+    values = "one value for all" if args.same_values else "values each its own"
     for query, text in (("value", "count(*), sum(length(value))"), ("all", "every Kafka connector column")):
         seg, pq = f"{query}/segstore", f"{query}/parquet"
         report.add(f"{label}: {text}", args.messages / wall[seg], "msg/s", baseline="Spark Parquet reader",
                    baseline_value=args.messages / wall[pq],
                    note=(f"goal >= {GOAL_QUERY}x; wall {wall[seg]:.3f} s / Parquet {wall[pq]:.3f} s; CPU "
-                         f"{cpu[seg]:.2f} s / {cpu[pq]:.2f} s; {parts} input partitions; load {load:.1f}"),
+                         f"{cpu[seg]:.2f} s / {cpu[pq]:.2f} s; {parts} input partitions; {values}; "
+                         f"load {load:.1f}"),
                    wall_s=wall[seg], parquet_wall_s=wall[pq], cpu_s=cpu[seg], parquet_cpu_s=cpu[pq],
                    goal=GOAL_QUERY, load=load)
     pruned = wall["value/segstore value binary"]
