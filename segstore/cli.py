@@ -799,16 +799,19 @@ def _say_uncommitted(args: argparse.Namespace) -> None:
                      "offset here, so there is no position to dump from\n")
 
 
-def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False
+def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False, hidden: bool = False
                 ) -> tuple[list[Any], bool]:
     """The ``consumers`` rows of ``--group`` on the ``--topic`` (and ``--queue``/``--partition``, where the
-    command has them) selected; ``committed``: only those with a committed offset.  And whether the files
-    holding them were damaged (:func:`_group_notes` says on stderr what was not read).
+    command has them) selected; ``committed``: only those with a committed offset; ``hidden``: RocketMQ's
+    rows ``consumerProgress`` does not list too (a deleted topic's offsets, which ``--delete`` removes).
+    And whether the files holding them were damaged (:func:`_group_notes` says on stderr what was not
+    read).
 
     :raises NotFoundError: none (the groups there are named).
     """
     partition = _partition(args) if hasattr(args, "queue") else None
-    found = store.consumer_groups(args.group)
+    found = store.consumer_groups(args.group, **({"hidden": True} if hidden and store.format == "rocketmq"
+                                                 else {}))
     damaged = _group_notes(args, found)
     rows = [row for row in found.rows
             if row.topic is not None and row.partition is not None
@@ -2283,7 +2286,7 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
                          f"entry): expected --topic TOPIC, found {cut(args.topic)}")
     chosen = _topic_partitions(args)
     with _open(args, mode="a" if args.execute else "r") as store:
-        rows, damaged = _group_rows(store, args, committed=True)
+        rows, damaged = _group_rows(store, args, committed=True, hidden=True)
         if chosen is not None:
             rows = [row for row in rows if row.partition in chosen]
             if not rows:
@@ -2450,6 +2453,13 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.delete and args.offsets_retention_minutes is not None:
         raise UsageError("--offsets-retention-minutes goes with the view of groups or --reset-offsets, not "
                          "with --delete")
+    if args.hidden and (args.delete or args.reset_offsets):
+        # a deletion reads every committed offset; a reset plans what the broker's resetOffset walks
+        raise UsageError("--hidden goes with the view of groups (--delete deletes the rows it hides "
+                         "without it), not with --reset-offsets or --delete")
+    if args.hidden and resolve_store(args.path, args.format) != "rocketmq":
+        raise UsageError("--hidden shows the RocketMQ rows mqadmin consumerProgress does not list: a Kafka "
+                         "store's rows are all listed", args.path)
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -2461,8 +2471,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.export:
         raise UsageError("--export goes with --reset-offsets")
 
-    options = ({} if args.offsets_retention_minutes is None
-               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    options: dict[str, Any] = ({} if args.offsets_retention_minutes is None
+                               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    if args.hidden:
+        options["hidden"] = True
     with _open(args) as store:
         found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
         damaged = _group_notes(args, found)
@@ -3147,6 +3159,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
+    p.add_argument("--hidden", action="store_true",
+                   help="RocketMQ: also the rows mqadmin consumerProgress does not list, which stderr "
+                        "names: offsets of a topic config/topics.json lacks (deleted), queues past its "
+                        "readQueueNums")
     p.add_argument("--list", action="store_true",
                    help="the groups' ids, a line each (kafka-consumer-groups --list); with --state / --type "
                         "a table with those columns")
