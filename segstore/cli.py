@@ -179,7 +179,30 @@ def resolve_store(path: str, fmt: str | None) -> str:
 
 def _open(args: argparse.Namespace, mode: str = "r") -> Any:
     fmt = resolve_store(args.path, args.format)
-    return open_store(args.path, format=fmt, mode=mode, **store_config(args, fmt))
+    store = open_store(args.path, format=fmt, mode=mode, **store_config(args, fmt))
+    args.fixed_where = _fixed_where(store)
+    return store
+
+
+def _fixed_where(store: Store) -> tuple[str, int] | None:
+    """The topic and partition a store of one partition directory fixes by its name (Kafka ``TOPIC-N``,
+    ``KafkaStore.single``), which the lines of a miss name where ``--topic``/``--partition`` were not
+    given; None for a store of several."""
+    if not getattr(store, "single", False):
+        return None
+    topics = store.topics()
+    partitions = store.partitions(topics[0]) if len(topics) == 1 else []
+    return (topics[0], partitions[0]) if len(partitions) == 1 else None
+
+
+def _where_words(args: argparse.Namespace, topic: str | None, partition: int | None) -> str:
+    """``TOPIC/QUEUE`` of a selection, ``*`` for one not given, but for what the store's directory fixes
+    (:func:`_fixed_where`: a Kafka partition directory opened alone names its topic and partition)."""
+    fixed = getattr(args, "fixed_where", None)
+    if fixed is not None:
+        topic = fixed[0] if topic is None else topic
+        partition = fixed[1] if partition is None else partition
+    return f"{topic or '*'}/{'*' if partition is None else partition}"
 
 
 def _partition(args: argparse.Namespace) -> int | None:
@@ -1118,9 +1141,8 @@ def _iso_utc(ms: int) -> str | None:
 
 
 def _selection_words(args: argparse.Namespace) -> str:
-    """``TOPIC/QUEUE`` of the selectors given, ``*`` for one not given."""
-    partition = _partition(args)
-    return f"{args.topic or '*'}/{'*' if partition is None else partition}"
+    """``TOPIC/QUEUE`` of the selectors given, ``*`` for one not given (:func:`_where_words`)."""
+    return _where_words(args, args.topic, _partition(args))
 
 
 def _window_words(args: argparse.Namespace) -> str:
@@ -1330,8 +1352,8 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _no_hit_message(request: QueryRequest) -> str:
-    where = f"{request.topic or '*'}/{'*' if request.partition is None else request.partition}"
+def _no_hit_message(request: QueryRequest, args: argparse.Namespace) -> str:
+    where = _where_words(args, request.topic, request.partition)
     if request.key is not None:
         return f"{where}: no record with key {cut(request.key)}"
     if request.timestamp is not None:
@@ -1528,7 +1550,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 raise missing
             # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(request)]:
+            for text in said or [_no_hit_message(request, args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
@@ -1553,7 +1575,7 @@ def _query_each_queue(store: Store, request: QueryRequest, queues: list[int], ar
             found = True
         else:
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(replace(request, partition=queue))]:
+            for text in said or [_no_hit_message(replace(request, partition=queue), args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
             raise result.damage
