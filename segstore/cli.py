@@ -622,13 +622,25 @@ _FILE_ONLY_FLAGS = ("print_data_log", "deep_iteration", "key_decoder", "value_de
                     "index_sanity_check", "verify_index_only", "skip_record_metadata", *INTERNAL_DECODERS)
 
 
+def _as_java_file(path: str) -> str:
+    """A path as ``java.io.File`` takes it, which drops trailing separators: kafka-dump-log (3.8.0
+    ``DumpLogSegments``: ``new File(arg)`` of each ``--files`` name) dumps ``00000000000000000000.log/``
+    as that file, where the OS opens no file by that name (ENOTDIR).  The name without them where that
+    is a file; else as given (a directory's name keeps its slash; a name of nothing is then refused as
+    no such file)."""
+    bare = path.rstrip("/" + os.sep)
+    if bare and bare != path and not files.is_dir(path) and files.exists(bare) and not files.is_dir(bare):
+        return bare
+    return path
+
+
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
-    named = [path for listed in args.files or () for path in listed.split(",") if path]
+    named = [_as_java_file(path) for listed in args.files or () for path in listed.split(",") if path]
     for path in named:
         if files.is_dir(path):
             raise UsageError("--files: expected single files (kafka-dump-log's --files), found a directory "
                              "(name a store directory as PATH)", path)
-    args.paths = [*args.paths, *named]
+    args.paths = [*map(_as_java_file, args.paths), *named]
     if not args.paths:
         raise UsageError("expected a store directory or store files (PATH..., or --files FILE,...), "
                          "found none")
