@@ -179,7 +179,30 @@ def resolve_store(path: str, fmt: str | None) -> str:
 
 def _open(args: argparse.Namespace, mode: str = "r") -> Any:
     fmt = resolve_store(args.path, args.format)
-    return open_store(args.path, format=fmt, mode=mode, **store_config(args, fmt))
+    store = open_store(args.path, format=fmt, mode=mode, **store_config(args, fmt))
+    args.fixed_where = _fixed_where(store)
+    return store
+
+
+def _fixed_where(store: Store) -> tuple[str, int] | None:
+    """The topic and partition a store of one partition directory fixes by its name (Kafka ``TOPIC-N``,
+    ``KafkaStore.single``), which the lines of a miss name where ``--topic``/``--partition`` were not
+    given; None for a store of several."""
+    if not getattr(store, "single", False):
+        return None
+    topics = store.topics()
+    partitions = store.partitions(topics[0]) if len(topics) == 1 else []
+    return (topics[0], partitions[0]) if len(partitions) == 1 else None
+
+
+def _where_words(args: argparse.Namespace, topic: str | None, partition: int | None) -> str:
+    """``TOPIC/QUEUE`` of a selection, ``*`` for one not given, but for what the store's directory fixes
+    (:func:`_fixed_where`: a Kafka partition directory opened alone names its topic and partition)."""
+    fixed = getattr(args, "fixed_where", None)
+    if fixed is not None:
+        topic = fixed[0] if topic is None else topic
+        partition = fixed[1] if partition is None else partition
+    return f"{topic or '*'}/{'*' if partition is None else partition}"
 
 
 def _partition(args: argparse.Namespace) -> int | None:
@@ -599,13 +622,25 @@ _FILE_ONLY_FLAGS = ("print_data_log", "deep_iteration", "key_decoder", "value_de
                     "index_sanity_check", "verify_index_only", "skip_record_metadata", *INTERNAL_DECODERS)
 
 
+def _as_java_file(path: str) -> str:
+    """A path as ``java.io.File`` takes it, which drops trailing separators: kafka-dump-log (3.8.0
+    ``DumpLogSegments``: ``new File(arg)`` of each ``--files`` name) dumps ``00000000000000000000.log/``
+    as that file, where the OS opens no file by that name (ENOTDIR).  The name without them where that
+    is a file; else as given (a directory's name keeps its slash; a name of nothing is then refused as
+    no such file)."""
+    bare = path.rstrip("/" + os.sep)
+    if bare and bare != path and not files.is_dir(path) and files.exists(bare) and not files.is_dir(bare):
+        return bare
+    return path
+
+
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
-    named = [path for listed in args.files or () for path in listed.split(",") if path]
+    named = [_as_java_file(path) for listed in args.files or () for path in listed.split(",") if path]
     for path in named:
         if files.is_dir(path):
             raise UsageError("--files: expected single files (kafka-dump-log's --files), found a directory "
                              "(name a store directory as PATH)", path)
-    args.paths = [*args.paths, *named]
+    args.paths = [*map(_as_java_file, args.paths), *named]
     if not args.paths:
         raise UsageError("expected a store directory or store files (PATH..., or --files FILE,...), "
                          "found none")
@@ -799,16 +834,19 @@ def _say_uncommitted(args: argparse.Namespace) -> None:
                      "offset here, so there is no position to dump from\n")
 
 
-def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False
+def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False, hidden: bool = False
                 ) -> tuple[list[Any], bool]:
     """The ``consumers`` rows of ``--group`` on the ``--topic`` (and ``--queue``/``--partition``, where the
-    command has them) selected; ``committed``: only those with a committed offset.  And whether the files
-    holding them were damaged (:func:`_group_notes` says on stderr what was not read).
+    command has them) selected; ``committed``: only those with a committed offset; ``hidden``: RocketMQ's
+    rows ``consumerProgress`` does not list too (a deleted topic's offsets, which ``--delete`` removes).
+    And whether the files holding them were damaged (:func:`_group_notes` says on stderr what was not
+    read).
 
     :raises NotFoundError: none (the groups there are named).
     """
     partition = _partition(args) if hasattr(args, "queue") else None
-    found = store.consumer_groups(args.group)
+    found = store.consumer_groups(args.group, **({"hidden": True} if hidden and store.format == "rocketmq"
+                                                 else {}))
     damaged = _group_notes(args, found)
     rows = [row for row in found.rows
             if row.topic is not None and row.partition is not None
@@ -1115,9 +1153,8 @@ def _iso_utc(ms: int) -> str | None:
 
 
 def _selection_words(args: argparse.Namespace) -> str:
-    """``TOPIC/QUEUE`` of the selectors given, ``*`` for one not given."""
-    partition = _partition(args)
-    return f"{args.topic or '*'}/{'*' if partition is None else partition}"
+    """``TOPIC/QUEUE`` of the selectors given, ``*`` for one not given (:func:`_where_words`)."""
+    return _where_words(args, args.topic, _partition(args))
 
 
 def _window_words(args: argparse.Namespace) -> str:
@@ -1327,8 +1364,8 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _no_hit_message(request: QueryRequest) -> str:
-    where = f"{request.topic or '*'}/{'*' if request.partition is None else request.partition}"
+def _no_hit_message(request: QueryRequest, args: argparse.Namespace) -> str:
+    where = _where_words(args, request.topic, request.partition)
     if request.key is not None:
         return f"{where}: no record with key {cut(request.key)}"
     if request.timestamp is not None:
@@ -1525,7 +1562,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 raise missing
             # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(request)]:
+            for text in said or [_no_hit_message(request, args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
@@ -1550,7 +1587,7 @@ def _query_each_queue(store: Store, request: QueryRequest, queues: list[int], ar
             found = True
         else:
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(replace(request, partition=queue))]:
+            for text in said or [_no_hit_message(replace(request, partition=queue), args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         if result.damage is not None:   # met after the records printed: named, exit 1 (as dump's)
             raise result.damage
@@ -2283,7 +2320,7 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
                          f"entry): expected --topic TOPIC, found {cut(args.topic)}")
     chosen = _topic_partitions(args)
     with _open(args, mode="a" if args.execute else "r") as store:
-        rows, damaged = _group_rows(store, args, committed=True)
+        rows, damaged = _group_rows(store, args, committed=True, hidden=True)
         if chosen is not None:
             rows = [row for row in rows if row.partition in chosen]
             if not rows:
@@ -2450,6 +2487,13 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.delete and args.offsets_retention_minutes is not None:
         raise UsageError("--offsets-retention-minutes goes with the view of groups or --reset-offsets, not "
                          "with --delete")
+    if args.hidden and (args.delete or args.reset_offsets):
+        # a deletion reads every committed offset; a reset plans what the broker's resetOffset walks
+        raise UsageError("--hidden goes with the view of groups (--delete deletes the rows it hides "
+                         "without it), not with --reset-offsets or --delete")
+    if args.hidden and resolve_store(args.path, args.format) != "rocketmq":
+        raise UsageError("--hidden shows the RocketMQ rows mqadmin consumerProgress does not list: a Kafka "
+                         "store's rows are all listed", args.path)
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -2461,8 +2505,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.export:
         raise UsageError("--export goes with --reset-offsets")
 
-    options = ({} if args.offsets_retention_minutes is None
-               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    options: dict[str, Any] = ({} if args.offsets_retention_minutes is None
+                               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    if args.hidden:
+        options["hidden"] = True
     with _open(args) as store:
         found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
         damaged = _group_notes(args, found)
@@ -3147,6 +3193,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
+    p.add_argument("--hidden", action="store_true",
+                   help="RocketMQ: also the rows mqadmin consumerProgress does not list, which stderr "
+                        "names: offsets of a topic config/topics.json lacks (deleted), queues past its "
+                        "readQueueNums")
     p.add_argument("--list", action="store_true",
                    help="the groups' ids, a line each (kafka-consumer-groups --list); with --state / --type "
                         "a table with those columns")

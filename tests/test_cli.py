@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -850,6 +851,66 @@ def test_consumers_list_every_queue_topics_json_configures(tmp_path, capsys):
     topics.write_text(topics.read_text().replace('"readQueueNums":4', '"readQueueNums":2147483647'))
     code, out, _ = run(capsys, "consumers", path, "--json")
     assert code == 0 and [r["partition"] for r in json.loads(out)] == [0, 1, 2, 3]
+
+
+def test_consumers_list_the_rows_consumer_progress_lists(tmp_path, capsys):
+    """4.9.7 AdminBrokerProcessor.getConsumeStats skips a committed topic whose selectTopicConfig is null
+    and walks only queues 0 .. readQueueNums - 1.  After mqadmin deleteTopic (deleteTopicConfig, then
+    cleanUnusedTopic removes its consume queues) the group's offsets stay in consumerOffset.json: segstore
+    listed them as Gone 0 5 0 -5, a negative lag (and a total Diff) consumerProgress never shows.  A
+    %RETRY% topic topics.json lacks is listed (the broker makes its config on the group's first
+    heartbeat, TopicConfigManager.createTopicInSendMessageBackMethod); the rows left out are named on
+    stderr, --hidden lists them, --delete --topic still deletes them, and a store without topics.json
+    lists every row as before."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": q, "body": b"x"} for q in (0, 1, 1)])
+        store.append_batch([{"topic": "Gone", "queue_id": 0, "body": b"y"} for _ in range(5)])
+        store.commit_offsets("g", {("T", 0): 1, ("T", 3): 0, ("Gone", 0): 5, ("%RETRY%g", 0): 0})
+    topics = path / "config" / "topics.json"
+    document = json.loads(topics.read_text())
+    del document["topicConfigTable"]["Gone"]            # mqadmin deleteTopic -t Gone
+    topics.write_text(json.dumps(document))
+    shutil.rmtree(path / "consumequeue" / "Gone")
+    code, out, err = run(capsys, "consumers", path, "--json")
+    assert code == 0
+    assert [(r["topic"], r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"])
+            for r in json.loads(out)] == [("%RETRY%g", 0, 0, 0, 0), ("T", 0, 1, 1, 0), ("T", 1, None, 2, 2)]
+    assert "group 'g': Gone queues 0 not listed: config/topics.json has no topic 'Gone'" in err
+    assert "group 'g': T queues 3 not listed: past the topic's readQueueNums 2" in err
+    assert "consumers --hidden" in err
+    code, out, err = run(capsys, "consumers", path, "--hidden", "--json")
+    assert code == 0 and "not listed" not in err
+    assert [(r["topic"], r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"])
+            for r in json.loads(out)] == [("%RETRY%g", 0, 0, 0, 0), ("Gone", 0, 5, 0, -5), ("T", 0, 1, 1, 0),
+                                          ("T", 1, None, 2, 2), ("T", 3, 0, 0, 0)]
+    with segstore.open(path) as store:
+        assert store.consumer_groups("g", hidden=True).rows[1].topic == "Gone"
+        with pytest.raises(ConfigError, match="expected hidden as a bool"):
+            store.consumer_groups("g", hidden="yes")
+    # a reset plans what the broker's resetOffset walks: the listed queues only
+    code, out, _ = run(capsys, "consumers", path, "--group", "g", "--reset-offsets", "--to-earliest",
+                       "--export")
+    assert (code, out) == (0, "%RETRY%g,0,0\nT,0,0\nT,1,0\n")
+    code, _, err = run(capsys, "consumers", path, "--hidden", "--group", "g", "--reset-offsets",
+                       "--to-earliest")
+    assert code == 2 and "--hidden goes with the view of groups" in err
+    code, _, err = run(capsys, "consumers", KAFKA_PART, "--hidden")
+    assert code == 2 and "a Kafka store's rows are all listed" in err
+    # without topics.json (nor its .bak, which the broker's ConfigManager.load would read) every row is
+    # listed, as before
+    saved = topics.read_text()
+    topics.unlink()
+    (path / "config" / "topics.json.bak").unlink()
+    code, out, err = run(capsys, "consumers", path, "--json")
+    assert code == 0 and "not listed" not in err
+    assert ("Gone", 0, -5) in [(r["topic"], r["partition"], r["lag"]) for r in json.loads(out)]
+    topics.write_text(saved)
+    # the way to clean a deleted topic's offsets still finds them
+    code, out, _ = run(capsys, "consumers", path, "--group", "g", "--delete", "--topic", "Gone", "--execute")
+    assert code == 0 and out.splitlines()[1].split() == ["g", "Gone", "0", "5"]
+    code, out, err = run(capsys, "consumers", path, "--hidden", "--json")
+    assert "Gone" not in out and "Gone" not in err
 
 
 def test_tag_filters_dump_and_offset_queries(capsys):

@@ -54,6 +54,19 @@ def test_a_query_that_matched_nothing_leaves_stdout_empty(capsys, store, argv, s
     assert said in err
 
 
+def test_a_partition_directorys_misses_name_the_topic_its_name_fixes(capsys):
+    """A Kafka partition directory opened alone holds one topic and partition, which its name (TOPIC-N)
+    fixes: a miss names them (``topic/0``), where it said ``*/0`` (``*/*`` for a key or a dump's
+    window) as though any topic could be meant.  A log directory of several still says ``*``."""
+    for argv, said in ((["query", "--offset", "999"], "segstore query: topic/0: no record at offset 999\n"),
+                       (["query", "--key", "nokey"], "segstore query: topic/0: no record with key 'nokey'\n"),
+                       (["dump", "--begin", FUTURE], "segstore dump: topic/0: no message stored from ")):
+        code, out, err = run(capsys, argv[0], KAFKA_PART, *argv[1:])
+        assert (code, out) == (1, "") and err.startswith(said)
+    code, _, err = run(capsys, "query", KAFKA_PART.parent, "--key", "nokey")
+    assert code == 1 and err == "segstore query: */*: no record with key 'nokey'\n"
+
+
 def test_the_rocketmq_time_lookup_says_where_the_queue_ends_on_stderr(capsys):
     code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", FUTURE)
     assert (code, out) == (1, "")

@@ -81,6 +81,28 @@ def test_kafka_dump_logs_files_flag_is_taken_as_it_is(capsys):
     assert code == 2 and "found none" in err
 
 
+def test_a_file_named_with_a_trailing_slash_is_dumped_as_kafka_dump_log_takes_it(capsys, tmp_path):
+    """kafka-dump-log 3.8.0 (``DumpLogSegments``: ``new File(arg)``) takes ``00000000000000000073.log/`` as
+    the file, java.io.File dropping the trailing separator; segstore refused it as no such file (the OS
+    opens no file by that name: ENOTDIR).  It is dumped as that file (PATH or --files, a RocketMQ
+    commitlog file too), printed under the name without the slash, as the tool's ``Dumping`` line
+    prints File's text; a name of no file is still refused, exit 2, and a directory keeps its slash."""
+    log = KAFKA_PART / "00000000000000000073.log"
+    expected = run(capsys, "dump", log, "--deep-iteration")[:2]
+    assert expected[0] == 0 and expected[1].startswith(f"Dumping {log}\n")
+    assert run(capsys, "dump", f"{log}/", "--deep-iteration")[:2] == expected
+    assert run(capsys, "dump", f"{log}//", "--deep-iteration")[:2] == expected
+    assert run(capsys, "dump", "--files", f"{log}/", "--deep-iteration")[:2] == expected
+    commitlog = ROCKETMQ / "commitlog" / "00000000000000000000"
+    code, out, err = run(capsys, "dump", f"{commitlog}/", "--json")
+    assert (code, out) == run(capsys, "dump", commitlog, "--json")[:2] and code == 0, err
+    code, out, err = run(capsys, "dump", f"{KAFKA_PART}/missing.log/")
+    assert (code, out) == (2, "") and "missing.log/: expected an existing store directory, found no such " \
+        "file or directory" in err
+    code, _, err = run(capsys, "dump", "--files", f"{KAFKA_PART}/")
+    assert code == 2 and "--files: expected single files" in err
+
+
 def test_print_data_log_with_decoders(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     records = _records_of(log)

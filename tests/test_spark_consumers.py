@@ -28,6 +28,34 @@ def test_the_options_are_checked_before_spark_reads():
         parse_consumers_options({})
 
 
+def test_a_rocketmq_table_holds_the_rows_consumer_progress_lists_unless_hidden_asked(tmp_path):
+    """The table's RocketMQ rows are those ``segstore consumers`` lists (4.9.7 AdminBrokerProcessor
+    .getConsumeStats: a topic topics.json lacks is skipped); option ``hidden`` adds the others, as
+    ``consumers --hidden`` does.  Read through the reader an executor runs, without a session."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import InputPartition
+
+    from segstore.spark.consumers import ConsumersReader, parse_consumers_options
+
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": b"x"}, {"topic": "Gone", "queue_id": 0,
+                                                                          "body": b"y"}])
+        store.commit_offsets("g", {("T", 0): 1, ("Gone", 0): 1})
+    topics = path / "config" / "topics.json"
+    document = json.loads(topics.read_text())
+    del document["topicConfigTable"]["Gone"]
+    topics.write_text(json.dumps(document))
+
+    def topics_read(**options: str) -> list[str]:
+        reader = ConsumersReader(parse_consumers_options({"path": str(path), **options}))
+        return [topic for batch in reader.read(InputPartition(0))
+                for topic in batch.column("topic").to_pylist()]
+
+    assert topics_read() == topics_read(hidden="false") == ["T"]
+    assert topics_read(hidden="true") == ["Gone", "T"]
+
+
 def test_a_kafka_log_dirs_groups_read_as_a_table(spark):  # noqa: F811
     with segstore.open(REAL) as store:
         expected = [row.to_dict() for row in store.consumer_groups().rows]

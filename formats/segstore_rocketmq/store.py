@@ -1637,14 +1637,29 @@ class RocketMQStore(LifecycleMixin, Store):
         offset less one (the last one consumed), 0 when there is none or it cannot be read (the
         tool's ``N/A``).  ``now_ms`` is not used (RocketMQ offsets do not expire).
 
+        Where ``config/topics.json`` was read, only the rows ``getConsumeStats`` lists are: a topic the file
+        lacks is skipped (``selectTopicConfig`` null: a topic ``mqadmin deleteTopic`` removed keeps its
+        groups' offsets, whose rows were a negative Diff no broker shows), and of a topic it has only
+        queues below ``readQueueNums`` are walked (:meth:`.TopicConfigs.stats_queue_count`; a
+        ``%RETRY%`` topic the file lacks is listed whole: the broker makes its config on the group's
+        first heartbeat).  A note names each group's topic and queues left out; option ``hidden=True``
+        lists them too (what deleting a deleted topic's offsets reads).  Without the file, or where it
+        cannot be decoded, every row is listed.
+
         :raises CorruptDataError: ``config/consumerOffset.json`` (and its ``.bak``) could not be decoded
             (:attr:`consumer_offsets` ``.error``): no group's offsets are known.
+        :raises ConfigError: ``hidden`` not a bool.
         """
         from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
 
         self._check_open()
         self._check_group_call(group, now_ms=now_ms, any_group=True)
+        hidden = options.get("hidden", False)
+        if not isinstance(hidden, bool):
+            raise ConfigError(f"expected hidden as a bool, found {type(hidden).__name__} {cut(hidden)}",
+                              self.path)
         rows = []
+        notes = []
         # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
         owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
                  if (pair := topic_and_group(name)) is not None]
@@ -1653,6 +1668,11 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             # consumerProgress walks queues 0 .. readQueueNums - 1 of topics.json, files or none
             queue_ids = {*offsets, *self.partitions(topic), *self.topic_configs.read_queue_ids(topic)}
+            shown = self.topic_configs.stats_queue_count(topic, lmq=self.config.enableLmq)
+            unlisted = [] if shown is None else sorted(q for q in queue_ids if q >= shown)
+            if unlisted and not hidden:
+                notes.append(self._unlisted_note(group_name, topic, unlisted, shown or 0))
+                queue_ids.difference_update(unlisted)
             for queue_id in sorted(queue_ids):
                 max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
                 committed = offsets.get(queue_id)
@@ -1660,7 +1680,22 @@ class RocketMQStore(LifecycleMixin, Store):
                 rows.append(ConsumerOffset(group_name, topic, queue_id, committed, max_offset,
                                            max_offset - max(committed or 0, 0),
                                            extras={"last_timestamp": last if last and last > 0 else 0}))
-        return ConsumerGroups(rows, columns=(("LAST-TIME", "last_timestamp"),))
+        return ConsumerGroups(rows, notes, columns=(("LAST-TIME", "last_timestamp"),))
+
+    def _unlisted_note(self, group: str, topic: str, queue_ids: list[int], shown: int) -> str:
+        """The note of :meth:`consumer_groups` on a group's queues of ``topic`` that ``consumerProgress``
+        does not list (``shown`` queues it does): why, and how to see or remove them."""
+        words = ", ".join(map(str, queue_ids[:8])) + (f" and {len(queue_ids) - 8} more" if len(queue_ids) > 8
+                                                      else "")
+        why = (f"config/topics.json has no topic {cut(topic)} (deleted: mqadmin deleteTopic leaves its "
+               "groups' offsets), which 4.9.7 AdminBrokerProcessor.getConsumeStats "
+               "(mqadmin consumerProgress) skips"
+               if topic not in self.topic_configs.topics else
+               f"past the topic's readQueueNums {shown} in config/topics.json, where 4.9.7 "
+               "AdminBrokerProcessor.getConsumeStats (mqadmin consumerProgress) stops")
+        return (f"group {cut(group)}: {topic} queues {words} not listed: {why}; "
+                "consumer_groups(hidden=True), the command line's consumers --hidden, lists them, and "
+                "consumers --group G --delete --topic T --execute removes a topic's offsets")
 
     def _store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
         """The store time of a queue's message at ``offset`` (``getMessageStoreTimeStamp``), None where

@@ -68,6 +68,13 @@ BATCH_CQ = "BatchCQ"
 NEW_QUEUE_MAP_CAPACITY = 32
 #: the most configured queues of a topic ``consumers`` lists beside those with files or offsets
 LISTED_QUEUES_MAX = 1 << 16
+#: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a group's retry topic, whose ``TopicConfig`` the broker creates on
+#: the group's first heartbeat or sendMessageBack (4.9.7 ``TopicConfigManager
+#: .createTopicInSendMessageBackMethod``), not before
+RETRY_PREFIX = "%RETRY%"
+#: the transaction check's topics, whose ``TopicConfig`` 4.9.7 ``TransactionalMessageBridge
+#: .selectTopicConfig`` creates on first use (``createTopicInSendMessageBackMethod``, one queue)
+MADE_ON_USE = frozenset({"RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
 #: Deepest nesting of objects and arrays parsed (the broker's files nest 4 deep); deeper is refused
@@ -409,6 +416,8 @@ class TopicConfigs(_ManagedFile):
         #: the table changed since the file was written, which names those queues already (:meth:`settle`)
         self.unsaved = False
         found = self._load(read_topics)
+        #: the file (or its ``.bak``) was read: the broker starts with its table, not an empty one
+        self.loaded = found is not None
         if found is not None:
             self.document, loaded, self.counter, self.timestamp = found
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
@@ -442,6 +451,22 @@ class TopicConfigs(_ManagedFile):
         sparse queue id written far out makes a count of billions)."""
         count = self.read_queue_count(topic)
         return range(count) if count <= LISTED_QUEUES_MAX else range(0)
+
+    def stats_queue_count(self, topic: str, *, lmq: bool = False) -> int | None:
+        """How many queues of ``topic`` (``0 .. n - 1``) 4.9.7 ``AdminBrokerProcessor.getConsumeStats``
+        (``mqadmin consumerProgress``) walks for a group that committed to it: its ``readQueueNums``, 0
+        where the table has no such topic (``selectTopicConfig`` null: skipped, as after ``mqadmin
+        deleteTopic``, which leaves the groups' offsets); None (every queue) where the file was not read
+        (absent, or :attr:`error`: the broker does not start on it) or names no topic the broker makes on
+        use (:data:`RETRY_PREFIX`, :data:`MADE_ON_USE`), and 1 for a ``%LMQ%`` topic with ``lmq``
+        (``enableLmq``: ``LmqTopicConfigManager.selectTopicConfig``'s one queue)."""
+        if self.error is not None or not (self.loaded or self.topics):
+            return None
+        if topic in self.topics:
+            return self.read_queue_count(topic)
+        if lmq and topic.startswith("%LMQ%"):
+            return 1
+        return None if topic.startswith(RETRY_PREFIX) or topic in MADE_ON_USE else 0
 
     def batch_cq_topics(self) -> frozenset[str]:
         """The topics whose ``attributes`` make them 5.x ``queue.type=BatchCQ`` topics
@@ -510,6 +535,7 @@ class TopicConfigs(_ManagedFile):
     def _write(self, text: str) -> None:
         files.make_dirs(os.path.dirname(self.path))
         _persist(self.path, text)
+        self.loaded = True
 
     def save(self, now_ms: int) -> None:
         """Write the table changed at ``now_ms`` (and the queues written ahead not in it yet)."""

@@ -11,6 +11,9 @@ state`` and ``extras`` (the format's own fields as JSON text).  Options:
 ``group``                      only this group
 ``nowMs``                      Kafka: judge offset expiry at this time (ms)
 ``offsetsRetentionMinutes``    Kafka: the broker's ``offsets.retention.minutes``
+``hidden``                     RocketMQ: ``true`` also the rows ``mqadmin consumerProgress`` does
+                               not list (a topic ``config/topics.json`` lacks, queues past its
+                               ``readQueueNums``); default ``false``
 ``failOnDamage``               ``true`` (default): a file that does not read whole (a damaged
                                ``__consumer_offsets`` segment) fails the read, naming file and
                                byte, as ``segstore consumers`` exits 1 over it; ``false``: the
@@ -39,7 +42,7 @@ from .options import _bool, _check_known, _config, _int, _lower, _storage_option
 
 CONSUMERS_NAME = "segstore_consumers"
 #: The options as the docs spell them (compared lower-cased, as Spark hands them in any case).
-_NAMES = ("path", "format", "group", "nowMs", "offsetsRetentionMinutes", "failOnDamage", "config",
+_NAMES = ("path", "format", "group", "nowMs", "offsetsRetentionMinutes", "failOnDamage", "hidden", "config",
           "storageOptions")
 
 #: The Spark schema of :data:`segstore.consumers.CONSUMER_SCHEMA`.
@@ -70,6 +73,7 @@ class ConsumersOptions:
     retention_minutes: int | None
     config: tuple[tuple[str, str], ...]
     fail_on_damage: bool = True
+    hidden: bool = False
 
 
 def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
@@ -84,7 +88,8 @@ def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
         raise ConfigError(f'{CONSUMERS_NAME} needs a path: spark.read.format("{CONSUMERS_NAME}").load(PATH)')
     return ConsumersOptions(path, opts.get("format"), opts.get("group"), _int(opts, "nowMs"),
                             _int(opts, "offsetsRetentionMinutes", minimum=1),
-                            _config(opts) + _storage_options(opts), _bool(opts, "failOnDamage", default=True))
+                            _config(opts) + _storage_options(opts), _bool(opts, "failOnDamage", default=True),
+                            _bool(opts, "hidden", default=False))
 
 
 class ConsumersReader(DataSourceReader):
@@ -101,6 +106,8 @@ class ConsumersReader(DataSourceReader):
         extra: dict[str, Any] = ({} if o.retention_minutes is None
                                  else {"offsets_retention_ms": o.retention_minutes * 60_000})
         with open_store(o.path, o.format, o.config) as store:
+            if o.hidden and store.format == "rocketmq":
+                extra["hidden"] = True
             found = store.consumer_groups(o.group, now_ms=o.now_ms, **extra)
         if found.damage and o.fail_on_damage:
             # a table missing the commits after a damaged batch would answer lag wrongly, silently
