@@ -20,7 +20,8 @@ own, then the small store's):
   once.
 
 Each figure is the median of ``--repeat`` runs after ``--warmup`` rounds (JVM JIT, Python
-workers started, page cache filled); answers must equal the library's and Parquet's.  Six
+workers started, page cache filled), each round's queries in an order of its own (shuffled by
+the round's number); answers must equal the library's and Parquet's.  Six
 warm-up rounds (42 queries): HotSpot's compilers take about a core through a session's first
 ~30 queries (Spark's own planner code), on either reader, and three rounds left the measured
 runs in it (the pruning rows, the same work twice, swung 0.97-1.17x over four runs).
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -54,9 +56,6 @@ PARTITIONS = 8
 BODY = 100
 BATCH = 4_000
 FLOOR_MESSAGES = 16
-
-#: The pruning row's two queries, last in each round of the large store, their order swapped every round.
-PRUNING_PAIR = ("value/segstore", "value/segstore value binary")
 
 GOAL_QUERY = 1.0
 GOAL_PRUNING = 1.1
@@ -226,11 +225,13 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
     # Two phases, each its own rounds: the large store's queries, then the 16-message store's.  A
     # query that follows one on another store pays the worker's switch of stores (its kept maps and
     # consume-queue counts are the last store's), so mixing the phases charged that to whichever
-    # large-store query came first in a round: it was the pruning pair's default-schema query.  The
-    # pruning pair run one after the other, their order swapped every round (PRUNING_PAIR), so each
-    # follows the value query on Parquet as often as the other: with values each its own, the
-    # every-column Parquet query that came before the default-schema one left garbage its query
-    # collected (1.17-1.18x the time in two of four runs, the same work).
+    # large-store query came first in a round: it was the pruning pair's default-schema query.  And
+    # within a phase each round runs its queries in an order of its own (shuffled, the same each run):
+    # a query pays for what the one before it left (with values each its own, the every-column Parquet
+    # query leaves 400 MB of garbage that the next query collects), and a fixed order charged that to
+    # the same query every round (the default-schema query read 1.17-1.18x the time of value binary's
+    # in two of four runs, the same work).  Collecting the JVM's garbage before each query instead
+    # slowed every query of both readers by 30-40% (a run of 2026-12-02): not the clock users see.
     phases: list[dict[str, Callable[[], Any]]] = [{
         "all/segstore": lambda: every_column_query(segstore_df(path)),
         "all/parquet": lambda: every_column_query(spark.read.parquet(parquet)),
@@ -249,8 +250,7 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
         for cases in phases:
             for round_ in range(args.warmup + args.repeat):
                 order = list(cases.items())
-                if round_ % 2 and PRUNING_PAIR[0] in cases:
-                    order[-2:] = order[-1], order[-2]
+                random.Random(round_).shuffle(order)
                 for name, case in order:
                     c0, w0 = tree_cpu_seconds(), time.perf_counter()
                     answer = case()
