@@ -12,7 +12,8 @@ The writers build what a broker leaves: ``__cluster_metadata-0`` batches of meta
 (``MetadataRecordSerde``: frame version 1, apiKey, version, the record; no key), KRaft snapshot files,
 and ``__consumer_offsets`` / ``__transaction_state`` records (int16 version + struct, key and value);
 :func:`marked_transaction` a producer's transaction closed by a control batch of any record, as a
-recovery test needs one.
+recovery test needs one; :func:`pre_0_10_1_segments` a partition's segments as a Kafka 0.10.0 broker
+wrote them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from segstore_kafka import batch as codec
@@ -244,3 +246,17 @@ def marked_transaction(key: bytes | None, value: bytes | None, *, compression: s
                           producer_epoch=0, base_sequence=-1, is_transactional=marker_transactional,
                           is_control=True, log_append=False)
     return data, marker, codec.encode_batch([(b"k2", b"v2", 3)], base_offset=2)
+
+
+def pre_0_10_1_segments(part: Path) -> None:
+    """Segments 0 and 4 of partition directory ``part`` as a Kafka 0.10.0 broker left them: four v1
+    messages each (keys ``k0``..``k3``, value ``v``, timestamps from 1_600_000_000_000 + the offset), an
+    empty ``.index`` and no ``.timeindex`` (0.10.1 brought it)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    for base in (0, 4):
+        builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+        for i in range(4):
+            builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
+        (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
+        (part / f"{base:020d}.index").write_bytes(b"")

@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conftest import FIXTURES, ROOT, copy_writable
+from kafka_messages import pre_0_10_1_segments
 from segstore_kafka.batch import encode_batch
 from segstore_kafka.checkpoints import read_leader_epochs, read_offsets
 from segstore_kafka.spec import write_spec
@@ -429,16 +430,9 @@ def test_encode_batch_still_round_trips_through_an_empty_checkpoint_partition(tm
 def test_segments_without_time_index_as_kafka_before_0_10_1_left_them(tmp_path: Path) -> None:
     """Kafka < 0.10.1 wrote no ``.timeindex``, and v0/v1 batches only; Kafka 3.8 makes a missing one
     empty (``LogSegment.sanityCheck``: ``timeIndex().resize(0)``) and recovers nothing for it."""
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-
     part = tmp_path / "old-0"
     part.mkdir()
-    for base in (0, 4):
-        builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
-        for i in range(4):
-            builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
-        (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
-        (part / f"{base:020d}.index").write_bytes(b"")
+    pre_0_10_1_segments(part)
     with segstore.open(part) as store:
         assert store.verify() == []
         assert [r.offset for r in store.scan()] == list(range(8))

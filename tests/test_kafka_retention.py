@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
+from kafka_messages import pre_0_10_1_segments
 from segstore_kafka import retention
 from segstore_kafka.checkpoints import read_offsets, write_offsets
 from segstore_kafka.partition import KafkaConfig, Partition
@@ -222,17 +223,10 @@ def _pre_0_10_1_log_dir(tmp_path: Path, *, clean: bool) -> Path:
     1_600_000_000_000), a ``.index`` and no ``.timeindex`` (0.10.1 brought it) in segments 0 and 4, the
     recovery point at the log end and the clean-shutdown marker where ``clean``, else the recovery point
     at 0 (a crash before the first flush: the broker's next load recovers every segment)."""
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-
     logs = tmp_path / "logs"
     part = logs / "old-0"
     part.mkdir(parents=True)
-    for base in (0, 4):
-        builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
-        for i in range(4):
-            builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
-        (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
-        (part / f"{base:020d}.index").write_bytes(b"")
+    pre_0_10_1_segments(part)
     write_offsets(str(logs / "recovery-point-offset-checkpoint"), {("old", 0): 8 if clean else 0})
     if clean:
         (logs / ".kafka_cleanshutdown").write_bytes(b"")
