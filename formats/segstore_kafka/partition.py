@@ -1720,6 +1720,23 @@ class Partition:
                 return None
             latest = max(segments, key=lambda seg: seg.max_timestamp_so_far().timestamp)
             return latest.offset_of_max_timestamp()
+        # searchOffsetInLocalLog: the first segment whose largestTimestamp reaches the time answers,
+        # none included (`segmentsCopy.find(_.largestTimestamp >= targetTimestamp).flatMap(...)`): a
+        # segment without record times (v0 messages; no .timeindex, loaded empty) reaches every time up
+        # to its file's mtime, and the later segments' records are not searched
+        for seg in self.segments:
+            closed = seg is not self.log.active
+            if _largest_timestamp_for_lookup(seg, closed) >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, closed=closed)
+        return None
+
+    def first_offset_from_time(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record at or after ``timestamp`` (ms, not a ListOffsets code) from the log start on,
+        segment by segment as :meth:`offset_for_time` searches one: what a filter on the record time may
+        skip to (Spark's pruning).  Unlike the broker's lookup it goes on past a segment its
+        ``largestTimestamp`` sends the search to but whose records are all older (a segment without
+        record times, measured by its file's mtime), so no later record at or after the time is
+        passed over.  ``O(segments + log(entries) + batches walked)``."""
         for seg in self.segments:
             closed = seg is not self.log.active
             if _largest_timestamp_for_lookup(seg, closed) >= timestamp:
