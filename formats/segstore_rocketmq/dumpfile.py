@@ -24,6 +24,7 @@ from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
+from segstore.store import text_word
 
 from . import batchconsumequeue, timerstore
 from . import checkpoint as cp
@@ -204,11 +205,13 @@ def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions,
     if raw_properties is not None:
         data["properties_base64"] = base64.b64encode(raw_properties).decode("ascii")
     data.update(stored_topic_field(msg))
+    keys = ",".join(msg.keys)
     text = (
-        f"physicalOffset: {physical_offset} topic: {msg.topic} queueId: {msg.queue_id} "
+        f"physicalOffset: {physical_offset} topic: {text_word(msg.topic)} queueId: {msg.queue_id} "
         f"queueOffset: {msg.queue_offset} size: {msg.size} bornTimestamp: {msg.born_timestamp} "
         f"storeTimestamp: {msg.store_timestamp} sysFlag: {msg.sys_flag} msgId: {msg.msg_id} "
-        f"keys: {','.join(msg.keys) or '-'} tags: {msg.tags or '-'}"
+        f"keys: {text_word(keys) if keys else '-'} "
+        f"tags: {text_word(msg.tags) if msg.tags else '-'}"
     )
     if options.print_data:
         body = _text(bytes(msg.body), options.value_decoder)
