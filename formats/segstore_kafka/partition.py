@@ -65,7 +65,7 @@ from .loader import (
     snapshot_problems,
     tidy_snapshots,
 )
-from .offsetindex import OFFSET_ENTRY
+from .offsetindex import OFFSET_ENTRY, OffsetIndex
 from .segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -78,6 +78,7 @@ from .segment import (
     tracked,
     transactional_rows,
 )
+from .timeindex import TimeIndex
 from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
@@ -975,8 +976,17 @@ class Partition:
         except CorruptIndexError as err:
             if not self.writable:
                 # A reader goes on without the indexes (lookups walk the log) and verify reports
-                # the index once, so the rest of the partition is still read and checked.
+                # the index once, so the rest of the partition is still read and checked; the other
+                # index file, left unread with it, is checked on its own (both may be damaged)
                 self.index_problems.append((err.path or self.path, err.pos, err.message))
+                for cls, suffix in ((OffsetIndex, INDEX_SUFFIX), (TimeIndex, TIME_INDEX_SUFFIX)):
+                    path = os.path.join(self.path, file_name(base, suffix))
+                    if path == err.path or not files.exists(path):
+                        continue
+                    try:
+                        cls.open(path, base, max_index_size=self.config.segment_index_bytes).close()
+                    except CorruptIndexError as other:
+                        self.index_problems.append((other.path or path, other.pos, other.message))
                 return self._open_segment(base, create=False, read_indexes=False)
             index_paths = [os.path.join(self.path, file_name(base, suffix))
                            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
