@@ -549,6 +549,20 @@ def test_consume_queue_index_file_and_checkpoint_dumps(capsys):
     assert code == 0 and f"physicMsgTimestamp: {physic} " in out
 
 
+@pytest.mark.parametrize("keep", [13, 40 + 7], ids=["no whole entry", "two entries and 7 bytes"])
+def test_a_consume_queue_file_dump_names_bytes_short_of_an_entry(tmp_path, capsys, keep):
+    """A consume-queue file cut mid-entry (13 bytes: no whole 20-byte entry) was dumped as nothing at all,
+    exit 0, as an empty queue file.  The broker never loads such a file (RocketMQ 4.9.7
+    ``MappedFileQueue.load``: every file of a queue is mappedFileSizeConsumeQueue long, whole 20-byte
+    ``CQ_STORE_UNIT_SIZE`` entries): the bytes left over are a problem line at their position, exit 1."""
+    cq = tmp_path / "00000000000000000640"
+    cq.write_bytes((ROCKETMQ / "consumequeue" / "TopicA" / "0" / cq.name).read_bytes()[:keep])
+    code, out, err = run(capsys, "dump", cq)
+    entries = keep // 20
+    assert code == 1 and len(out.splitlines()) == 1 + entries
+    assert err.strip() == f"{cq}:{entries * 20}: expected a whole 20-byte entry, found {keep % 20} bytes"
+
+
 # -- usage ---------------------------------------------------------------------------------------
 
 
