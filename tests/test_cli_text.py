@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -269,3 +270,26 @@ def test_table_columns_are_measured_in_utf16_units_as_java_pads_them(tmp_path, c
     assert code == 0, err
     row = out.splitlines()[1]
     assert row.startswith("g\U0001f600" + " " * 12 + " T" + " " * 14 + " 0 "), row
+
+
+def test_info_quotes_a_name_from_the_files_that_would_split_its_line(tmp_path):
+    """``info`` writes a partition as ``topic=T, partition=P, ...``: a partition directory ``a b-0`` or
+    ``x, partition=9-0`` (Kafka 3.8.0 ``LocalLog.parseTopicPartitionName`` takes any topic before the
+    last ``-``; only the clients' ``Topic.validate`` refuses such names) printed a line whose fields
+    split otherwise than they were, and one holding ``ESC`` a line a terminal acts on when piped.  A
+    text value is one word as the dump's are (``segstore.store.text_word``): quoted where it holds white
+    space, a quote or a control character."""
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    names = ["a b", "x, partition=9", "t\x1bx", "plain"]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "plain", "partition": 0, "value": b"v"}])
+    for name in names[:-1]:
+        shutil.copytree(logs / "plain-0", logs / f"{name}-0")
+    out = io.StringIO()
+    assert main(["info", str(logs)], out) == 0
+    shown = {m.group(1) for m in re.finditer(r'^  - topic=("(?:[^"\\]|\\.)*"|[^,]*), ', out.getvalue(), re.M)}
+    assert shown == {"plain", *(json.dumps(n) for n in names[:-1])}
+    assert {json.loads(t) for t in shown if t.startswith('"')} == set(names[:-1])
+    assert "\x1b" not in out.getvalue()
