@@ -65,6 +65,7 @@ from .store import (
     Problem,
     QueryRequest,
     Store,
+    text_word,
 )
 
 if TYPE_CHECKING:
@@ -1289,10 +1290,14 @@ def human(value: Any) -> str:
 
 
 def _packed(value: Any) -> str:
-    """A map's value as :func:`human` shows it, a list of plain values joined by ``,`` alone."""
+    """A map's value as :func:`human` shows it, a list of plain values joined by ``,`` alone; a text as
+    one word (:func:`segstore.store.text_word`: quoted where it holds white space, a quote or a control
+    character), so that ``k=v, ...`` splits as printed whatever a name from the files holds."""
     if isinstance(value, list | tuple) and value and not any(isinstance(v, list | tuple | dict)
                                                              for v in value):
-        return ",".join(human(v) for v in value)
+        return ",".join(_packed(v) if isinstance(v, str) else human(v) for v in value)
+    if isinstance(value, str):
+        return text_word(value)
     return human(value)
 
 

@@ -12,6 +12,7 @@ import abc
 import functools
 import json
 import numbers
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -252,13 +253,36 @@ def lookup_key(key: Any, path: str | None = None) -> bytes:
     raise ConfigError(f"expected a key as str or bytes, found {type(key).__name__} {cut(key)}", path)
 
 
+#: What :func:`quoted_text` escapes beyond JSON's escapes: DEL and the C1 controls (U+0080..U+009F),
+#: which ``json.dumps`` leaves as they are, and a terminal may act on (U+009B is CSI, as ``ESC [``).
+_TEXT_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+#: A character that makes :func:`text_word` quote a word: white space (``str.isspace``: a line break
+#: too), a double quote, or a control character (Unicode's Cc: C0, DEL, C1).
+_NEEDS_QUOTES = re.compile(r'[\s"\x00-\x1f\x7f-\x9f]')
+
+
+def quoted_text(text: str) -> str:
+    """``text`` as one quoted word of a human-readable line: JSON's quoting (``json.dumps`` with
+    ``ensure_ascii=False``: ``\\n``, ``\\u001b``...), DEL and the C1 controls escaped too
+    (``\\u007f``, ``\\u009b``), so no control character reaches the line as it is; ``json.loads``
+    reads the text back."""
+    return json.dumps(text, ensure_ascii=False).translate(_TEXT_ESCAPES)
+
+
+def text_word(text: str) -> str:
+    """``text`` as one word of a human-readable line (``name=value``): as it is, or :func:`quoted_text`
+    where it holds white space (a line break too), a double quote or a control character (``ESC``,
+    ``DEL``, C1), or is empty: the line stays one line, its words split as printed, and a terminal shown
+    it acts on none of its characters (a word holding ``ESC [ 2 J`` would clear it, one holding a
+    carriage return could print a line over another)."""
+    return quoted_text(text) if not text or _NEEDS_QUOTES.search(text) else text
+
+
 def key_word(key: bytes) -> str:
     """A record key as one word of a human-readable line (``describe``, a key query's hit): as it is,
-    bytes that are not UTF-8 as ``\\xNN``; JSON-quoted where it holds white space (a line break too) or
-    quotes, or is empty, so that the line stays one line and its words split as printed."""
-    text = key.decode("utf-8", "backslashreplace")
-    quoted = not text or any(c.isspace() or c == '"' for c in text)
-    return json.dumps(text, ensure_ascii=False) if quoted else text
+    bytes that are not UTF-8 as ``\\xNN``; quoted as :func:`text_word` quotes (white space, quotes,
+    control characters, empty), so that the line stays one line and its words split as printed."""
+    return text_word(key.decode("utf-8", "backslashreplace"))
 
 
 class Store(abc.ABC):
@@ -636,7 +660,7 @@ class Store(abc.ABC):
 
     def describe(self, record: Any) -> str:
         """The record as one human-readable line (``segstore query`` without ``--json``)."""
-        line = f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp}"
+        line = f"{text_word(record.topic)}/{record.partition}@{record.offset} timestamp={record.timestamp}"
         if record.key is None:
             return line
         return f"{line} key={key_word(record.key)}"

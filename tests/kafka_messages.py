@@ -13,7 +13,7 @@ The writers build what a broker leaves: ``__cluster_metadata-0`` batches of meta
 and ``__consumer_offsets`` / ``__transaction_state`` records (int16 version + struct, key and value);
 :func:`marked_transaction` a producer's transaction closed by a control batch of any record, as a
 recovery test needs one; :func:`pre_0_10_1_segments` a partition's segments as a Kafka 0.10.0 broker
-wrote them.
+wrote them; :func:`v0_then_v2_segments` a log of v0 messages (no timestamps) continued by a 3.8 broker.
 """
 
 from __future__ import annotations
@@ -260,3 +260,24 @@ def pre_0_10_1_segments(part: Path) -> None:
             builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
         (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
         (part / f"{base:020d}.index").write_bytes(b"")
+
+
+def v0_then_v2_segments(part: Path) -> None:
+    """Segment 0 of partition directory ``part``: four v0 messages (Kafka before 0.10.0: no timestamp,
+    ``RecordBatch.NO_TIMESTAMP``), keys ``k0``..``k3``, an empty ``.index`` and ``.timeindex``; segment 4:
+    one v2 batch of four records stamped 1_600_000_000_004 .. 007 (keys ``k4``..``k7``), and the
+    ``.timeindex`` entry of its max timestamp and offset that a 3.8 broker writes at the roll and at
+    close (``LogSegment.onBecomeInactiveSegment``, ``close``: ``timeIndex.maybeAppend(maxTimestampSoFar,
+    shallowOffsetOfMaxTimestampSoFar, true)``)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(0, 0, 1 << 20)
+    for i in range(4):
+        builder.append(i, None, b"k%d" % i, b"v")
+    (part / f"{0:020d}.log").write_bytes(bytes(builder.build()))
+    stamps = [1_600_000_000_000 + i for i in range(4, 8)]
+    (part / f"{4:020d}.log").write_bytes(codec.encode_batch(
+        [(b"k%d" % (4 + i), b"v", stamp) for i, stamp in enumerate(stamps)], base_offset=4))
+    for base, entry in ((0, b""), (4, struct.pack(">qi", stamps[-1], 3))):
+        (part / f"{base:020d}.index").write_bytes(b"")
+        (part / f"{base:020d}.timeindex").write_bytes(entry)

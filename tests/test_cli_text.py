@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -202,9 +203,9 @@ def test_a_kafka_key_query_prints_one_line_a_hit_whatever_the_key_holds(tmp_path
     hit's line printed the key as asked, so a key holding a line break split its line in two (and one
     that is not UTF-8 went out as raw bytes).  The key is now written as the store's one-line
     ``describe`` writes it and as RocketMQ's lines write keys and tags: JSON-quoted where it holds white
-    space or quotes (or is empty), bytes that are not UTF-8 as ``\\xNN``."""
+    space, quotes or a control character (or is empty), bytes that are not UTF-8 as ``\\xNN``."""
     logs = tmp_path / "logs"
-    keys = [b"a b\nc", b"", b"plain", b"\xffab"]
+    keys = [b"a b\nc", b"", b"plain", b"\xffab", b"k\x1b[31m", "d\x7fe\x9b".encode()]
     with segstore.open(logs, format="kafka", mode="a") as store:
         store.append_batch([{"topic": "t", "partition": 0, "key": k, "value": b"v"} for k in keys])
     lines = []
@@ -213,13 +214,16 @@ def test_a_kafka_key_query_prints_one_line_a_hit_whatever_the_key_holds(tmp_path
         code, out, _ = run(capsys, "query", logs, "--topic", "t", "--key", asked)
         assert code == 0 and out.count("\n") == 1, (key, out)
         lines.append(out.split(" key ", 1)[1].rstrip("\n"))
-    assert lines == ['"a b\\nc"', '""', "plain", "\\xffab"]
+    # a control character is quoted as white space is, DEL and C1 escaped too (json.dumps leaves them)
+    assert lines == ['"a b\\nc"', '""', "plain", "\\xffab", '"k\\u001b[31m"', '"d\\u007fe\\u009b"']
 
 
 def test_control_characters_from_the_files_are_escaped_on_a_terminal_only(tmp_path, monkeypatch):
     """A group name, key or tag holding ``ESC [ 2 J`` would clear the terminal it is printed on: on a
     terminal the CLI writes control characters as ``\\u001b`` (as the dump writes bodies); redirected,
-    the output stays as the files hold it."""
+    the output stays as the files hold it (a group name).  A key or tag is a word of a message's line,
+    quoted wherever it holds a control character (``segstore.store.text_word``), as the terminal shows
+    it: redirected or not, ``keys="k\\u001b[31m"``."""
     from segstore.cli import main
 
     store = tmp_path / "store"
@@ -237,10 +241,15 @@ def test_control_characters_from_the_files_are_escaped_on_a_terminal_only(tmp_pa
                                                                    "--queue", "0", "--offset", "0"]):
         shown, piped = Terminal(), io.StringIO()
         assert main(argv, shown) == 0 and main(argv, piped) == 0
-        assert "\x1b" in piped.getvalue() and "\x1b" not in shown.getvalue(), argv
+        assert "\x1b" not in shown.getvalue(), argv
+        if argv[0] == "consumers":
+            assert "\x1b" in piped.getvalue()
+        else:
+            assert piped.getvalue() == shown.getvalue()
+            assert 'keys="k\\u001b[31m" tags="t\\u009b"' in piped.getvalue(), argv
         assert "\\u001b" in shown.getvalue() and shown.getvalue().count("\n") == piped.getvalue().count("\n")
     out = Terminal()
-    assert main(["dump", str(store)], out) == 0 and "tags=t\\u009b" in out.getvalue()     # C1 too
+    assert main(["dump", str(store)], out) == 0 and 'tags="t\\u009b"' in out.getvalue()     # C1 too
     # messages on a terminal's stderr name what the files hold as well (here: the groups there are)
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
@@ -261,3 +270,26 @@ def test_table_columns_are_measured_in_utf16_units_as_java_pads_them(tmp_path, c
     assert code == 0, err
     row = out.splitlines()[1]
     assert row.startswith("g\U0001f600" + " " * 12 + " T" + " " * 14 + " 0 "), row
+
+
+def test_info_quotes_a_name_from_the_files_that_would_split_its_line(tmp_path):
+    """``info`` writes a partition as ``topic=T, partition=P, ...``: a partition directory ``a b-0`` or
+    ``x, partition=9-0`` (Kafka 3.8.0 ``LocalLog.parseTopicPartitionName`` takes any topic before the
+    last ``-``; only the clients' ``Topic.validate`` refuses such names) printed a line whose fields
+    split otherwise than they were, and one holding ``ESC`` a line a terminal acts on when piped.  A
+    text value is one word as the dump's are (``segstore.store.text_word``): quoted where it holds white
+    space, a quote or a control character."""
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    names = ["a b", "x, partition=9", "t\x1bx", "plain"]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "plain", "partition": 0, "value": b"v"}])
+    for name in names[:-1]:
+        shutil.copytree(logs / "plain-0", logs / f"{name}-0")
+    out = io.StringIO()
+    assert main(["info", str(logs)], out) == 0
+    shown = {m.group(1) for m in re.finditer(r'^  - topic=("(?:[^"\\]|\\.)*"|[^,]*), ', out.getvalue(), re.M)}
+    assert shown == {"plain", *(json.dumps(n) for n in names[:-1])}
+    assert {json.loads(t) for t in shown if t.startswith('"')} == set(names[:-1])
+    assert "\x1b" not in out.getvalue()

@@ -261,6 +261,29 @@ def test_write_input_takes_iso_times_as_the_command_line_does(tmp_path, fmt, fie
         assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("line, said", [
+    ({"topic": "t", "value": 5}, "expected a value as bytes, str or None, found int"),
+    ({"topic": "t", "value": "x", "key": [1]}, "expected a key as bytes, str or None, found list"),
+    ({"topic": "t", "value": "x", "headers": [["h", 5]]},
+     "expected a header value as bytes, str or None, found int"),
+])
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_write_input_names_a_kafka_field_of_the_wrong_type_once(tmp_path, monkeypatch, line, said,
+                                                               accelerated):
+    """A Kafka line whose value is a number read "expected records that Kafka can encode, found: value
+    as bytes, str or None, found int": two "found"s, the field's own words wrapped in a general one.
+    The encoder's check says what it expected itself (C encoder and Python reference alike)."""
+    from segstore_kafka import batch as codec
+
+    if not accelerated:
+        monkeypatch.setattr(codec, "_speedups", None)
+    code, out, err = cli_run("write", tmp_path / "logs", "--format", "kafka", "--input",
+                             _jsonl(tmp_path / "in.jsonl", line))
+    assert (code, out) == (1, ""), err
+    assert err.strip() == f"{tmp_path / 'in.jsonl'}:0: line 1: {said}"
+    assert not (tmp_path / "logs").exists()
+
+
 @pytest.mark.parametrize("when, ok", [("99", True), ("04;99", True), ("+4", True), ("", True),
                                       ("x", False), ("4.5", False), ("99999999999", False),
                                       ("04;", True), (";", True), (";04", False), ("04;;05", False),

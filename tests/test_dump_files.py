@@ -549,6 +549,20 @@ def test_consume_queue_index_file_and_checkpoint_dumps(capsys):
     assert code == 0 and f"physicMsgTimestamp: {physic} " in out
 
 
+@pytest.mark.parametrize("keep", [13, 40 + 7], ids=["no whole entry", "two entries and 7 bytes"])
+def test_a_consume_queue_file_dump_names_bytes_short_of_an_entry(tmp_path, capsys, keep):
+    """A consume-queue file cut mid-entry (13 bytes: no whole 20-byte entry) was dumped as nothing at all,
+    exit 0, as an empty queue file.  The broker never loads such a file (RocketMQ 4.9.7
+    ``MappedFileQueue.load``: every file of a queue is mappedFileSizeConsumeQueue long, whole 20-byte
+    ``CQ_STORE_UNIT_SIZE`` entries): the bytes left over are a problem line at their position, exit 1."""
+    cq = tmp_path / "00000000000000000640"
+    cq.write_bytes((ROCKETMQ / "consumequeue" / "TopicA" / "0" / cq.name).read_bytes()[:keep])
+    code, out, err = run(capsys, "dump", cq)
+    entries = keep // 20
+    assert code == 1 and len(out.splitlines()) == 1 + entries
+    assert err.strip() == f"{cq}:{entries * 20}: expected a whole 20-byte entry, found {keep % 20} bytes"
+
+
 # -- usage ---------------------------------------------------------------------------------------
 
 
@@ -911,3 +925,28 @@ def test_file_names_print_as_java_io_file_prints_them(tmp_path, capsys, monkeypa
     code, out, err = run(capsys, "dump", ".//t-0//00000000000000000000.index")
     assert code == 0, err
     assert out == "Dumping ./t-0/00000000000000000000.index\n./t-0/00000000000000000000.index is empty.\n"
+
+
+def test_a_commitlog_file_dump_quotes_a_topic_key_or_tag_holding_a_control_character(tmp_path, capsys):
+    """``dump COMMITLOG_FILE`` printed keys and tags as they are: a key holding a space read as two words,
+    one holding ``ESC [ 3 1 m`` or a line break acted on the terminal or split the line.  They are now
+    words as the store's dump writes them (``segstore.store.text_word``): quoted where they hold white
+    space, a quote or a control character (C0, DEL, C1), ``json.loads`` reading them back.  (RocketMQ
+    4.9.7 ``TopicValidator`` refuses such a topic at the producer; a commitlog holds what was written.)"""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", mappedFileSizeCommitLog=4096) as rmq:
+        rmq.append_batch([{"topic": "T", "queue_id": 0, "body": b"a", "keys": ["k\x1b[31m", "k2"],
+                           "tags": "t\x9b"},
+                          {"topic": "T", "queue_id": 0, "body": b"b", "keys": ["plain"], "tags": "x\ny"}])
+    log = next((store / "commitlog").iterdir())
+    data = bytearray(log.read_bytes())
+    at = data.rindex(b"\x01T\x00")      # the second message's topic field: one byte long, then T
+    data[at + 1:at + 2] = b"\x7f"                 # outside the body CRC
+    log.write_bytes(bytes(data))
+    code, out, err = run(capsys, "dump", log)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("physicalOffset: ")]
+    assert not any(c < " " or "\x7f" <= c <= "\x9f" for c in out.replace("\n", ""))
+    assert [line.split(" keys: ")[1] for line in lines] == ['"k\\u001b[31m,k2" tags: "t\\u009b"',
+                                                           'plain tags: "x\\ny"']
+    assert [line.split(" topic: ")[1].split(" ")[0] for line in lines] == ["T", '"\\u007f"']

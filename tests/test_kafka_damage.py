@@ -274,6 +274,26 @@ def test_verify_decodes_records_under_a_crc_that_holds(tmp_path: Path) -> None:
     assert position < log.stat().st_size and "record 2 of 3 runs past them" in problems[0].message
 
 
+@pytest.mark.parametrize("first", ["index", "timeindex"])
+def test_verify_reports_both_corrupt_indexes_of_a_segment(tmp_path: Path, first: str) -> None:
+    """A segment whose ``.index`` and ``.timeindex`` are both torn mid-entry: verify named the first file
+    opened (the ``.index``) and read the segment without indexes, so the ``.timeindex`` went unchecked
+    and unnamed until a second run.  Each is an independent problem (Kafka 3.8.0
+    ``OffsetIndex.sanityCheck`` and ``TimeIndex.sanityCheck``: "Index file ... is corrupt, found N
+    bytes which is neither positive nor a multiple of" the entry size): both are named, and the log is
+    still read."""
+    part = copy_writable(UNCOMPRESSED, tmp_path / "topic-0")
+    index, times = part / f"{SEG0}.index", part / f"{SEG0}.timeindex"
+    damaged = [index, times] if first == "index" else [times]
+    for path in damaged:
+        path.write_bytes(path.read_bytes() + b"\x01\x02\x03")
+    with segstore.open(part) as store:
+        problems = store.verify()
+        assert len(list(store.read("topic", 0))) == 300
+    assert [p.path for p in problems] == [str(p) for p in damaged]
+    assert "whole number of 12-byte entries" in problems[-1].message
+
+
 def test_verify_reports_a_corrupt_index_and_a_later_torn_segment_each_once(tmp_path: Path) -> None:
     part = copy_writable(UNCOMPRESSED, tmp_path / "topic-0")
     index = part / f"{SEG0}.index"

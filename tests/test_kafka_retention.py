@@ -264,16 +264,53 @@ def test_segments_without_a_time_index_are_retained_by_their_files_mtime(tmp_pat
 
 def test_a_time_lookup_searches_segments_without_a_time_index_up_to_their_files_mtime(tmp_path: Path) -> None:
     """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` searches the first segment whose ``largestTimestamp``
-    is at or past the time: for a segment loaded without a time index, its file's ``lastModified``; its
-    records then answer (``LogSegment.findOffsetByTimestamp``: ``searchForTimestamp`` from the empty
-    index's position 0).  The max-timestamp lookup (``MAX_TIMESTAMP``) finds no batch of the empty index's
-    -1 there."""
+    is at or past the time (``searchOffsetInLocalLog``: ``segmentsCopy.find(_.largestTimestamp >=
+    targetTimestamp)``), and that segment alone: for a segment loaded without a time index, its file's
+    ``lastModified``; its records then answer (``LogSegment.findOffsetByTimestamp``:
+    ``searchForTimestamp`` from the empty index's position 0), none where all are older, though segment
+    4 holds offset 5 (segstore went on to it).  The max-timestamp lookup (``MAX_TIMESTAMP``) finds no
+    batch of the empty index's -1 there.  A filter's start (``first_offset_from_time``) searches on."""
     logs = _pre_0_10_1_log_dir(tmp_path, clean=True)
     with segstore.open(logs / "old-0") as store:
         assert store.offset_for_time("old", 0, 1_600_000_000_002) == 2
-        assert store.offset_for_time("old", 0, 1_600_000_000_005) == 5
+        assert store.offset_for_time("old", 0, 1_600_000_000_005) is None   # segment 0's mtime reaches it
         assert store.offset_for_time("old", 0, T0 + 1) is None      # past the files' mtime
         assert store.partition_of("old", 0).offset_for_time(-3) is None
+        assert store.first_offset_from_time("old", 0, 1_600_000_000_005) == 5
+        assert store.offsets_between("old", 0, 1_600_000_000_005) == (8, 8)      # kcat -o s@T: none
+
+
+#: segment 4's records of v0_then_v2_segments are stamped T_V2 + their offset
+T_V2 = 1_600_000_000_000
+
+
+@pytest.mark.parametrize("mtime", ["after the records", "before them"])
+def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys, mtime: str) -> None:
+    """v0 messages (Kafka before 0.10.0) carry no timestamp: segment 0's ``maxTimestampSoFar`` is -1 (its
+    empty ``.timeindex``'s last entry), so Kafka 3.8.0 ``LogSegment.largestTimestamp`` is its file's
+    ``lastModified``, and ``UnifiedLog.searchOffsetInLocalLog`` searches that segment alone for every time
+    up to it: ``FileRecords.searchForTimestamp`` finds no batch whose max timestamp (-1) reaches the time,
+    and ListOffsets answers none, though segment 4's v2 records are stamped after it (segstore went on
+    to segment 4 and answered its offsets).  Past the file's mtime segment 4 answers.  ``query
+    --timestamp`` prints nothing (exit 1), as kafka-get-offsets; a filter's start (Spark's pruning,
+    ``first_offset_from_time``) still reads segment 4."""
+    from kafka_messages import v0_then_v2_segments
+
+    part = tmp_path / "old-0"
+    part.mkdir()
+    v0_then_v2_segments(part)
+    written = T0 if mtime == "after the records" else 1_600_000_000_000
+    os.utime(part / f"{0:020d}.log", ns=(written * 1_000_000, written * 1_000_000))
+    times = (1_600_000_000_004, 1_600_000_000_006)
+    with segstore.open(part) as store:
+        found = {t: store.offset_for_time("old", 0, t) for t in times}
+        offsets = {t: t - T_V2 for t in times}
+        assert found == ({t: None for t in times} if mtime == "after the records" else offsets)
+        assert {t: store.first_offset_from_time("old", 0, t) for t in times} == offsets
+        assert store.partition_of("old", 0).offset_for_time(-3).offset == 7         # MAX_TIMESTAMP
+    code, out, _ = _run(capsys, "query", str(part), "--topic", "old", "--partition", "0", "--timestamp",
+                        "1600000000006")
+    assert (code, out.count("offset: 6 ")) == ((1, 0) if mtime == "after the records" else (0, 1))
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -387,6 +387,35 @@ def test_a_store_copied_without_its_holes_recovers_as_the_sparse_copy(tmp_path, 
         assert trees[1][f".segstore/cut/commitlog/{last.name}.cut-47312"][-1:] == b"\x07"
 
 
+@pytest.mark.parametrize("command", ["recover", "verify"])
+def test_the_zeros_past_a_dense_copys_data_are_read_once(tmp_path, monkeypatch, command):
+    """The abort fixture copied without its holes (data to 47312 of its fourth 64 KiB file, zeros after):
+    ``recover`` (the broker's unclean path, the IndexFile rebuilt) and ``verify`` (of the recovered copy)
+    read those zeros once.
+    The walk's look past its end (``next_valid_message``) finds them zeros; the tail's cut
+    (``cut_tail``), verify's check of the tail and the walks again over the recovered commitlog (the
+    index's puts) read them again each, three times in all for a recovery."""
+    from segstore import cli
+
+    store = _copy_store(ROCKETMQ / "abort" / "store", tmp_path / "dense", holes=False)
+    if command == "verify":
+        assert cli.main(["recover", str(store)], out=io.StringIO()) == 0
+    last, end, size = f"{196608:020d}", 47312, 65536
+    read = np.zeros(size, np.int64)
+    pread = files.MappedFile.pread
+
+    def counted(self, pos, n):
+        if Path(self.path).name == last and Path(self.path).parent.name == "commitlog":
+            read[pos:pos + n] += 1
+        return pread(self, pos, n)
+
+    monkeypatch.setattr(files.MappedFile, "pread", counted)
+    out = io.StringIO()
+    assert cli.main([command, str(store)], out=out) == 0
+    assert read[end + 1:].min() == 1 and read[end:].max() == 1, np.bincount(read[end:])
+    assert not any((store / "commitlog" / last).read_bytes()[end:])
+
+
 @pytest.mark.parametrize("lost", [3, 12])
 def test_recover_of_an_index_header_that_lost_its_last_puts(tmp_path, lost):
     """A crash that left the last IndexFile's header count ``lost`` puts behind its slots and entries

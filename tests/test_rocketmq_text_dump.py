@@ -1,8 +1,9 @@
 """The RocketMQ text dump in C (issue 31): ``columnar.TextWriter`` and ``RocketMQStore.dump_text``
 write the bytes of the pure-Python reference, ``RocketMQStore.dump`` (``store.message_line``: the
 body preview quoted as JSON with ``ensure_ascii=False`` and cut at 40 characters, the hex of 20
-bytes for a body that is not UTF-8, keys and tags JSON-quoted when they hold a space or a quote
-as ``str.isspace`` knows them, ``-`` for none).
+bytes for a body that is not UTF-8, the topic, keys and tags JSON-quoted when they hold a space as
+``str.isspace`` knows them, a quote or a control character (C0, DEL, C1), ``-`` for none; DEL and the
+C1 controls, which ``json.dumps`` leaves as they are, escaped too: ``segstore.store.text_word``).
 
 Generated messages in a decoded region; the broker fixtures through every selector, both
 isolation levels, ``--index`` and threads; the command line with and without the accelerator.
@@ -11,6 +12,9 @@ isolation levels, ``--index`` and threads; the command line with and without the
 from __future__ import annotations
 
 import io
+import json
+import re
+import unicodedata
 
 import pytest
 from conftest import FIXTURES, ROCKETMQ_FIXTURES
@@ -27,8 +31,10 @@ ROOT = FIXTURES / "rocketmq"
 
 #: Characters a key or tag may hold: every kind of str.isspace() space, quotes, escapes, many-byte ones.
 SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Control characters that are no space: C0 (\x01 and \x02 split the properties), DEL, C1 (U+009B: CSI).
+CONTROLS = "\x00\x03\x07\x08\x1b\x7f\x80\x9b\x9f"
 word = st.text(alphabet=st.one_of(
-    st.sampled_from(SPACES + '"\\\x00\x7fa,é✓😀\u2030\u200b'),
+    st.sampled_from(SPACES + CONTROLS + '"\\a,é✓😀\u2030\u200b'),
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02")), max_size=6)
 body = st.one_of(
     st.binary(max_size=50),                                          # mostly not UTF-8
@@ -42,7 +48,7 @@ body = st.one_of(
 @st.composite
 def stored(draw, pos: int) -> bytes:
     """One message as stored at view position ``pos``, with KEYS and TAGS that may need quoting."""
-    msg = RocketMQMessage(topic=draw(st.sampled_from(["T", "TopicA", "ünï"])),
+    msg = RocketMQMessage(topic=draw(st.sampled_from(["T", "TopicA", "ünï", "T\x1b[2J", "a b", "T\x9b", ""])),
                           queue_id=draw(st.integers(0, 3)),
                           body=draw(body), queue_offset=draw(st.integers(0, 2**40)), physical_offset=pos,
                           born_timestamp=draw(st.integers(-(2**63), 2**63 - 1)),
@@ -97,13 +103,50 @@ def c_and_python_lines(region: bytes) -> tuple[str, str]:
 
 
 @needs_c
-@pytest.mark.parametrize("char", [*SPACES, '"', "\u200b", "\u2030", "\x00", ",", "😀"],
+@pytest.mark.parametrize("char", [*SPACES, *CONTROLS, '"', "\u200b", "\u2030", ",", "😀", "\xa1"],
                          ids=lambda c: f"U+{ord(c):04X}")
 def test_c_quotes_a_key_or_tag_exactly_where_python_does(char):
-    region = one_message(f"a{char}b", f"k{char} z") + one_message(char, f"{char}x")
+    region = one_message(f"a{char}b", f"k{char}z") + one_message(char, f"{char}x")
     got, expected = c_and_python_lines(region)
     assert got == expected
-    assert (f"tags=a{char}b " in expected) == (not char.isspace() and char != '"')
+    quoted = char.isspace() or char == '"' or unicodedata.category(char) == "Cc"
+    assert (f"tags=a{char}b " in expected) == (not quoted)
+    escaped = char == '"' or unicodedata.category(char) == "Cc"      # \", \n, \u001b, \u009b...
+    assert (f'tags="a{char}b" ' in expected) == (quoted and not escaped)
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_line_shows_no_control_character_of_a_topic_key_tag_or_body(monkeypatch, accelerated):
+    """A key holding ``ESC [ 3 1 m`` (or a tag holding U+009B, CSI in one character, or DEL) went into
+    the dump and query lines as it is, unquoted: a terminal shown them (``| less -R``, ``| cat``) acts on
+    them, and a carriage return-free line could still be overprinted or forged.  Such a word is now
+    quoted as one holding white space is, its control characters written as JSON's ``\\u001b``
+    escapes, DEL and C1 included (``json.dumps`` leaves those as they are), in the Python lines and the C
+    writer alike; ``json.loads`` reads each word back.  (RocketMQ 4.9.7 ``Validators.checkTopic`` /
+    ``TopicValidator`` refuse such a topic at the producer, but the commitlog holds whatever bytes were
+    written, and a decode reads them.)"""
+    from segstore_rocketmq.message import encode
+
+    if not accelerated:
+        monkeypatch.setattr(columnar, "_speedups", None)
+    elif columnar._speedups is None:
+        pytest.skip("segstore_rocketmq._speedups not built")
+    msg = RocketMQMessage(topic="T\x1bx", queue_id=0, body="b\x7f\x9b\x1b[2J".encode(),
+                          properties={"KEYS": "k\x1b[31m k2", "TAGS": "t\x9b"})
+    msg.size = len(encode(msg))
+    region = encode(msg)
+    view = memoryview(region)
+    rows = columnar.rows_of(4)
+    columnar.decode_region(view, 0, len(region), len(region), 0, rows, False)
+    (line,) = (str(columnar.TextWriter().lines(view, rows), "utf-8") if accelerated else
+               "".join(message_line(m) + "\n" for m in columnar.messages(view, rows))).splitlines()
+    assert not any(unicodedata.category(c) == "Cc" for c in line), line
+    where, fields = line.split()[1], line.split("  ")[-1]
+    assert where == '"T\\u001bx"/0@0'
+    words = dict(w.split("=", 1) for w in re.findall(r'\w+=(?:"(?:[^"\\]|\\.)*"|\S+)', fields))
+    assert json.loads(words["keys"]) == "k\x1b[31m,k2"      # KEYS split at spaces, joined by commas
+    assert json.loads(words["tags"]) == "t\x9b"
+    assert json.loads(words["body"]) == "b\x7f\x9b\x1b[2J"
 
 
 @needs_c

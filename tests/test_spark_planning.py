@@ -444,6 +444,31 @@ def test_a_time_bound_prunes_only_where_the_time_lookup_is_exact():
     assert {r.start for r in planning.resolve_ranges(rocketmq, starting)} == {130}
 
 
+def test_a_time_bound_prunes_a_kafka_read_to_the_first_matching_record_past_v0_messages(tmp_path):
+    """Kafka 3.8.0's ListOffsets answers none for a time up to a v0 segment's file mtime (the segment
+    without record times comes first: ``UnifiedLog.searchOffsetInLocalLog`` searches it alone), as
+    ``offset_for_time`` does; a filter's time bound must not read that as "no row": the v2 records after
+    it that match are read (``first_offset_from_time``), and only startingTimestamp, the connector's
+    ListOffsets, answers as the broker."""
+    from kafka_messages import v0_then_v2_segments
+
+    import segstore
+
+    part = tmp_path / "old-0"
+    part.mkdir()
+    v0_then_v2_segments(part)       # segment 0's file written now: after every record's time
+    pruning, _ = planning.pushdown([GreaterThanOrEqual(("timestamp",), datetime(
+        2020, 9, 13, 12, 26, 40, 5000, tzinfo=timezone.utc))])      # 1_600_000_000_005 ms
+    with segstore.open(part) as store:
+        assert store.offset_for_time("old", 0, 1_600_000_000_005) is None
+        assert planning.time_lookup_is_exact(store)
+        ranges = planning.resolve_ranges(store, _opts(topics="old"), pruning)
+        assert [(r.start, r.end) for r in ranges] == [(5, 8)]
+        starting = _opts(topics="old", startingTimestamp="1600000000005",
+                         startingOffsetsByTimestampStrategy="latest")
+        assert planning.resolve_ranges(store, starting) == []      # from the latest offset: nothing
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"startingOffsets": "latest"}, "startingOffsets cannot be latest for a batch query"),
     ({"startingOffsets": ' LATEST '}, "startingOffsets cannot be latest for a batch query"),

@@ -111,7 +111,7 @@ get_blob(PyObject *obj, Blob *blob, const char *what)
         blob->p = blob->view.buf;
         blob->len = blob->view.len;
     } else {
-        PyErr_Format(PyExc_TypeError, "%s as bytes, str or None, found %.100s", what, Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "expected a %s as bytes, str or None, found %.100s", what, Py_TYPE(obj)->tp_name);
         return -1;
     }
     if (blob->len > INT32_MAX) {

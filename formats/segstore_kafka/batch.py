@@ -318,6 +318,16 @@ def _iter_records_py(region, count: int, base_offset: int, base_timestamp: int,
                          pos)
 
 
+def _unencodable(err: Exception) -> InvalidMessageError:
+    """The error of records the encoder refused with ``err``: its own words where they say what was
+    expected (a field's check, in Python or C), else wrapped."""
+    if isinstance(err, InvalidMessageError):
+        return err
+    if str(err).startswith("expected "):
+        return InvalidMessageError(str(err))
+    return InvalidMessageError(f"expected records that Kafka can encode, found: {err}")
+
+
 def _as_bytes(obj, what: str) -> bytes | None:
     if obj is None:
         return None
@@ -326,7 +336,8 @@ def _as_bytes(obj, what: str) -> bytes | None:
     try:
         return memoryview(obj).tobytes()
     except TypeError as err:
-        raise TypeError(f"{what} as bytes, str or None, found {type(obj).__name__}") from err
+        # a TypeError, as the C encoder raises it (encode_batch words it as an InvalidMessageError)
+        raise TypeError(f"expected a {what} as bytes, str or None, found {type(obj).__name__}") from err
 
 
 def _record_fields(record) -> tuple:
@@ -901,7 +912,7 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
     try:
         region, base_timestamp, max_timestamp = encoder(records, offset_deltas)
     except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
-        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
+        raise _unencodable(err) from err
     if log_append:
         max_timestamp = log_append_time
     last_offset_delta = 0
@@ -924,7 +935,7 @@ def check_records(records: Sequence) -> None:
     try:
         _encode_records(records, None)
     except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
-        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
+        raise _unencodable(err) from err
 
 
 def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, producer_epoch: int,
@@ -974,7 +985,7 @@ def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
     try:
         region, base_timestamp, max_timestamp = _encode_records_py(rows, deltas, base, stored_keys)
     except (ValueError, TypeError, OverflowError) as err:
-        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
+        raise _unencodable(err) from err
     if log_append:
         max_timestamp = batch.max_timestamp
     elif stored_times is not None and stored_times[1] > max_timestamp:

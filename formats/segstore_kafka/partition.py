@@ -65,7 +65,7 @@ from .loader import (
     snapshot_problems,
     tidy_snapshots,
 )
-from .offsetindex import OFFSET_ENTRY
+from .offsetindex import OFFSET_ENTRY, OffsetIndex
 from .segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -78,6 +78,7 @@ from .segment import (
     tracked,
     transactional_rows,
 )
+from .timeindex import TimeIndex
 from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
@@ -975,8 +976,17 @@ class Partition:
         except CorruptIndexError as err:
             if not self.writable:
                 # A reader goes on without the indexes (lookups walk the log) and verify reports
-                # the index once, so the rest of the partition is still read and checked.
+                # the index once, so the rest of the partition is still read and checked; the other
+                # index file, left unread with it, is checked on its own (both may be damaged)
                 self.index_problems.append((err.path or self.path, err.pos, err.message))
+                for cls, suffix in ((OffsetIndex, INDEX_SUFFIX), (TimeIndex, TIME_INDEX_SUFFIX)):
+                    path = os.path.join(self.path, file_name(base, suffix))
+                    if path == err.path or not files.exists(path):
+                        continue
+                    try:
+                        cls.open(path, base, max_index_size=self.config.segment_index_bytes).close()
+                    except CorruptIndexError as other:
+                        self.index_problems.append((other.path or path, other.pos, other.message))
                 return self._open_segment(base, create=False, read_indexes=False)
             index_paths = [os.path.join(self.path, file_name(base, suffix))
                            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
@@ -1720,6 +1730,23 @@ class Partition:
                 return None
             latest = max(segments, key=lambda seg: seg.max_timestamp_so_far().timestamp)
             return latest.offset_of_max_timestamp()
+        # searchOffsetInLocalLog: the first segment whose largestTimestamp reaches the time answers,
+        # none included (`segmentsCopy.find(_.largestTimestamp >= targetTimestamp).flatMap(...)`): a
+        # segment without record times (v0 messages; no .timeindex, loaded empty) reaches every time up
+        # to its file's mtime, and the later segments' records are not searched
+        for seg in self.segments:
+            closed = seg is not self.log.active
+            if _largest_timestamp_for_lookup(seg, closed) >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, closed=closed)
+        return None
+
+    def first_offset_from_time(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record at or after ``timestamp`` (ms, not a ListOffsets code) from the log start on,
+        segment by segment as :meth:`offset_for_time` searches one: what a filter on the record time may
+        skip to (Spark's pruning).  Unlike the broker's lookup it goes on past a segment its
+        ``largestTimestamp`` sends the search to but whose records are all older (a segment without
+        record times, measured by its file's mtime), so no later record at or after the time is
+        passed over.  ``O(segments + log(entries) + batches walked)``."""
         for seg in self.segments:
             closed = seg is not self.log.active
             if _largest_timestamp_for_lookup(seg, closed) >= timestamp:

@@ -1766,6 +1766,23 @@ class KafkaStore(Store):
         found = self.partition_of(topic, partition).offset_for_time(timestamp)
         return None if found is None else found.offset
 
+    def first_offset_from_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is at or after ``timestamp`` (None: none), every
+        segment searched (``Partition.first_offset_from_time``): where a filter on the record time may
+        start a read.  :meth:`offset_for_time` answers as the broker does, which may be none where a
+        segment without record times (v0 messages, no ``.timeindex``) comes first.
+
+        :raises ConfigError: as :meth:`offset_for_time`.
+        :raises NotFoundError: the store holds no such partition.
+        """
+        self._check_topic(topic)
+        self._check_partition(partition)
+        self._check_time("lookup", timestamp, required=True)
+        if (topic, partition) not in self._partitions():
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
+        found = self.partition_of(topic, partition).first_offset_from_time(timestamp)
+        return None if found is None else found.offset
+
     # -- segstore.logview.LogView (what the core's generic index layouts use) ----------------
     #: time lookups go by the record timestamp, as the .timeindex and ListOffsets
     time_column = "timestamp"

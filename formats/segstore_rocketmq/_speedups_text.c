@@ -40,19 +40,61 @@ space_at(const uint8_t *s, Py_ssize_t n)
     return (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) ? 3 : 0;
 }
 
-/* Whether lifecycle._word quotes s[0:n]: it holds a space (str.isspace) or a double quote. */
+/* The C1 control (U+0080..U+009F) whose UTF-8 sequence starts s[0:n], else -1. */
+static inline int
+c1_at(const uint8_t *s, Py_ssize_t n)
+{
+    return (s[0] == 0xC2 && n >= 2 && s[1] >= 0x80 && s[1] <= 0x9F) ? s[1] : -1;
+}
+
+/* Whether segstore.store.text_word quotes s[0:n] (not empty): it holds a space (str.isspace), a double
+ * quote or a control character (C0, DEL, C1). */
 static int
 needs_quotes(const uint8_t *s, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] == '"' || space_at(s + i, n - i)) {
+        if (s[i] == '"' || s[i] < 0x20 || s[i] == 0x7F || c1_at(s + i, n - i) >= 0 || space_at(s + i, n - i)) {
             return 1;
         }
     }
     return 0;
 }
 
-/* store.body_preview(s[0:n]): the first BODY_PREVIEW characters JSON-quoted when UTF-8, else 0x and the
+/* segstore.store.quoted_text's characters of s[0:n] (without the quotes): put_json_chars (json.dumps with
+ * ensure_ascii=False), DEL and the C1 controls as \u007f..\u009f too. */
+static uint8_t *
+put_text_chars(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int c = s[i] == 0x7F ? 0x7F : c1_at(s + i, n - i);
+        if (c < 0) {
+            continue;
+        }
+        o = put_json_chars(o, s + run, i - run);
+        o = put_text(o, "\\u00");
+        *o++ = (uint8_t)HEX_LOWER[c >> 4];
+        *o++ = (uint8_t)HEX_LOWER[c & 15];
+        i += c == 0x7F ? 0 : 1;
+        run = i + 1;
+    }
+    return put_json_chars(o, s + run, n - run);
+}
+
+/* segstore.store.text_word(s[0:n]): as it is, or quoted (put_text_chars) where empty or needs_quotes. */
+static uint8_t *
+put_word(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    if (n > 0 && !needs_quotes(s, n)) {
+        return put_text_n(o, (const char *)s, (size_t)n);
+    }
+    *o++ = '"';
+    o = put_text_chars(o, s, n);
+    *o++ = '"';
+    return o;
+}
+
+/* store.body_preview(s[0:n]): the first BODY_PREVIEW characters quoted (put_text_chars) when UTF-8, else 0x and the
  * hex of the first BODY_PREVIEW / 2 bytes; "..." after either when cut. */
 static uint8_t *
 put_body_preview(uint8_t *o, const uint8_t *s, Py_ssize_t n)
@@ -74,7 +116,7 @@ put_body_preview(uint8_t *o, const uint8_t *s, Py_ssize_t n)
         }
     }
     *o++ = '"';
-    o = put_json_chars(o, s, end);
+    o = put_text_chars(o, s, end);
     *o++ = '"';
     return end < n ? put_text(o, "...") : o;
 }
@@ -89,8 +131,8 @@ put_body_preview(uint8_t *o, const uint8_t *s, Py_ssize_t n)
  *     {physical_offset:>12}  {topic}/{queue_id}@{queue_offset}  size=S born=B stored=T
  *     keys=K tags=G body=P
  *
- * (one line; K the KEYS tokens joined by commas, G the TAGS value, each - when empty and
- * JSON-quoted when holding a space or a quote; P as put_body_preview) into the caller's
+ * (one line; the topic as put_word, K the KEYS tokens joined by commas, G the TAGS value, each - when
+ * empty and quoted as put_word; P as put_body_preview) into the caller's
  * buffer out (reused from batch to batch).  tags/tokens are split_properties' outputs.  When out
  * may be too small nothing is written and the negated size it needs is returned.  The GIL is
  * released while the lines are written.
@@ -134,8 +176,8 @@ text_lines(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "expected slices inside the view and token indexes inside their column");
             goto done;
         }
-        /* numbers and names: 7 * 20 + 64; a quoted character 6 bytes at most; the preview 6 * 40 + 5 */
-        bound += 512 + (int64_t)i4[C_TOPIC_LEN][i] + 6 * (int64_t)(tags_lens[i] > 0 ? tags_lens[i] : 0) +
+        /* numbers and names: 7 * 20 + 64; a quoted byte 6 bytes at most; the preview 6 * 40 + 5 */
+        bound += 512 + 6 * (int64_t)i4[C_TOPIC_LEN][i] + 6 * (int64_t)(tags_lens[i] > 0 ? tags_lens[i] : 0) +
                  6 * (int64_t)(tok_off[i + 1] - tok_off[i]);
     }
     for (Py_ssize_t k = 0; k < ntoks; k++) {
@@ -159,7 +201,7 @@ text_lines(PyObject *module, PyObject *args)
         }
         o = put_text_n(o, (const char *)number, (size_t)width);
         o = put_text(o, "  ");
-        o = put_text_n(o, (const char *)d + i8[C_TOPIC_POS][i], (size_t)i4[C_TOPIC_LEN][i]);
+        o = put_word(o, d + i8[C_TOPIC_POS][i], i4[C_TOPIC_LEN][i]);
         *o++ = '/';
         o = put_decimal(o, i4[C_QUEUE_ID][i]);
         *o++ = '@';
@@ -183,7 +225,7 @@ text_lines(PyObject *module, PyObject *args)
                 if (k > t0) {
                     *o++ = ',';
                 }
-                o = quote ? put_json_chars(o, d + toks[k], tok_lens[k])
+                o = quote ? put_text_chars(o, d + toks[k], tok_lens[k])
                           : put_text_n(o, (const char *)d + toks[k], (size_t)tok_lens[k]);
             }
             if (quote) {
@@ -193,10 +235,8 @@ text_lines(PyObject *module, PyObject *args)
         o = put_text(o, " tags=");
         if (tags_lens[i] <= 0) {
             *o++ = '-';
-        } else if (needs_quotes(d + tags[i], tags_lens[i])) {
-            o = put_json_string(o, d + tags[i], tags_lens[i]);
         } else {
-            o = put_text_n(o, (const char *)d + tags[i], (size_t)tags_lens[i]);
+            o = put_word(o, d + tags[i], tags_lens[i]);
         }
         o = put_text(o, " body=");
         o = put_body_preview(o, d + i8[C_BODY_POS][i], i4[C_BODY_LEN][i]);

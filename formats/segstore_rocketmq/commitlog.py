@@ -60,14 +60,17 @@ assert END_FILE_MIN_BLANK_LENGTH == 8
 SEARCH_WINDOW = 1 << 24
 
 
-def nonzero_extent(file: files.MappedFile, pos: int) -> int:
-    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none).
+def nonzero_extent(file: files.MappedFile, pos: int, zeros_from: int | None = None) -> int:
+    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none); ``zeros_from``:
+    where the caller found nothing but zeros to the file's end already (not read again).
 
     Only the file's data ranges are read (a preallocated file's holes are zeros), through its
     descriptor a window at a time (:meth:`MappedFile.first_nonzero`): memory stays bounded on
     1 GiB files, and no hole is read through the map (a full tmpfs answers that with SIGBUS).
     """
-    last = file.first_nonzero(pos, last=True)
+    if zeros_from is not None and zeros_from <= pos:
+        return pos
+    last = file.first_nonzero(pos, zeros_from, last=True)
     return pos if last is None else last
 
 

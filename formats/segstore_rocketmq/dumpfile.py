@@ -24,6 +24,7 @@ from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.javatext import java_utf8
 from segstore.plugin import DumpLine, FileDumpOptions
+from segstore.store import text_word
 
 from . import batchconsumequeue, timerstore
 from . import checkpoint as cp
@@ -204,11 +205,13 @@ def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions,
     if raw_properties is not None:
         data["properties_base64"] = base64.b64encode(raw_properties).decode("ascii")
     data.update(stored_topic_field(msg))
+    keys = ",".join(msg.keys)
     text = (
-        f"physicalOffset: {physical_offset} topic: {msg.topic} queueId: {msg.queue_id} "
+        f"physicalOffset: {physical_offset} topic: {text_word(msg.topic)} queueId: {msg.queue_id} "
         f"queueOffset: {msg.queue_offset} size: {msg.size} bornTimestamp: {msg.born_timestamp} "
         f"storeTimestamp: {msg.store_timestamp} sysFlag: {msg.sys_flag} msgId: {msg.msg_id} "
-        f"keys: {','.join(msg.keys) or '-'} tags: {msg.tags or '-'}"
+        f"keys: {text_word(keys) if keys else '-'} "
+        f"tags: {text_word(msg.tags) if msg.tags else '-'}"
     )
     if options.print_data:
         body = _text(bytes(msg.body), options.value_decoder)
@@ -230,6 +233,7 @@ def dump_consume_queue(path: str) -> Iterator[DumpLine]:
                 f"expected a name that is a multiple of {CQ_DTYPE.itemsize}, found {base}", path
             )
         rows = np.frombuffer(data, dtype=CQ_DTYPE, count=len(data) // CQ_DTYPE.itemsize).copy()
+        left = len(data) % CQ_DTYPE.itemsize
     finally:
         mapped.close()
     first = base // CQ_DTYPE.itemsize
@@ -247,12 +251,16 @@ def dump_consume_queue(path: str) -> Iterator[DumpLine]:
             },
         )
     if used < len(rows) and (rows[used:]["offset"].any() or rows[used:]["size"].any()):
-        yield DumpLine(
-            f"{path}:{used * CQ_DTYPE.itemsize}: expected an entry or unwritten zeros, found "
-            f"commitlogOffset {int(rows['offset'][used])} size {int(rows['size'][used])}",
-            {"kind": "error", "position": used * CQ_DTYPE.itemsize},
-            problem=True,
-        )
+        why = (f"expected an entry or unwritten zeros, found commitlogOffset {int(rows['offset'][used])} "
+               f"size {int(rows['size'][used])}")
+        yield DumpLine(f"{path}:{used * CQ_DTYPE.itemsize}: {why}",
+                       {"kind": "error", "position": used * CQ_DTYPE.itemsize, "error": why}, problem=True)
+    elif left:
+        # a consume-queue file is mappedFileSizeConsumeQueue long, whole entries (RocketMQ 4.9.7
+        # MappedFileQueue.load refuses a file of another length): bytes left over are a torn file
+        at = len(rows) * CQ_DTYPE.itemsize
+        why = f"expected a whole {CQ_DTYPE.itemsize}-byte entry, found {left} byte{'s' if left > 1 else ''}"
+        yield DumpLine(f"{path}:{at}: {why}", {"kind": "error", "position": at, "error": why}, problem=True)
 
 
 def dump_index_file(path: str) -> Iterator[DumpLine]:

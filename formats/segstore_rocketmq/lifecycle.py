@@ -20,7 +20,6 @@ lock (and share syncs); everything else is as thread-safe as the store.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,6 +46,7 @@ from segstore.store import (
     QueryResult,
     check_isolation,
     read_until_damage,
+    text_word,
 )
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
@@ -83,18 +83,11 @@ ABORT_FILE = "abort"
 _MAKE_AGAIN = object()
 
 
-def _word(text: str) -> str:
-    """``text`` as one word of a ``name=value`` line: as it is, or JSON-quoted when it holds spaces or
-    quotes (or is empty)."""
-    if text and not any(c.isspace() or c == '"' for c in text):
-        return text
-    return json.dumps(text, ensure_ascii=False)
-
-
 def keys_and_tags(msg: RocketMQMessage) -> str:
-    """``keys=a,b tags=T`` for a message's lines (``-`` for none; a value with spaces quoted)."""
+    """``keys=a,b tags=T`` for a message's lines (``-`` for none; a value holding white space, a quote or
+    a control character quoted, :func:`segstore.store.text_word`)."""
     keys = ",".join(msg.keys)
-    return f"keys={_word(keys) if keys else '-'} tags={_word(msg.tags) if msg.tags else '-'}"
+    return f"keys={text_word(keys) if keys else '-'} tags={text_word(msg.tags) if msg.tags else '-'}"
 
 
 class _StoreHost(Protocol):
@@ -705,11 +698,11 @@ class LifecycleMixin:
         return QueryResult(records=list(found), lines=lines, found=bool(found), damage=damage)
 
     def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
-        """One human-readable line for a message; ``keys`` and ``tags`` as ``dump`` shows them
+        """One human-readable line for a message; the topic, ``keys`` and ``tags`` as ``dump`` shows them
         (:func:`keys_and_tags`)."""
-        return (f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-                f"size={record.size} store={record.store_timestamp} {keys_and_tags(record)} "
-                f"msgId={record.msg_id}")
+        return (f"{text_word(record.topic)}/{record.queue_id}@{record.queue_offset} "
+                f"phy={record.physical_offset} size={record.size} store={record.store_timestamp} "
+                f"{keys_and_tags(record)} msgId={record.msg_id}")
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self: _Lifecycle, threads: int | None = None) -> list[Problem]:

@@ -35,7 +35,7 @@ before any append, holding the writer lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -366,6 +366,9 @@ class Walk:
     last: int = -1      # the physical offset of the last valid message walked (-1: none)
     #: the BLANKs ending the files walked, ``(path, pos, physical end)``: no message starts there
     blanks: list[tuple[str, int, int]] = field(default_factory=list)
+    #: by file path, where the walk's look past its data (:func:`next_valid_message`) found nothing
+    #: but zeros from there to the file's end: what is cut there need not be read again (``cut_tail``)
+    zeros: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -441,7 +444,8 @@ def _valid_at(seg: CommitLogFile, view: memoryview, pos: int) -> RocketMQMessage
     return record
 
 
-def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int | None:
+def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int,
+                        zeros: dict[str, int] | None = None) -> int | None:
     """Position of the first valid message after ``pos`` in this file, or None.
 
     Candidates are found by searching for the magic bytes (C speed, a window at
@@ -449,11 +453,14 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     confirmed by a full decode with CRC and its stored offset.  A range's leading zeros are
     skipped first (:meth:`MappedFile.first_nonzero`, windows it reuses): after a store's last
     message they are most of what is left of its blocks reserved ahead (8 MB of a 1 GiB file),
-    which the search copied out whole.
+    which the search copied out whole.  ``zeros`` gains ``seg.path: pos + 1`` where nothing but
+    zeros follows (:attr:`Walk.zeros`).
     """
+    nonzero = False
     for data_start, data_end in seg.file.data_ranges(pos + 1):
         # a valid message's TOTALSIZE is not zero, so its magic lies past the first non-zero byte
         start = seg.file.first_nonzero(data_start, data_end)
+        nonzero = nonzero or start is not None
         while start is not None and start < data_end:
             # read through the descriptor, inside the data range: a hole read through the map
             # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
@@ -467,6 +474,8 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
                     return candidate
                 at = chunk.find(MAGIC_PREFIX, at + 1)
             start += SEARCH_WINDOW
+    if not nonzero and zeros is not None:
+        zeros[seg.path] = pos + 1
     return None
 
 
@@ -479,16 +488,18 @@ def _inside(seg: CommitLogFile, candidate: int, data_start: int, data_end: int) 
     return candidate + total <= data_end
 
 
-def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | None:
-    """``(file index, position)`` of the next valid message after ``segs[i]`` at ``pos``, or None."""
-    found = _next_valid_in_file(segs[i], segs[i].file.view(), pos)
+def next_valid_message(segs: list[CommitLogFile], i: int, pos: int,
+                       zeros: dict[str, int] | None = None) -> tuple[int, int] | None:
+    """``(file index, position)`` of the next valid message after ``segs[i]`` at ``pos``, or None;
+    ``zeros`` as :func:`_next_valid_in_file` gives it."""
+    found = _next_valid_in_file(segs[i], segs[i].file.view(), pos, zeros)
     if found is not None:
         return i, found
     for j in range(i + 1, len(segs)):
         view = segs[j].file.view()
         if isinstance(_valid_at(segs[j], view, 0), RocketMQMessage):
             return j, 0
-        found = _next_valid_in_file(segs[j], view, 0)
+        found = _next_valid_in_file(segs[j], view, 0, zeros)
         if found is not None:
             return j, found
     return None
@@ -704,7 +715,7 @@ class _WalkAhead:
 
 def walk_batches(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk, *,
-    counted: bool = True, threads: int = 1
+    counted: bool = True, threads: int = 1, known_end: int | None = None
 ) -> Iterator[Walked]:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record;
     yields the valid messages' columns a bounded batch at a time (:data:`.columnar.BATCH_ROWS`) and
@@ -721,7 +732,8 @@ def walk_batches(
     after a clean shutdown as after a crash; a store cleanly shut down holds nothing after its
     data end, so looking costs a read of the rest of the last file (its data ranges only).
     ``threads`` above 1 decodes the files' data by byte ranges on that many threads
-    (:class:`_WalkAhead`): the same messages, gaps and end; batches cut elsewhere.
+    (:class:`_WalkAhead`): the same messages, gaps and end; batches cut elsewhere.  ``known_end``: a
+    data end known already (a walk again over what a recovery cut there): the walk does not look past it.
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
@@ -754,8 +766,10 @@ def walk_batches(
                     result.end = seg.base + commitlog.file_size
                     advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
                     continue
+            if known_end is not None and seg.base + pos >= known_end:
+                break
             # damaged bytes, or the end of the data in this file: is there a valid message later?
-            nxt = next_valid_message(segs, i, pos)
+            nxt = next_valid_message(segs, i, pos, result.zeros)
             if nxt is None:
                 break
             j, q = nxt
@@ -823,15 +837,16 @@ def move_kept_aside(commitlog: CommitLog) -> list[str]:
     return lines
 
 
-def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
-    """Cut the commitlog at ``end``, saving every non-zero byte cut in :func:`aside_dir` first."""
+def cut_tail(commitlog: CommitLog, end: int, zeros: Mapping[str, int] | None = None) -> list[str]:
+    """Cut the commitlog at ``end``, saving every non-zero byte cut in :func:`aside_dir` first; ``zeros``:
+    where each file holds nothing but zeros from (:attr:`Walk.zeros`), not read again."""
     lines = []
     for seg in list(commitlog.log.segments):
         if seg.base + commitlog.file_size <= end:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = nonzero_extent(seg.file, pos)
+        stop = nonzero_extent(seg.file, pos, None if zeros is None else zeros.get(seg.path))
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop], into=aside_dir(commitlog.directory))
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
@@ -1482,7 +1497,7 @@ def _first_keyed(ctx: RecoveryContext, after: int, hi: int) -> int | None:
             size = int.from_bytes(view[after - seg.base:after - seg.base + 4], "big", signed=True)
             if 0 < size and after + size >= hi:
                 return None
-    for batch in walk_batches(cl, lo, ctx.tags_code, Walk(lo, lo), counted=False):
+    for batch in walk_batches(cl, lo, ctx.tags_code, Walk(lo, lo), counted=False, known_end=hi):
         keyed = batch.phy[(np.diff(batch.key_offsets) > 0) & (batch.phy > after) & (batch.phy < hi)]
         if len(keyed):
             return int(keyed.min())
@@ -1701,7 +1716,8 @@ def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> _IndexP
     assert ctx.index is not None
     puts = _IndexPut(ctx.index, start, skip, ctx.commitlog.min_offset)
     puts.below(ctx, w.start)
-    for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start), counted=False):
+    for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start), counted=False,
+                              known_end=w.end):
         puts.add(batch)
     return puts
 
@@ -1819,7 +1835,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
     for path, pos, length, why in ctx.whole:
         lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
                      f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
-    lines.extend(cut_tail(cl, w.end))
+    lines.extend(cut_tail(cl, w.end, w.zeros))
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which
@@ -1840,7 +1856,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         _drop_damaged_queues(ctx, dispatch, lines)
         rebuild = _Dispatch(ctx, gapped)
         for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset),
-                                  threads=ctx.threads):
+                                  threads=ctx.threads, known_end=w.end):
             rebuild.add(batch)
         rebuild.finish(lines)
     if multi is not None:

@@ -23,7 +23,6 @@ import base64
 import functools
 import heapq
 import itertools
-import json
 import os
 import threading
 import time
@@ -66,7 +65,9 @@ from segstore.store import (
     check_batch_rows,
     check_decompress,
     check_isolation,
+    quoted_text,
     reads_while_open,
+    text_word,
 )
 
 from . import columnar, multidispatch
@@ -263,14 +264,14 @@ def _bytes(value: Any) -> bytes:
 
 
 def body_preview(body: bytes) -> str:
-    """A short, printable view of a body: quoted text if UTF-8 (JSON's quoting), else ``0x`` hex;
-    ``...`` when cut."""
+    """A short, printable view of a body: quoted text if UTF-8 (:func:`segstore.store.quoted_text`:
+    JSON's quoting, DEL and C1 controls escaped too), else ``0x`` hex; ``...`` when cut."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         cut = body[:_BODY_PREVIEW // 2]
         return "0x" + cut.hex() + ("..." if len(body) > len(cut) else "")
-    return json.dumps(text[:_BODY_PREVIEW], ensure_ascii=False) + ("..." if len(text) > _BODY_PREVIEW else "")
+    return quoted_text(text[:_BODY_PREVIEW]) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
 def _of_topic(rows: columnar.Rows, topic: bytes | None) -> columnar.Rows:
@@ -377,7 +378,7 @@ def _id_shape(text: str) -> str:
 def message_line(msg: RocketMQMessage) -> str:
     """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
     ``columnar.TextWriter``)."""
-    return (f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
+    return (f"{msg.physical_offset:>12}  {text_word(msg.topic)}/{msg.queue_id}@{msg.queue_offset}  "
             f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
             f"{keys_and_tags(msg)} body={body_preview(msg.body)}")
 

@@ -164,7 +164,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], th
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
-        stop = nonzero_extent(seg.file, pos)
+        stop = nonzero_extent(seg.file, pos, w.zeros.get(seg.path))
         if stop > pos:
             problems.append(
                 Problem(

@@ -346,6 +346,16 @@ def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high
     return high if found is None else found
 
 
+def _filter_offset(store: PlanningStore, topic: str, partition: int, ts: int, high: int) -> int:
+    """Where a filter's time lower bound ``ts`` lets a read start: the first offset at or after it, every
+    segment searched where the store says so (Kafka's ``first_offset_from_time``: its broker's lookup,
+    ``offset_for_time``, answers none where a segment without record times comes first, though later
+    records match), else its ``offset_for_time``; ``high`` where none is."""
+    lookup = getattr(store, "first_offset_from_time", None)
+    found = (lookup if lookup is not None else store.offset_for_time)(topic, partition, ts)
+    return high if found is None else found
+
+
 def check_lost(options: ReadOptions, what: str, topic: str, partition: int, asked: int, low: int) -> int:
     """``asked`` if the store still holds it; else, offsets before ``low`` being gone (retention
     deleted them), ``low`` when ``failOnDataLoss`` is false.
@@ -786,7 +796,7 @@ def _resolve(store: PlanningStore, options: ReadOptions, pruning: Pruning | None
         if not kept:
             continue
         if timestamp_min is not None:
-            start = max(start, _time_offset(store, topic, partition, timestamp_min, high))
+            start = max(start, _filter_offset(store, topic, partition, timestamp_min, high))
         if pruning.offset_min is not None:
             start = max(start, pruning.offset_min)
         if pruning.offset_max is not None:
