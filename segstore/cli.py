@@ -2751,7 +2751,12 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
                                               max_timeout_ms=timeout)
             for note in notes:
                 sys.stderr.write(f"segstore transactions: {args.path}: {note}\n")
-            return _rows_out(args, HALF_HEADER, _HALF_FIELDS, rows, out)
+            # segstore's own table (no tool prints one): a text cell from the messages' properties (the
+            # real topic, msgId, producer group) is one word, so that a tab or line break in it does not
+            # split the table's columns or rows (text_word)
+            shown = rows if args.json else [
+                {f: text_word(v) if isinstance(v, str) else v for f, v in row.items()} for row in rows]
+            return _rows_out(args, HALF_HEADER, _HALF_FIELDS, shown, out)
         for method in ("producers", "hanging_transactions", "open_transaction", "abort_transaction"):
             if not hasattr(store, method):
                 given = "--producers" if args.producers else "--abort" if args.abort else "--find-hanging"

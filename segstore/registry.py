@@ -168,6 +168,60 @@ def check_new_store(path: str, name: str, *, whole: bool = False) -> None:
                                    f"of the {other} store: {why}", path)
 
 
+#: How many directories up :func:`detect` looks for the store a directory lies inside (RocketMQ's
+#: ``consumequeue/TOPIC/QUEUE`` is three).
+_AROUND_DEPTH = 3
+
+
+def _store_around(path: str) -> tuple[str, str] | None:
+    """``(format, directory)`` of the one store of a known format ``path`` (a directory no format takes)
+    lies inside, :data:`_AROUND_DEPTH` levels up at most; None where there is none (or the path is a
+    URL or a file)."""
+    import os
+
+    from . import files
+
+    if files.is_url(path) or not files.is_dir(path):
+        return None
+    here = os.path.abspath(path)
+    for _ in range(_AROUND_DEPTH):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+        found = [name for name in names() if get(name).detect(here)]
+        if len(found) == 1:
+            shown = os.path.relpath(here) if not os.path.isabs(path) else here
+            return found[0], shown
+    return None
+
+
+#: Entries of a directory :func:`_stores_within` looks at, and stores it names at most.
+_WITHIN_LOOKED = 64
+_HELD_SHOWN = 3
+
+
+def _stores_within(path: str) -> list[tuple[str, str]]:
+    """``(format, directory)`` of the stores of a known format directly inside ``path`` (a directory no
+    format takes: ``compat_fixtures/rocketmq/basic`` holding ``store/``), among its first
+    :data:`_WITHIN_LOOKED` entries in name order; empty for a URL or a file."""
+    import os
+
+    from . import files
+
+    if files.is_url(path) or not files.is_dir(path):
+        return []
+    held = []
+    for name in sorted(files.list_dir(path))[:_WITHIN_LOOKED]:
+        child = os.path.join(path, name)
+        if not files.is_dir(child):
+            continue
+        found = [fmt for fmt in names() if get(fmt).detect(child)]
+        if len(found) == 1:
+            held.append((found[0], child))
+    return held
+
+
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 
@@ -184,6 +238,19 @@ def detect(path: str) -> str:
     if not names():
         raise WrongFormatError(f"not a store of any known format ({NONE_INSTALLED})", path)
     if not matches:
+        around = _store_around(path)
+        if around is not None:
+            fmt, store = around
+            raise WrongFormatError(f"not a store of any known format ({names_words()}): a directory inside "
+                                   f"the {fmt} store {store}; pass that store's directory (or one of its "
+                                   "files to dump)", path)
+        held = _stores_within(path)
+        if held:
+            shown = ", ".join(f"{store} ({fmt})" for fmt, store in held[:_HELD_SHOWN])
+            more = f" and {len(held) - _HELD_SHOWN} more" if len(held) > _HELD_SHOWN else ""
+            raise WrongFormatError(f"not a store of any known format ({names_words()}): a directory holding "
+                                   f"{'a store' if len(held) == 1 else 'stores'}, {shown}{more}; pass "
+                                   f"{'its' if len(held) == 1 else 'one'} directory", path)
         raise WrongFormatError(f"not a store of any known format ({names_words()}); "
                                "pass --format to say which it should be", path)
     raise WrongFormatError(f"looks like several formats ({', '.join(matches)}); pass --format", path)

@@ -409,3 +409,28 @@ def test_a_file_in_the_way_of_an_opened_store_is_named_so(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(StorageIOError, match="expected a directory on the path, found a file in the way"):
         segstore.open(str(tmp_path / "f" / "store"), "rocketmq", "a")
+
+
+@pytest.mark.parametrize("given, said", [
+    ("rocketmq/basic/store/commitlog",
+     "a directory inside the rocketmq store {root}/rocketmq/basic/store; pass that store's directory (or one "
+     "of its files to dump)"),
+    ("rocketmq/basic/store/consumequeue/TopicA/0", "a directory inside the rocketmq store "
+                                                   "{root}/rocketmq/basic/store"),
+    ("rocketmq/basic",
+     "a directory holding a store, {root}/rocketmq/basic/store (rocketmq); pass its directory"),
+    ("kafka", "a directory holding stores, {root}/kafka/gzip (kafka), {root}/kafka/logappendtime (kafka), "
+              "{root}/kafka/lz4 (kafka) and 4 more; pass one directory"),
+    ("", "pass --format to say which it should be"),
+])
+@pytest.mark.parametrize("command", ["info", "dump", "verify"])
+def test_a_directory_next_to_a_store_names_the_store(command, given, said):
+    """A new user points at the fixture's directory (``compat_fixtures/rocketmq/basic``, whose store is
+    ``store/``) or at a directory of a store (``commitlog/``): "not a store of any known format ...; pass
+    --format to say which it should be", advice that cannot help (neither format reads it).  The message
+    now names the store the directory lies in (three levels up at most) or the stores it holds."""
+    root = FIXTURES
+    code, out, err = cli_run(command, root / given if given else root)
+    assert (code, out) == (2, "")
+    assert "not a store of any known format (kafka, rocketmq)" in err
+    assert said.format(root=root) in err

@@ -292,8 +292,8 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
     up to it: ``FileRecords.searchForTimestamp`` finds no batch whose max timestamp (-1) reaches the time,
     and ListOffsets answers none, though segment 4's v2 records are stamped after it (segstore went on
     to segment 4 and answered its offsets).  Past the file's mtime segment 4 answers.  ``query
-    --timestamp`` prints nothing (exit 1), as kafka-get-offsets; a filter's start (Spark's pruning,
-    ``first_offset_from_time``) still reads segment 4."""
+    --timestamp`` prints no record (exit 1), as kafka-get-offsets, and says why and where the first later
+    record is; a filter's start (Spark's pruning, ``first_offset_from_time``) still reads segment 4."""
     from kafka_messages import v0_then_v2_segments
 
     part = tmp_path / "old-0"
@@ -308,9 +308,15 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
         assert found == ({t: None for t in times} if mtime == "after the records" else offsets)
         assert {t: store.first_offset_from_time("old", 0, t) for t in times} == offsets
         assert store.partition_of("old", 0).offset_for_time(-3).offset == 7         # MAX_TIMESTAMP
-    code, out, _ = _run(capsys, "query", str(part), "--topic", "old", "--partition", "0", "--timestamp",
-                        "1600000000006")
+    code, out, err = _run(capsys, "query", str(part), "--topic", "old", "--partition", "0", "--timestamp",
+                          "1600000000006")
     assert (code, out.count("offset: 6 ")) == ((1, 0) if mtime == "after the records" else (0, 1))
+    if mtime == "after the records":      # why none, though records are stored after the time
+        assert err.startswith("segstore query: old-0: none, as Kafka 3.8 ListOffsets answers it: ")
+        assert f"segment 0, where its largest timestamp (no record timestamp known: v0 messages, or no " \
+               f".timeindex; its file's mtime, {T0}, taken) reaches it" in err
+        assert err.rstrip().endswith("offset 6 (timestamp 1600000000006) of a later segment is the first "
+                                     "record at or after it (--offset 6 reads from there)")
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -75,6 +75,22 @@ def test_the_checker_would_ask_about_what_no_op_finished(tmp_path):
                                            "60"]
 
 
+def test_the_half_table_keeps_a_property_with_a_tab_in_its_cell(tmp_path):
+    """The producer group, msgId and real topic of a half message are its properties as the producer set
+    them: a ``PGROUP`` holding a tab (or a line break, or ``ESC``) split the tab-separated table's columns
+    (or rows) and went to a pipe as it is.  Such a cell is quoted as the dump's words are
+    (``segstore.store.text_word``); ``--json`` gives the value as stored."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([_half(2, HOUR, PGROUP="p\tg\x1b[2J", UNIQ_KEY="K 2")])
+    code, out, err = run("transactions", path, "--find-hanging", "--now-ms", NOW)
+    assert (code, err) == (0, "")
+    _, row = out.splitlines()
+    assert [c.strip() for c in row.split("\t")][:5] == ["Orders", "0", '"K 2"', '"p\\tg\\u001b[2J"', "0"]
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert json.loads(out)[0]["producer_group"] == "p\tg\x1b[2J"
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["--max-transaction-timeout", "0"], ["K2", "K3", "K4", "K7"]),      # the fresh one too (5 stays immune)
     (["--max-transaction-timeout", "90"], ["K4", "K7"]),     # needDiscard comes before the age

@@ -387,6 +387,35 @@ def test_a_store_copied_without_its_holes_recovers_as_the_sparse_copy(tmp_path, 
         assert trees[1][f".segstore/cut/commitlog/{last.name}.cut-47312"][-1:] == b"\x07"
 
 
+@pytest.mark.parametrize("at", [300, 620], ids=["two slots past the last entry", "in the file's last slot"])
+def test_recover_zeros_data_after_a_queues_last_entry(tmp_path, at):
+    """Bytes after the zero slot that ends a consume queue (its last file holds entries 32-44 to byte
+    260): ``verify`` names them ("expected zeros after the last valid entry"), but ``recover`` left them
+    and exited 0, so the store it called recovered did not verify.  RocketMQ 4.9.7
+    ``ConsumeQueue.recover`` ends the queue at the first slot without ``offset >= 0 && size > 0`` and
+    ``truncateDirtyFiles`` zeroes nothing, so the broker's next appends reach those bytes and, written up
+    to them, its next recovery reads them as entries.  recover now zeroes them, kept aside first."""
+    from segstore import cli
+
+    store = tmp_path / "store"
+    copy_writable(ROCKETMQ / "basic" / "store", store)
+    queue = store / "consumequeue" / "TopicA" / "0" / "00000000000000000640"
+    files.write_bytes(str(queue), b"\x01\x02\x03\x04", at)
+    out = io.StringIO()
+    assert cli.main(["verify", str(store)], out=out) == 1
+    assert f"{queue}:260: expected zeros after the last valid entry, found data at byte {at - at % 20}" \
+        in out.getvalue()
+    out = io.StringIO()
+    assert cli.main(["recover", str(store)], out=out) == 0
+    kept = store / ".segstore" / "cut" / "consumequeue" / "TopicA" / "0" / f"{queue.name}.cut-260"
+    assert f"consumequeue TopicA/0: {queue}:260: zeroed {at + 4 - 260} bytes of data after the last entry " \
+           f"(no entry: the queue ends at the zero slot before them), saved in {kept}" in out.getvalue()
+    assert kept.read_bytes()[-4:] == b"\x01\x02\x03\x04" and len(kept.read_bytes()) == at + 4 - 260
+    assert not any(queue.read_bytes()[260:])
+    out = io.StringIO()
+    assert cli.main(["verify", str(store)], out=out) == 0, out.getvalue()
+
+
 @pytest.mark.parametrize("command", ["recover", "verify"])
 def test_the_zeros_past_a_dense_copys_data_are_read_once(tmp_path, monkeypatch, command):
     """The abort fixture copied without its holes (data to 47312 of its fourth 64 KiB file, zeros after):

@@ -1734,10 +1734,19 @@ class Partition:
         # none included (`segmentsCopy.find(_.largestTimestamp >= targetTimestamp).flatMap(...)`): a
         # segment without record times (v0 messages; no .timeindex, loaded empty) reaches every time up
         # to its file's mtime, and the later segments' records are not searched
+        seg = self.time_lookup_segment(timestamp)
+        if seg is None:
+            return None
+        closed = seg is not self.log.active
+        return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, closed=closed)
+
+    def time_lookup_segment(self, timestamp: int) -> LogSegment | None:
+        """The segment a lookup of ``timestamp`` (ms) searches, alone (Kafka 3.8
+        ``UnifiedLog.searchOffsetInLocalLog``): the first whose ``largestTimestamp`` reaches it (its
+        largest record timestamp, else its ``.log`` file's mtime); None where none does."""
         for seg in self.segments:
-            closed = seg is not self.log.active
-            if _largest_timestamp_for_lookup(seg, closed) >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, closed=closed)
+            if _largest_timestamp_for_lookup(seg, seg is not self.log.active) >= timestamp:
+                return seg
         return None
 
     def first_offset_from_time(self, timestamp: int) -> TimestampAndOffset | None:

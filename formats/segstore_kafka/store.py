@@ -449,6 +449,31 @@ def _text(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass")
 
 
+def _none_for_time(part: Partition, timestamp: int) -> list[DumpLine]:
+    """Why a time lookup of ``part`` found no offset where a later record is at or after ``timestamp``
+    (none otherwise: no record is): the segment the broker searches alone
+    (``Partition.time_lookup_segment``) holds none, its largest timestamp measured by its file's mtime
+    (a segment of v0 messages, or without ``.timeindex``)."""
+    if timestamp < 0:
+        return []
+    first = part.first_offset_from_time(timestamp)
+    seg = part.time_lookup_segment(timestamp)
+    if first is None or seg is None:
+        return []
+    try:
+        known = seg.max_timestamp_so_far().timestamp >= 0
+    except CorruptDataError:
+        known = True
+    largest = ("its largest timestamp" if known else
+               "its largest timestamp (no record timestamp known: v0 messages, or no .timeindex; its "
+               f"file's mtime, {files.mtime_ms(seg.path)}, taken)")
+    return [DumpLine(
+        f"{part.topic}-{part.partition}: none, as Kafka 3.8 ListOffsets answers it: its lookup searches only "
+        f"the first segment whose largest timestamp reaches {timestamp}, segment {seg.base}, where "
+        f"{largest} reaches it but no record does; offset {first.offset} (timestamp {first.timestamp}) of a "
+        f"later segment is the first record at or after it (--offset {first.offset} reads from there)")]
+
+
 def _metadata_image(log_dir: str) -> kraft.MetadataImage | None:
     """:func:`.kraft.load_image` of ``log_dir``; its module (the metadata image's replay, 2.4 ms of
     imports) is loaded only where the log directory has a metadata log to replay."""
@@ -2870,7 +2895,7 @@ class KafkaStore(Store):
                 return QueryResult(lines=[DumpLine(f"{topic}-{partition}: latest is offset {fetchable} (the "
                                                    f"{bound}), {there}")])
             if found is None:
-                return QueryResult()
+                return QueryResult(lines=_none_for_time(part, request.timestamp))
             if not earliest and found.offset >= fetchable:
                 return QueryResult(lines=[DumpLine(
                     f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "

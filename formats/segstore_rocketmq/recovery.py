@@ -1310,6 +1310,14 @@ def _drop_empty_queue_files(ctx: RecoveryContext, lines: list[str]) -> None:
             lines.append(f"consumequeue {key[0]}/{key[1]}: deleted {path}, which held no entry")
 
 
+def _zero_past_queue_entries(ctx: RecoveryContext, lines: list[str]) -> None:
+    """Zero the data the consume-queue files hold after their last entry (``zero_past_entries``), which
+    ``verify`` names and the broker's appends would reach: a check of the whole store's (a full
+    recovery, or one that walked the whole commitlog), which reads every queue file past its entries."""
+    for key, q in sorted(ctx.queues.items()):
+        lines.extend(f"consumequeue {key[0]}/{key[1]}: {line}" for line in q.zero_past_entries())
+
+
 def _drop_damaged_queues(ctx: RecoveryContext, dispatch: _Dispatch, lines: list[str]) -> None:
     for key in sorted(dispatch.gapped):
         q = ctx.queues[key]
@@ -1862,6 +1870,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
     if multi is not None:
         multi.finish(w.end, lines)
     _drop_empty_queue_files(ctx, lines)
+    if ctx.full or start == cl.min_offset:
+        _zero_past_queue_entries(ctx, lines)
 
     if puts is not None:
         if puts.put != cut:

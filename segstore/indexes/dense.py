@@ -622,6 +622,30 @@ class ConsumeQueue:
             active = self.log.active
         return gone
 
+    def zero_past_entries(self) -> list[str]:
+        """Zero the bytes a file holds after its last entry (data past a zero slot: not an entry, which
+        a crash or damage left), each run kept in :attr:`cut_dir` first (none without one); the recovery
+        lines.  The broker's recovery ends the queue at the zero slot (4.9.7 ``ConsumeQueue.recover``:
+        ``offset >= 0 && size > 0``) and leaves the bytes after it, which its next appends reach: once
+        the entries before them are written, the next recovery reads such bytes as entries.
+        ``O(data bytes after the entries)``: a file's holes are not read."""
+        lines = []
+        for seg in self.log.segments:
+            start = len(seg) * CQ_DTYPE.itemsize
+            if seg.file.first_nonzero(start) is None:
+                continue
+            stop = seg.file.first_nonzero(start, last=True)
+            assert stop is not None
+            kept = ""
+            if self.cut_dir is not None:
+                data = seg.file.pread(start, stop - start)
+                kept = ", saved in " + files.save_aside(seg.file.path, start, data, into=self.cut_dir)
+            seg.file.write(start, bytes(stop - start))
+            seg.file.flush(start, stop)
+            lines.append(f"{seg.file.path}:{start}: zeroed {stop - start} bytes of data after the last entry "
+                         f"(no entry: the queue ends at the zero slot before them){kept}")
+        return lines
+
     def flush(self) -> None:
         self.log.flush()
 
