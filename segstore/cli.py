@@ -517,13 +517,46 @@ def _json_payload(data: bytes) -> str:
         return f"!invalid JSON ({getattr(err, 'msg', err)}): {text}"
 
 
+def _big_endian_payload(size: int, name: str) -> Any:
+    """kafka-dump-log's ``IntegerDecoder`` / ``LongDecoder`` (3.8.0 ``org.apache.kafka.tools.api``:
+    ``ByteBuffer.wrap(bytes).getInt()`` / ``getLong()``): the first ``size`` bytes as a signed big-endian
+    number, any more ignored.  Fewer bytes stop the Java tool with a ``BufferUnderflowException``; here
+    they print as ``!invalid NAME (N bytes, expected at least SIZE): <hex>`` and the dump goes on."""
+    def decode(data: bytes) -> str:
+        if len(data) < size:
+            return f"!invalid {name} ({len(data)} bytes, expected at least {size}): {data.hex()}"
+        return str(int.from_bytes(data[:size], "big", signed=True))
+    return decode
+
+
 #: ``--key-decoder`` / ``--value-decoder`` names: how payload bytes become text.
 PAYLOAD_DECODERS: dict[str, Any] = {
     "utf-8": java_utf8,     # kafka.serializer.StringDecoder: new String(bytes, UTF_8)
     "hex": lambda data: data.hex(),
     "base64": lambda data: base64.b64encode(data).decode("ascii"),
     "json": _json_payload,
+    "integer": _big_endian_payload(4, "integer"),
+    "long": _big_endian_payload(8, "long"),
 }
+#: kafka-dump-log's ``--key-decoder-class`` / ``--value-decoder-class`` values segstore knows → the
+#: decoder names above (3.8.0 ``DumpLogSegments.convertDeprecatedDecoderClass`` maps each deprecated
+#: ``kafka.serializer`` class to its ``org.apache.kafka.tools.api`` one).  ``DefaultDecoder`` is not
+#: here: the tool prints its ``byte[]`` as Java's ``[B@<identity hash>``, which no copy can reproduce.
+DECODER_CLASSES = {f"{package}.{java}Decoder": name
+                   for package in ("org.apache.kafka.tools.api", "kafka.serializer")
+                   for java, name in (("String", "utf-8"), ("Integer", "integer"), ("Long", "long"))}
+
+
+def decoder_class(text: str) -> str:
+    """``--key-decoder-class`` / ``--value-decoder-class``: a Java decoder class kafka-dump-log users name,
+    as the decoder segstore runs in its place."""
+    try:
+        return DECODER_CLASSES[text]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(sorted(DECODER_CLASSES))} (segstore runs no Java class; "
+            f"--key-decoder / --value-decoder take {', '.join(sorted(PAYLOAD_DECODERS))}), found {text!r}"
+        ) from None
 #: ``kafka-dump-log``'s internal-topic decoder flags → the plugin's decoder names.
 INTERNAL_DECODERS = {"offsets_decoder": "offsets", "transaction_log_decoder": "transaction-log",
                      "cluster_metadata_decoder": "cluster-metadata"}
@@ -3101,6 +3134,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         files_only.add_argument(f"--{which}-decoder", choices=sorted(PAYLOAD_DECODERS),
                                 help=f"how {which} bytes are printed (default utf-8; implies "
                                      "--print-data-log)")
+        files_only.add_argument(f"--{which}-decoder-class", dest=f"{which}_decoder", type=decoder_class,
+                                metavar="CLASS",
+                                help=f"kafka-dump-log's name of a {which} decoder: its String, Integer or "
+                                     "Long Decoder, as --" + which + "-decoder utf-8, integer or long")
     files_only.add_argument("--offsets-decoder", action="store_true",
                             help="decode __consumer_offsets records (offset commits, group metadata)")
     files_only.add_argument("--transaction-log-decoder", action="store_true",

@@ -168,7 +168,7 @@ _PAGES_OF = {"convert": ["conversion.md"], "index": ["index-layouts.md"]}
 
 #: Flags docs/cli.md names that are the other tools' (kafka-dump-log's, kafka-topics', kafka-configs',
 #: kafka-delete-records', kafka-get-offsets', kafka-console-consumer's), mapped to segstore's there.
-_OTHER_TOOLS_FLAGS = {"--key-decoder-class", "--value-decoder-class", "--remote-log-metadata-decoder",
+_OTHER_TOOLS_FLAGS = {"--remote-log-metadata-decoder",
                       "--max-message-size", "--partitions", "--under-replicated-partitions",
                       "--unavailable-partitions", "--entity-type", "--offset-json-file", "--time",
                       "--from-beginning"}

@@ -132,6 +132,38 @@ def test_json_decoder_reformats_json_and_flags_what_is_not(tmp_path, capsys):
     assert "payload: !invalid JSON" in out and "not json" in out
 
 
+@pytest.mark.parametrize("package", ["org.apache.kafka.tools.api", "kafka.serializer"])
+def test_decoder_classes_of_kafka_dump_log_run_as_their_decoders(tmp_path, capsys, package):
+    """kafka-dump-log's --key-decoder-class / --value-decoder-class (3.8.0 DumpLogSegments
+    .convertDeprecatedDecoderClass; tools-api IntegerDecoder / LongDecoder: ByteBuffer.wrap(bytes)
+    .getInt() / getLong(), the first 4 / 8 bytes big-endian and signed, any more ignored)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    records = [(struct.pack(">i", -7) + b"xx", struct.pack(">q", 2**40 + 5), 1000),
+               (b"\x01", "héllo".encode(), 1001)]
+    log = part / "00000000000000000000.log"
+    log.write_bytes(codec.encode_batch(records, base_offset=0))
+    code, out, err = run(capsys, "dump", log, "--key-decoder-class", f"{package}.IntegerDecoder",
+                         "--value-decoder-class", f"{package}.LongDecoder")
+    assert code == 0, err
+    assert " key: -7 payload: 1099511627781" in out
+    assert " key: !invalid integer (1 bytes, expected at least 4): 01 payload: !invalid long (6 bytes, " \
+           "expected at least 8): 68c3a96c6c6f" in out
+    code, out, err = run(capsys, "dump", log, "--value-decoder-class", f"{package}.StringDecoder")
+    assert code == 0, err
+    assert " key: \x01 payload: héllo" in out      # keys StringDecoder by default, as the tool
+
+
+@pytest.mark.parametrize("name", ["org.apache.kafka.tools.api.DefaultDecoder", "com.example.MyDecoder"])
+def test_a_decoder_class_segstore_cannot_run_is_a_usage_error(capsys, name):
+    log = KAFKA_PART / "00000000000000000073.log"
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, "dump", log, "--value-decoder-class", name)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "--value-decoder-class: expected one of " in err and f"found {name!r}" in err
+
+
 def test_max_bytes_reads_only_whole_batches_within_the_limit(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     batches = list(codec.iter_batches(log.read_bytes()))
