@@ -603,3 +603,31 @@ def test_c_tags_hash_of_bytes_that_are_not_utf8_is_javas(value):
     tags = np.empty(1, np.int64)
     _speedups.tags_hashes(props, np.zeros(1, np.int64), np.array([len(props)], np.int32), tags)
     assert int(tags[0]) == string_hash(java_utf8(value))
+
+
+@needs_c
+@given(parts=st.lists(st.binary(max_size=80), min_size=1, max_size=8), data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_gather_parts_copies_each_rows_slices_in_order(parts, data):
+    """``_speedups.gather_parts`` (the columnar restore's commitlog gather) equals slicing in Python:
+    rows of one slice from each part, in part order, the rows in the order given (up to 40, past the
+    8 rows ahead whose slices it starts loading early); a slice outside its part is a ValueError."""
+    k = len(parts)
+    rows = data.draw(st.integers(0, 40))
+    starts, lengths = [], []
+    for _ in range(rows):
+        for part in parts:
+            start = data.draw(st.integers(0, len(part)))
+            starts.append(start)
+            lengths.append(data.draw(st.integers(-2, len(part) - start)))
+    expected = b"".join(parts[i % k][s:s + n] for i, (s, n) in enumerate(zip(starts, lengths, strict=True))
+                        if n > 0)
+    out = np.full(len(expected) + 3, 0xAA, np.uint8)
+    used = fastappend._speedups.gather_parts(tuple(parts), np.array(starts, np.int64),
+                                             np.array(lengths, np.int32), out)
+    assert used == len(expected) and out[:used].tobytes() == expected and (out[used:] == 0xAA).all()
+    if rows:
+        bad = np.array(starts, np.int64)
+        bad[-1] = len(parts[-1]) + 1
+        with pytest.raises(ValueError):
+            fastappend._speedups.gather_parts(tuple(parts), bad, np.array(lengths, np.int32) * 0 + 1, out)

@@ -915,6 +915,8 @@ gather(PyObject *module, PyObject *args)
 }
 
 #define MAX_GATHER_PARTS 8
+/* How many rows ahead gather_parts starts loading a row's slices. */
+#define GATHER_AHEAD 8
 
 /*
  * gather_parts(parts, starts, lengths, out) -> bytes written
@@ -948,7 +950,18 @@ gather_parts(PyObject *module, PyObject *args)
         ok = starts.len == m * (Py_ssize_t)sizeof(int64_t) && m % k == 0;
     }
     Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t ahead = k * GATHER_AHEAD;
     for (Py_ssize_t i = 0; ok > 0 && i < m; i++) {
+        /* a merge's rows in their new order: each row's body and properties lie elsewhere in their
+         * columns, so the row GATHER_AHEAD rows on is asked for now (the same part of it: its
+         * slices are asked for one a step), its span bounds-checked as the copy's is */
+        if (i + ahead < m) {
+            Py_ssize_t a = i + ahead;
+            const Py_buffer *q = &part[a % k];
+            if (l[a] > 0 && s[a] >= 0 && s[a] + l[a] <= q->len) {
+                prefetch_span((const uint8_t *)q->buf + s[a], l[a]);
+            }
+        }
         if (l[i] > 0) {
             const Py_buffer *p = &part[i % k];
             if (s[i] < 0 || s[i] + l[i] > p->len || at + l[i] > out.len) {
