@@ -5,7 +5,7 @@ An ``ENTRY_SCHEMA`` row whose first header is ``rmq.physical_offset`` carries ev
 RocketMQ message it was made from (``conversion.to_entry``); ``conversion.restore_message`` reads
 them back entry by entry.  Here a run of such rows is restored at once: the ``rmq.*`` headers are
 read as columns (numpy/Arrow), the messages encoded into one buffer in commitlog layout (header
-as :data:`MESSAGE_HEADER`, body, topic, properties; body CRCs in C, ``_speedups.body_crcs``),
+as :data:`MESSAGE_HEADER`, body CRC, body, topic, properties: one C pass, ``_speedups.encode_restored``),
 their placement, queue offsets, consume-queue rows and IndexFile entries computed with numpy and
 the read side's C (``tags_hashes``, ``index_entries``), and the batch written through the
 store's batch append (:meth:`LifecycleMixin.append_placed`).
