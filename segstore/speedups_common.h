@@ -104,6 +104,24 @@ copy_short(uint8_t *dst, const uint8_t *src, size_t n)
     }
 }
 
+/* The most cache lines prefetch_span starts loading. */
+enum { SPAN_PREFETCH_LINES = 8 };
+
+/* Start loading the cache lines of p[0:len], at most SPAN_PREFETCH_LINES of them (a long value is
+ * left to the hardware prefetcher past them; nothing for len <= 0).  A prefetch never faults: the
+ * caller may pass offsets it has not checked yet (it checks them before it reads). */
+static inline void
+prefetch_span(const uint8_t *p, int64_t len)
+{
+    if (len <= 0) {
+        return;
+    }
+    uintptr_t line = (uintptr_t)p & ~(uintptr_t)63, last = ((uintptr_t)p + (uintptr_t)len - 1) & ~(uintptr_t)63;
+    for (int i = 0; i < SPAN_PREFETCH_LINES && line <= last; i++, line += 64) {
+        __builtin_prefetch((const void *)line);
+    }
+}
+
 /* Whether a[0:n] == b[0:n], in word loads and no call (names: mostly a few to 31 bytes). */
 static inline int
 same_text(const uint8_t *a, const uint8_t *b, Py_ssize_t n)

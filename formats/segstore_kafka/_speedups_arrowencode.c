@@ -86,7 +86,7 @@ put_blob(uint8_t *o, const uint8_t *p, int64_t len)
     return o;
 }
 
-/* How far ahead columns_region starts loading a row's bytes (rows). */
+/* How far ahead columns_region starts loading a row's bytes (rows; each span: prefetch_span). */
 enum { PREFETCH_ROWS = 8 };
 
 /* The columns' objects in encode_columns' argument order, after (n, base_timestamp): */
@@ -140,29 +140,44 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
     for (Py_ssize_t k = 0; k < n; k++) {
         /* The rows are a partition's among many in log order: each one's bytes lie in another
          * cache line, often another page, of a region too large for the caches.  Their addresses
-         * are known ahead (the row numbers), so the loads are started early: the offsets of the
-         * row PREFETCH_ROWS * 2 ahead, the bytes of the one PREFETCH_ROWS ahead (a prefetch never
-         * faults; the offsets read here are the checked ones, the rows' range checked first). */
-        if (k + 2 * PREFETCH_ROWS < n) {
-            int64_t j = rw[k + 2 * PREFETCH_ROWS];
+         * are known ahead (the row numbers), so the loads are started early, in three steps of
+         * PREFETCH_ROWS rows (each address depends on a load of the step before): the row's
+         * offsets 3 steps ahead, its headers' offsets 2 steps ahead, and 1 step ahead every cache
+         * line of its key, its value and its headers' keys and values (a row's 10-20 headers span
+         * several lines, which the hardware prefetcher does not follow from one row to the next: a
+         * partition's rows are pages apart).  A prefetch never faults; the offsets read here are
+         * read again and checked before use, the rows' range checked first. */
+        if (k + 3 * PREFETCH_ROWS < n) {
+            int64_t j = rw[k + 3 * PREFETCH_ROWS];
             if (j >= 0 && j < rows_n) {
                 __builtin_prefetch(ko + j);
                 __builtin_prefetch(vo + j);
                 __builtin_prefetch(hoff + j);
+                __builtin_prefetch(ts + j);
+            }
+        }
+        if (k + 2 * PREFETCH_ROWS < n) {
+            int64_t j = rw[k + 2 * PREFETCH_ROWS];
+            if (j >= 0 && j < rows_n) {
+                int64_t h0 = hoff[j], h1 = hoff[j + 1];
+                if (h0 >= 0 && h0 < h1 && h1 <= m) {
+                    __builtin_prefetch(hko + h0);
+                    __builtin_prefetch(hko + h1);
+                    __builtin_prefetch(hvo + h0);
+                    __builtin_prefetch(hvo + h1);
+                    __builtin_prefetch(hvv + h0);
+                }
             }
         }
         if (k + PREFETCH_ROWS < n) {
             int64_t j = rw[k + PREFETCH_ROWS];
             if (j >= 0 && j < rows_n) {
-                const uint8_t *v = vd + vo[j];
-                __builtin_prefetch(kd + ko[j]);
-                __builtin_prefetch(v);
-                __builtin_prefetch(v + 64);
-                __builtin_prefetch(ts + j);
-                int64_t h = hoff[j];
-                if (h >= 0 && h < m) {
-                    __builtin_prefetch(hkd + hko[h]);
-                    __builtin_prefetch(hvdp + hvo[h]);
+                prefetch_span(kd + ko[j], (int64_t)ko[j + 1] - ko[j]);
+                prefetch_span(vd + vo[j], (int64_t)vo[j + 1] - vo[j]);
+                int64_t h0 = hoff[j], h1 = hoff[j + 1];
+                if (h0 >= 0 && h0 < h1 && h1 <= m) {
+                    prefetch_span(hkd + hko[h0], (int64_t)hko[h1] - hko[h0]);
+                    prefetch_span(hvdp + hvo[h0], (int64_t)hvo[h1] - hvo[h0]);
                 }
             }
         }

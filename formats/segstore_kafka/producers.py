@@ -163,22 +163,35 @@ def _replay(part: Partition, states: dict[int, ProducerState], start: int, *, wi
     ``states`` as the broker replays them; ``with_emptied`` False passes over the data batches the log
     cleaner emptied (no record: what a copy of the records leaves out).  Returns how many such batches
     the log holds from there."""
-    emptied = 0
+    return _replays(part, [(states, start, with_emptied)])[0]
+
+
+def _replays(part: Partition, runs: list[tuple[dict[int, ProducerState], int, bool]]) -> list[int]:
+    """:func:`_replay` of each ``(states, start, with_emptied)`` of ``runs``, over one read of the log's
+    batch headers (each read checks every batch's CRC: :func:`not_carried`'s two replays read the
+    whole log twice, 0.15-0.3 s per 1M records after a conversion's last write).  The runs' states
+    are their own, so each ends as its own replay leaves it; a damaged log raises as that does."""
+    emptied = [0] * len(runs)
     for seg in part.segments:
         later = part.log.segments.higher(seg.base)
-        if later is not None and later.base <= start:
-            continue        # wholly before the snapshot: its state is in it
+        # a segment wholly before a run's start (its snapshot's): its state is in the snapshot
+        wanted = [i for i, (_, start, _) in enumerate(runs) if later is None or later.base > start]
+        if not wanted:
+            continue
         for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
-            batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
-                              & (last >= part.log_start_offset) & (batches["base_offset"] >= start)]
-            empty = (batches["record_count"] == 0) & ((batches["attributes"] & codec.CONTROL_FLAG) == 0)
-            emptied += int(empty.sum())
-            if not with_emptied:
-                batches = batches[~empty]
-            for pid, rows in _summaries(batches):
-                _merge(states, pid, seg, batches[rows])
+            kept = ((batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
+                    & (last >= part.log_start_offset))
+            for i in wanted:
+                states, start, with_emptied = runs[i]
+                chosen = batches[kept & (batches["base_offset"] >= start)]
+                empty = (chosen["record_count"] == 0) & ((chosen["attributes"] & codec.CONTROL_FLAG) == 0)
+                emptied[i] += int(empty.sum())
+                if not with_emptied:
+                    chosen = chosen[~empty]
+                for pid, rows in _summaries(chosen):
+                    _merge(states, pid, seg, chosen[rows])
     return emptied
 
 
@@ -228,9 +241,9 @@ def not_carried(part: Partition, *, keeps_sequences: bool = True) -> NotCarried:
     :raises CorruptDataError: damage in the log (as :func:`describe_producers`).
     """
     states, start = newest_seed(part)
-    emptied = _replay(part, states, start, with_emptied=True)
     carried: dict[int, ProducerState] = {}
-    _replay(part, carried, 0, with_emptied=False)     # a batch the log start is inside included
+    # the broker's state, and what the records alone rebuild (a batch the log start is inside included)
+    emptied = _replays(part, [(states, start, True), (carried, 0, False)])[0]
     if not keeps_sequences:
         for state in carried.values():
             state.last_sequence = NO_SEQUENCE

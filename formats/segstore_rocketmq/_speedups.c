@@ -698,6 +698,9 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
     {"gather_parts", gather_parts, METH_VARARGS,
      "gather_parts(parts, starts, lengths, out) -> bytes written: rows of one slice from each part."},
+    {"encode_restored", encode_restored, METH_VARARGS,
+     "encode_restored(ints, born_ip, store_ip, body, body_starts, body_lengths, topic_fields, topic_at, topic_code, "
+     "props, prop_starts, prop_lengths, out, topic_pos, props_pos) -> bytes written: v1 messages from columns."},
     {"gather_columns", gather_columns, METH_VARARGS,
      "gather_columns(view, rows, chunk, specs): several gathers, a chunk of rows at a time through all."},
     {"split_properties", split_properties, METH_VARARGS,

@@ -915,6 +915,8 @@ gather(PyObject *module, PyObject *args)
 }
 
 #define MAX_GATHER_PARTS 8
+/* How many rows ahead gather_parts starts loading a row's slices. */
+#define GATHER_AHEAD 8
 
 /*
  * gather_parts(parts, starts, lengths, out) -> bytes written
@@ -948,7 +950,18 @@ gather_parts(PyObject *module, PyObject *args)
         ok = starts.len == m * (Py_ssize_t)sizeof(int64_t) && m % k == 0;
     }
     Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t ahead = k * GATHER_AHEAD;
     for (Py_ssize_t i = 0; ok > 0 && i < m; i++) {
+        /* a merge's rows in their new order: each row's body and properties lie elsewhere in their
+         * columns, so the row GATHER_AHEAD rows on is asked for now (the same part of it: its
+         * slices are asked for one a step), its span bounds-checked as the copy's is */
+        if (i + ahead < m) {
+            Py_ssize_t a = i + ahead;
+            const Py_buffer *q = &part[a % k];
+            if (l[a] > 0 && s[a] >= 0 && s[a] + l[a] <= q->len) {
+                prefetch_span((const uint8_t *)q->buf + s[a], l[a]);
+            }
+        }
         if (l[i] > 0) {
             const Py_buffer *p = &part[i % k];
             if (s[i] < 0 || s[i] + l[i] > p->len || at + l[i] > out.len) {
@@ -971,6 +984,146 @@ gather_parts(PyObject *module, PyObject *args)
     }
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected 1 to 8 parts, slices inside them and an output large enough");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
+/* The int64 columns of encode_restored, in its `ints` tuple's order: the v1 header's numbers. */
+enum {
+    ER_TOTAL_SIZE, ER_QUEUE_ID, ER_FLAG, ER_QUEUE_OFFSET, ER_PHYSICAL_OFFSET, ER_SYS_FLAG, ER_BORN_TS,
+    ER_BORN_PORT, ER_STORE_TS, ER_STORE_PORT, ER_RECONSUME, ER_PREPARED, ER_INTS
+};
+/* How many rows ahead encode_restored starts loading a row's body and properties. */
+#define ENCODE_AHEAD 8
+
+/*
+ * encode_restored(ints, born_ip, store_ip, body, body_starts, body_lengths, topic_fields, topic_at,
+ *                 topic_code, props, prop_starts, prop_lengths, out, topic_pos, props_pos) -> bytes written
+ *
+ * The v1 messages (IPv4 hosts) of n rows, one after another into out, as the RocketMQ broker
+ * lays them out (4.9.7 CommitLog.MessageExtEncoder.encode): the 88-byte header of the ints
+ * (a tuple of ER_INTS int64 columns: each i4 field the column's low 32 bits, as numpy's cast),
+ * born_ip / store_ip (4 bytes a row) and the body CRC (zlib CRC-32 & 0x7FFFFFFF of the body), the
+ * body, the topic field (topic_fields[topic_at[topic_code[i]]:], its length byte and the topic), the
+ * properties' i2 length and the properties.  Bodies and properties are slices (int64 starts,
+ * int32 lengths >= 0) of their buffers, in any order (each row's are asked for ENCODE_AHEAD rows
+ * ahead).  Fills topic_pos and props_pos (int64, n each): where each row's topic and properties
+ * lie in out.  arrowwrite._layout_py is the reference (tests/test_rocketmq_speedups.py).  Every
+ * slice and length is checked (ValueError).  Releases the GIL.
+ */
+static PyObject *
+encode_restored(PyObject *module, PyObject *args)
+{
+    PyObject *ints;
+    Py_buffer col[ER_INTS], born, store, body, bs, bl, topics, tat, tcode, props, ps, pl, out, tpos, ppos;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*y*y*y*y*y*w*w*w*", &PyTuple_Type, &ints, &born, &store, &body,
+                          &bs, &bl, &topics, &tat, &tcode, &props, &ps, &pl, &out, &tpos, &ppos)) {
+        return NULL;
+    }
+    Py_buffer *held[] = {&born, &store, &body, &bs, &bl, &topics, &tat, &tcode, &props, &ps, &pl, &out, &tpos,
+                         &ppos};
+    int got = 0, ok = PyTuple_GET_SIZE(ints) == ER_INTS;
+    for (; ok && got < ER_INTS; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(ints, got), &col[got], PyBUF_SIMPLE) < 0) {
+            ok = -1;
+            break;
+        }
+    }
+    Py_ssize_t n = bl.len / (Py_ssize_t)sizeof(int32_t), ntopics = tat.len / (Py_ssize_t)sizeof(int64_t), at = 0;
+    const char *problem = "expected 12 int64 columns, 4-byte hosts, int32 codes and lengths and int64 "
+                          "starts of n rows each, and outputs large enough";
+    if (ok > 0) {
+        ok = born.len == 4 * n && store.len == 4 * n && bs.len == 8 * n && pl.len == 4 * n && ps.len == 8 * n
+             && tcode.len == 4 * n && tpos.len >= 8 * n && ppos.len >= 8 * n;
+        for (int j = 0; ok && j < ER_INTS; j++) {
+            ok = col[j].len == 8 * n;
+        }
+    }
+    if (ok > 0) {
+        const int64_t *c[ER_INTS];
+        for (int j = 0; j < ER_INTS; j++) {
+            c[j] = col[j].buf;
+        }
+        const uint8_t *bip = born.buf, *sip = store.buf, *bd = body.buf, *td = topics.buf, *pd = props.buf;
+        const int64_t *bst = bs.buf, *pst = ps.buf, *ta = tat.buf;
+        const int32_t *bln = bl.buf, *pln = pl.buf, *code = tcode.buf;
+        int64_t *tp = tpos.buf, *pp = ppos.buf;
+        uint8_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i + ENCODE_AHEAD < n) {
+                Py_ssize_t a = i + ENCODE_AHEAD;
+                if (bst[a] >= 0 && bln[a] > 0 && bst[a] + bln[a] <= body.len) {
+                    prefetch_span(bd + bst[a], bln[a]);
+                }
+                if (pst[a] >= 0 && pln[a] > 0 && pst[a] + pln[a] <= props.len) {
+                    prefetch_span(pd + pst[a], pln[a]);
+                }
+            }
+            int64_t b0 = bst[i], blen = bln[i], p0 = pst[i], plen = pln[i];
+            int32_t t = code[i];
+            if (b0 < 0 || blen < 0 || b0 + blen > body.len || p0 < 0 || plen < 0 || p0 + plen > props.len
+                || t < 0 || t >= ntopics || ta[t] < 0 || ta[t] >= topics.len) {
+                ok = 0;
+                problem = "expected slices inside the bodies and properties and topic codes inside the topics";
+                break;
+            }
+            const uint8_t *topic = td + ta[t];
+            int64_t tlen = topic[0];
+            if (ta[t] + 1 + tlen > topics.len) {
+                ok = 0;
+                problem = "expected topic fields inside topic_fields";
+                break;
+            }
+            int64_t size = HEADER_V4 + blen + 1 + tlen + 2 + plen;
+            if (at + size > out.len) {
+                ok = 0;
+                problem = "expected an output as large as the messages";
+                break;
+            }
+            uint8_t *w = o + at;
+            uint32_t crc = body_crc32(bd + b0, (size_t)blen) & 0x7FFFFFFFu;
+            w = put_i32(w, (int32_t)c[ER_TOTAL_SIZE][i]);
+            w = put_i32(w, MESSAGE_MAGIC);
+            w = put_i32(w, (int32_t)crc);
+            w = put_i32(w, (int32_t)c[ER_QUEUE_ID][i]);
+            w = put_i32(w, (int32_t)c[ER_FLAG][i]);
+            w = put_i64(w, c[ER_QUEUE_OFFSET][i]);
+            w = put_i64(w, c[ER_PHYSICAL_OFFSET][i]);
+            w = put_i32(w, (int32_t)c[ER_SYS_FLAG][i]);
+            w = put_i64(w, c[ER_BORN_TS][i]);
+            memcpy(w, bip + 4 * i, 4);
+            w = put_i32(w + 4, (int32_t)c[ER_BORN_PORT][i]);
+            w = put_i64(w, c[ER_STORE_TS][i]);
+            memcpy(w, sip + 4 * i, 4);
+            w = put_i32(w + 4, (int32_t)c[ER_STORE_PORT][i]);
+            w = put_i32(w, (int32_t)c[ER_RECONSUME][i]);
+            w = put_i64(w, c[ER_PREPARED][i]);
+            w = put_i32(w, (int32_t)blen);
+            copy_short(w, bd + b0, (size_t)blen);
+            w += blen;
+            tp[i] = (w - o) + 1;
+            copy_short(w, topic, (size_t)(1 + tlen));
+            w += 1 + tlen;
+            w = put_i16(w, (int32_t)plen);
+            pp[i] = w - o;
+            copy_short(w, pd + p0, (size_t)plen);
+            at += size;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int j = 0; j < got; j++) {
+        PyBuffer_Release(&col[j]);
+    }
+    for (size_t j = 0; j < sizeof(held) / sizeof(held[0]); j++) {
+        PyBuffer_Release(held[j]);
+    }
+    if (ok < 0) {
+        return NULL;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, problem);
         return NULL;
     }
     return PyLong_FromSsize_t(at);

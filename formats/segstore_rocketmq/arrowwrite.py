@@ -5,7 +5,7 @@ An ``ENTRY_SCHEMA`` row whose first header is ``rmq.physical_offset`` carries ev
 RocketMQ message it was made from (``conversion.to_entry``); ``conversion.restore_message`` reads
 them back entry by entry.  Here a run of such rows is restored at once: the ``rmq.*`` headers are
 read as columns (numpy/Arrow), the messages encoded into one buffer in commitlog layout (header
-as :data:`MESSAGE_HEADER`, body, topic, properties; body CRCs in C, ``_speedups.body_crcs``),
+as :data:`MESSAGE_HEADER`, body CRC, body, topic, properties: one C pass, ``_speedups.encode_restored``),
 their placement, queue offsets, consume-queue rows and IndexFile entries computed with numpy and
 the read side's C (``tags_hashes``, ``index_entries``), and the batch written through the
 store's batch append (:meth:`LifecycleMixin.append_placed`).
@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import zlib
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -678,9 +679,7 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     config = store.config
     file_size = config.mappedFileSizeCommitLog
     n = len(msgs.queue_id)
-    body, props = msgs.body, msgs.properties
-    body_data, body_starts, body_lengths = body.data, body.starts, body.lengths
-    prop_data, prop_starts, prop_lengths = props.data, props.starts, props.lengths
+    prop_lengths = msgs.properties.lengths
     sizes, topic_bytes, topic_lengths = _sizes(msgs)
     if too_large(msgs, sizes, config):
         return None
@@ -694,42 +693,9 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     if queues is None:
         return None
 
-    crcs = np.empty(n, np.int32)
-    c.body_crcs(body_data, body_starts, body_lengths, crcs)
-    head = np.zeros(n, MESSAGE_HEADER)
     sys_flag = msgs.sys_flag & ~SYSFLAG_HOST_MASK           # IPv4 hosts: no host bits
-    for name, column in (("total_size", sizes), ("magic", np.full(n, MESSAGE_MAGIC)), ("body_crc", crcs),
-                         ("queue_id", msgs.queue_id), ("flag", msgs.flag),
-                         ("queue_offset", np.where(queued, msgs.queue_offset, 0)),
-                         ("physical_offset", msgs.physical_offset), ("sys_flag", sys_flag),
-                         ("born_timestamp", msgs.born_timestamp), ("born_ip", msgs.born_ip),
-                         ("born_port", msgs.born_port), ("store_timestamp", msgs.store_timestamp),
-                         ("store_ip", msgs.store_ip), ("store_port", msgs.store_port),
-                         ("reconsume_times", msgs.reconsume_times),
-                         ("prepared_transaction_offset", msgs.prepared_transaction_offset),
-                         ("body_length", body_lengths)):
-        head[name] = column
-    topic_fields = b"".join(bytes([len(t)]) + t for t in topic_bytes)
-    topic_at = np.zeros(len(topic_bytes), np.int64)
-    np.cumsum([1 + len(t) for t in topic_bytes[:-1]], out=topic_at[1:])
-    prop_length_field = prop_lengths.astype(PROPERTIES_LENGTH)
-    # each message's slices in layout order, each from its own column, gathered in C
-    parts = (head, body_data, topic_fields, prop_length_field, prop_data)
-    starts = np.stack([np.arange(n, dtype=np.int64) * MESSAGE_HEADER.itemsize, body_starts,
-                       topic_at[msgs.topic_code], np.arange(n, dtype=np.int64) * PROPERTIES_LENGTH.itemsize,
-                       prop_starts], axis=1).ravel()
-    lengths = np.stack([np.full(n, MESSAGE_HEADER.itemsize, np.int32), body_lengths,
-                        (topic_lengths + TOPIC_LENGTH.itemsize).astype(np.int32),
-                        np.full(n, PROPERTIES_LENGTH.itemsize, np.int32), prop_lengths], axis=1).ravel()
-    assert len(parts) == _PIECES
-    data = np.empty(int(sizes.sum()), np.uint8)     # every byte gathered below: no zeroing pass
-    c.gather_parts(parts, starts, lengths, data)
-
-    # where each message's topic and properties lie in ``data`` (what the read side's C takes)
-    at = np.zeros(n, np.int64)
-    np.cumsum(sizes[:-1], out=at[1:])
-    topic_pos = at + MESSAGE_HEADER.itemsize + body_lengths + TOPIC_LENGTH.itemsize
-    props_pos = topic_pos + topic_lengths + PROPERTIES_LENGTH.itemsize
+    queue_offset = np.where(queued, msgs.queue_offset, 0)
+    data, topic_pos, props_pos = _layout(msgs, sizes, topic_bytes, queue_offset, sys_flag)
     flags32 = sys_flag.astype(np.int32)
     tags = np.empty(n, np.int64)
     index = np.zeros(0, np.int64)
@@ -751,6 +717,92 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     return (PlainBatch(data=data.data, blanks=blanks, results=[], cq_rows=cq.data.cast("B"),
                        queues=groups, index_entries=index.data.cast("B"), end=end, start=start),
             int(msgs.store_timestamp[-1]))
+
+
+def _header_columns(msgs: Restored, sizes: np.ndarray, queue_offset: np.ndarray, sys_flag: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """The int64 columns of the messages' headers, in ``_speedups.encode_restored``'s order."""
+    return tuple(np.ascontiguousarray(column, np.int64) for column in (
+        sizes, msgs.queue_id, msgs.flag, queue_offset, msgs.physical_offset, sys_flag, msgs.born_timestamp,
+        msgs.born_port, msgs.store_timestamp, msgs.store_port, msgs.reconsume_times,
+        msgs.prepared_transaction_offset))
+
+
+def _layout(msgs: Restored, sizes: np.ndarray, topic_bytes: list[bytes], queue_offset: np.ndarray,
+            sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The messages laid out as the commitlog holds them (``sizes``: each one's stored size; ``queue_offset``
+    and ``sys_flag``: the values written), and where each one's topic and properties lie in them: one
+    C pass (``_speedups.encode_restored``: header, body CRC and the gather), :func:`_layout_py` without it.
+    ``O(bytes)``."""
+    c = _speedups
+    if c is None:
+        return _layout_py(msgs, sizes, topic_bytes, queue_offset, sys_flag)
+    n = len(sizes)
+    topic_fields, topic_at = _topic_fields(topic_bytes)
+    body, props = msgs.body, msgs.properties
+    data = np.empty(int(sizes.sum()), np.uint8)     # every byte written below: no zeroing pass
+    topic_pos, props_pos = np.empty(n, np.int64), np.empty(n, np.int64)
+    c.encode_restored(_header_columns(msgs, sizes, queue_offset, sys_flag),
+                      np.ascontiguousarray(msgs.born_ip, "S4"), np.ascontiguousarray(msgs.store_ip, "S4"),
+                      body.data, np.ascontiguousarray(body.starts, np.int64),
+                      np.ascontiguousarray(body.lengths, np.int32), topic_fields, topic_at,
+                      np.ascontiguousarray(msgs.topic_code, np.int32), props.data,
+                      np.ascontiguousarray(props.starts, np.int64),
+                      np.ascontiguousarray(props.lengths, np.int32),
+                      data, topic_pos, props_pos)
+    return data, topic_pos, props_pos
+
+
+def _topic_fields(topic_bytes: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """The topics' fields (a length byte and the topic) one after another, and where each one starts."""
+    topic_at = np.zeros(len(topic_bytes), np.int64)
+    np.cumsum([1 + len(t) for t in topic_bytes[:-1]], out=topic_at[1:])
+    return b"".join(bytes([len(t)]) + t for t in topic_bytes), topic_at
+
+
+def _layout_py(msgs: Restored, sizes: np.ndarray, topic_bytes: list[bytes], queue_offset: np.ndarray,
+               sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_layout` in numpy and Python: the header as a structured array, the body CRCs by zlib,
+    every message's slices joined in layout order; the reference the C pass is tested equal to."""
+    n = len(sizes)
+    body, props = msgs.body, msgs.properties
+    body_data, body_starts, body_lengths = body.data, body.starts, body.lengths
+    prop_data, prop_starts, prop_lengths = props.data, props.starts, props.lengths
+    topic_lengths = np.array([len(t) for t in topic_bytes], np.int32)[msgs.topic_code]
+    crcs = np.array([zlib.crc32(bytes(memoryview(body_data)[s:s + k])) & 0x7FFFFFFF
+                     for s, k in zip(body_starts.tolist(), body_lengths.tolist(), strict=True)], np.int64)
+    head = np.zeros(n, MESSAGE_HEADER)
+    for name, column in (("total_size", sizes), ("magic", np.full(n, MESSAGE_MAGIC)), ("body_crc", crcs),
+                         ("queue_id", msgs.queue_id), ("flag", msgs.flag), ("queue_offset", queue_offset),
+                         ("physical_offset", msgs.physical_offset), ("sys_flag", sys_flag),
+                         ("born_timestamp", msgs.born_timestamp), ("born_ip", msgs.born_ip),
+                         ("born_port", msgs.born_port), ("store_timestamp", msgs.store_timestamp),
+                         ("store_ip", msgs.store_ip), ("store_port", msgs.store_port),
+                         ("reconsume_times", msgs.reconsume_times),
+                         ("prepared_transaction_offset", msgs.prepared_transaction_offset),
+                         ("body_length", body_lengths)):
+        head[name] = column
+    topic_fields, topic_at = _topic_fields(topic_bytes)
+    prop_length_field = prop_lengths.astype(PROPERTIES_LENGTH)
+    # each message's slices in layout order, each from its own column
+    parts = (head, body_data, topic_fields, prop_length_field, prop_data)
+    starts = np.stack([np.arange(n, dtype=np.int64) * MESSAGE_HEADER.itemsize, body_starts,
+                       topic_at[msgs.topic_code], np.arange(n, dtype=np.int64) * PROPERTIES_LENGTH.itemsize,
+                       prop_starts], axis=1).ravel()
+    lengths = np.stack([np.full(n, MESSAGE_HEADER.itemsize, np.int32), body_lengths,
+                        (topic_lengths + TOPIC_LENGTH.itemsize).astype(np.int32),
+                        np.full(n, PROPERTIES_LENGTH.itemsize, np.int32), prop_lengths], axis=1).ravel()
+    assert len(parts) == _PIECES
+    views = [np.frombuffer(part, np.uint8) for part in parts]
+    pieces = zip(starts.tolist(), lengths.tolist(), strict=True)
+    data = np.frombuffer(b"".join(views[i % _PIECES][s:s + k].tobytes()
+                                  for i, (s, k) in enumerate(pieces) if k > 0), np.uint8)
+    # where each message's topic and properties lie in ``data`` (what the read side's C takes)
+    at = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=at[1:])
+    topic_pos = at + MESSAGE_HEADER.itemsize + body_lengths + TOPIC_LENGTH.itemsize
+    props_pos = topic_pos + topic_lengths + PROPERTIES_LENGTH.itemsize
+    return data, topic_pos, props_pos
 
 
 def _placement(start: int, physical: np.ndarray, sizes: np.ndarray, file_size: int

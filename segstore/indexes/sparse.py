@@ -42,6 +42,9 @@ from segstore.search import Bound, search
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 assert OFFSET_ENTRY.itemsize == 8
 
+#: The largest relative offset an entry holds (an int32; ``np.iinfo`` built it anew on every append).
+_INT32_MAX = (1 << 31) - 1
+
 
 class OffsetPosition(NamedTuple):
     """An absolute offset and the byte position of the batch it maps to."""
@@ -238,9 +241,9 @@ class KafkaIndex(EntryIndex):
     def relative(self, offset: int) -> int:
         """``offset`` relative to the base offset (must fit an int32)."""
         rel = offset - self.base_offset
-        if not 0 <= rel <= np.iinfo(np.int32).max:
+        if not 0 <= rel <= _INT32_MAX:
             raise CorruptIndexError(
-                f"expected an offset in [{self.base_offset}, {self.base_offset + np.iinfo(np.int32).max}], "
+                f"expected an offset in [{self.base_offset}, {self.base_offset + _INT32_MAX}], "
                 f"found {offset}", self.file.path, len(self) * self.entry_size)
         return rel
 
