@@ -607,34 +607,6 @@ def test_c_tags_hash_of_bytes_that_are_not_utf8_is_javas(value):
 
 
 @needs_c
-@given(parts=st.lists(st.binary(max_size=80), min_size=1, max_size=8), data=st.data())
-@settings(max_examples=200, deadline=None)
-def test_gather_parts_copies_each_rows_slices_in_order(parts, data):
-    """``_speedups.gather_parts`` (the columnar restore's commitlog gather) equals slicing in Python:
-    rows of one slice from each part, in part order, the rows in the order given (up to 40, past the
-    8 rows ahead whose slices it starts loading early); a slice outside its part is a ValueError."""
-    k = len(parts)
-    rows = data.draw(st.integers(0, 40))
-    starts, lengths = [], []
-    for _ in range(rows):
-        for part in parts:
-            start = data.draw(st.integers(0, len(part)))
-            starts.append(start)
-            lengths.append(data.draw(st.integers(-2, len(part) - start)))
-    expected = b"".join(parts[i % k][s:s + n] for i, (s, n) in enumerate(zip(starts, lengths, strict=True))
-                        if n > 0)
-    out = np.full(len(expected) + 3, 0xAA, np.uint8)
-    used = fastappend._speedups.gather_parts(tuple(parts), np.array(starts, np.int64),
-                                             np.array(lengths, np.int32), out)
-    assert used == len(expected) and out[:used].tobytes() == expected and (out[used:] == 0xAA).all()
-    if rows:
-        bad = np.array(starts, np.int64)
-        bad[-1] = len(parts[-1]) + 1
-        with pytest.raises(ValueError):
-            fastappend._speedups.gather_parts(tuple(parts), bad, np.array(lengths, np.int32) * 0 + 1, out)
-
-
-@needs_c
 @given(data=st.data(), rows=st.integers(0, 40))
 @settings(max_examples=150, deadline=None)
 def test_encode_restored_lays_messages_out_as_the_numpy_reference(data, rows):

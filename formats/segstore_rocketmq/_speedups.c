@@ -694,10 +694,7 @@ static PyMethodDef methods[] = {
      "decode_region_indexed(view, pos, stop, limit, base, i8, i4, u8, strict, counts, hashes, tags, topics, "
      "firsts) -> (n, pos, status, blank_size, total, k)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
-    {"body_crcs", body_crcs, METH_VARARGS, "body_crcs(view, starts, lengths, out): stored body CRCs."},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
-    {"gather_parts", gather_parts, METH_VARARGS,
-     "gather_parts(parts, starts, lengths, out) -> bytes written: rows of one slice from each part."},
     {"encode_restored", encode_restored, METH_VARARGS,
      "encode_restored(ints, born_ip, store_ip, body, body_starts, body_lengths, topic_fields, topic_at, topic_code, "
      "props, prop_starts, prop_lengths, out, topic_pos, props_pos) -> bytes written: v1 messages from columns."},

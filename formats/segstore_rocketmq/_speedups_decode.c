@@ -56,46 +56,6 @@ cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
 enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
 
 /*
- * body_crcs(view, starts, lengths, out) -> None
- *
- * The stored body CRC (zlib CRC-32 & 0x7FFFFFFF, message.body_crc) of each slice
- * view[starts[i]:starts[i]+lengths[i]] into out (int32, one per slice): the
- * columnar restore of converted messages encodes them with it.  Bounds-checked;
- * releases the GIL.
- */
-static PyObject *
-body_crcs(PyObject *module, PyObject *args)
-{
-    Py_buffer view, starts, lengths, out;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &starts, &lengths, &out)) {
-        return NULL;
-    }
-    Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
-    const int64_t *s = starts.buf;
-    const int32_t *l = lengths.buf;
-    int32_t *o = out.buf;
-    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t) && out.len >= n * (Py_ssize_t)sizeof(int32_t);
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (l[i] < 0 || s[i] < 0 || s[i] + l[i] > view.len) {
-            ok = 0;
-            break;
-        }
-        o[i] = (int32_t)(body_crc32((const uint8_t *)view.buf + s[i], (size_t)l[i]) & 0x7FFFFFFFu);
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lengths);
-    PyBuffer_Release(&out);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and an output of n int32");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/*
  * The fields a decode fills besides those it always does (position, queue offset, physical offset,
  * size, body CRC, queue id, sys flag, and where the body and topic lie): groups a projection may
  * not need (columnar.FILL_*; a read of one not filled raises there).  A read of the value column
@@ -912,81 +872,6 @@ gather(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_RETURN_NONE;
-}
-
-#define MAX_GATHER_PARTS 8
-/* How many rows ahead gather_parts starts loading a row's slices. */
-#define GATHER_AHEAD 8
-
-/*
- * gather_parts(parts, starts, lengths, out) -> bytes written
- *
- * Rows of k = len(parts) slices each: slice j of every row is parts[j][starts[r * k + j]:+lengths[r * k + j]]
- * (int64 starts, int32 lengths; lengths <= 0 copy nothing), copied one after another into out: the
- * pieces of a message in layout order, each from its own column, with no pool of them all first.
- * Every slice is bounds-checked (ValueError).  Releases the GIL.
- */
-static PyObject *
-gather_parts(PyObject *module, PyObject *args)
-{
-    PyObject *parts;
-    Py_buffer starts, lengths, out, part[MAX_GATHER_PARTS];
-    if (!PyArg_ParseTuple(args, "O!y*y*w*", &PyTuple_Type, &parts, &starts, &lengths, &out)) {
-        return NULL;
-    }
-    Py_ssize_t k = PyTuple_GET_SIZE(parts), got = 0;
-    int ok = k > 0 && k <= MAX_GATHER_PARTS;
-    for (; ok && got < k; got++) {
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, got), &part[got], PyBUF_SIMPLE) < 0) {
-            ok = -1;
-            break;
-        }
-    }
-    Py_ssize_t m = lengths.len / (Py_ssize_t)sizeof(int32_t), at = 0;
-    const int64_t *s = starts.buf;
-    const int32_t *l = lengths.buf;
-    uint8_t *o = out.buf;
-    if (ok > 0) {
-        ok = starts.len == m * (Py_ssize_t)sizeof(int64_t) && m % k == 0;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t ahead = k * GATHER_AHEAD;
-    for (Py_ssize_t i = 0; ok > 0 && i < m; i++) {
-        /* a merge's rows in their new order: each row's body and properties lie elsewhere in their
-         * columns, so the row GATHER_AHEAD rows on is asked for now (the same part of it: its
-         * slices are asked for one a step), its span bounds-checked as the copy's is */
-        if (i + ahead < m) {
-            Py_ssize_t a = i + ahead;
-            const Py_buffer *q = &part[a % k];
-            if (l[a] > 0 && s[a] >= 0 && s[a] + l[a] <= q->len) {
-                prefetch_span((const uint8_t *)q->buf + s[a], l[a]);
-            }
-        }
-        if (l[i] > 0) {
-            const Py_buffer *p = &part[i % k];
-            if (s[i] < 0 || s[i] + l[i] > p->len || at + l[i] > out.len) {
-                ok = 0;
-                break;
-            }
-            copy_short(o + at, (const uint8_t *)p->buf + s[i], (size_t)l[i]);
-            at += l[i];
-        }
-    }
-    Py_END_ALLOW_THREADS
-    for (Py_ssize_t j = 0; j < got; j++) {
-        PyBuffer_Release(&part[j]);
-    }
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lengths);
-    PyBuffer_Release(&out);
-    if (ok < 0) {
-        return NULL;
-    }
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected 1 to 8 parts, slices inside them and an output large enough");
-        return NULL;
-    }
-    return PyLong_FromSsize_t(at);
 }
 
 /* The int64 columns of encode_restored, in its `ints` tuple's order: the v1 header's numbers. */
