@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import segstore
 from segstore.columns import HEADERS
 from segstore.errors import ConfigError
-from segstore.spark.datasource import staged_columns, staged_messages
+from segstore.spark.datasource import _destinations, staged_columns, staged_messages
 from segstore.spark.options import WriteOptions
 
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -76,6 +76,20 @@ def test_columnar_commit_appends_what_the_message_path_does(tmp_path_factory: py
             assert before <= ts_got <= after
         else:
             assert ts_got == ts_expected
+
+
+@given(rows, st.sampled_from([None, "orders", "audit"]), st.sampled_from([None, 1]))
+@settings(max_examples=60, deadline=None)
+def test_a_commit_checks_the_destinations_of_every_message(items: list[dict], one_topic: str | None,
+                                                           partition: int | None) -> None:
+    """The (topic, partition) pairs the commit checks before it appends (``_destinations``: one topic's
+    rows by their partitions alone, several topics' by grouping both) are the messages' own."""
+    if one_topic is not None:       # every row of one topic (a null one takes the option's)
+        items = [{**item, "topic": item["topic"] and one_topic} for item in items]
+    options = WriteOptions(path="unused", format="kafka", topic="default-topic", partition=partition)
+    table = staged_table(items)
+    assert _destinations(table, options) == {(m.topic, m.partition) for m in staged_messages(table, options)}
+    assert _destinations(table.slice(0, 0), options) == set()
 
 
 def test_a_null_topic_without_the_option_is_refused_as_the_message_path_refuses_it() -> None:

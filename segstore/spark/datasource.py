@@ -600,6 +600,12 @@ def _destinations(table: pa.Table, options: WriteOptions) -> set[tuple[Any, Any]
         return {(m.topic, m.partition) for m in staged_messages(table, options)}
     if "partition" not in columns.column_names:     # no column, no option: partition 0 (but see _check)
         return {(topic, 0) for topic in columns.column("topic").unique().to_pylist()}
+    topic = columns.column("topic")
+    if columns.num_rows and pc.all(pc.equal(topic, topic[0])).as_py():
+        # one topic (a task's rows mostly are): its partitions alone, as ints, without hashing every
+        # row's topic (group_by: 4-7 ms a 125,000-row file, this 2 ms)
+        partitions = pc.unique(columns.column("partition")).to_pylist()
+        return {(topic[0].as_py(), partition) for partition in partitions}
     found = columns.select(["topic", "partition"]).group_by(["topic", "partition"]).aggregate([])
     return set(zip(found.column("topic").to_pylist(), found.column("partition").to_pylist(), strict=True))
 

@@ -15,13 +15,12 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * One write task: its rows, turned into Arrow by Spark's own {@code ArrowWriter} (the conversion
- * Spark makes for its Python workers), streamed into {@code part-PPPPP-A.arrow} in the job's
+ * One write task: its rows, turned into Arrow as Spark's own {@code ArrowWriter} turns them (the
+ * conversion Spark makes for its Python workers; {@link ArrowRowWriter}), streamed into {@code part-PPPPP-A.arrow} in the job's
  * staging directory, a record batch at a time. The file appears under that name only once the
  * task commits (written as {@code .tmp}, then renamed); a task whose job was aborted (its directory
  * removed) fails at its first row instead of bringing the directory back. A task with no rows
@@ -71,7 +70,7 @@ final class StagingWriter implements DataWriter<InternalRow> {
     private final int partitionId;
     private final Path target;
     private final Path temporary;
-    private ArrowWriter writer;
+    private ArrowRowWriter writer;
     private ArrowStreamWriter stream;
     private FileChannel channel;
     private long rows;
@@ -101,7 +100,9 @@ final class StagingWriter implements DataWriter<InternalRow> {
     private void open() throws IOException {
         // CREATE_NEW in the job's directory, never made here: it fails once the job was aborted
         channel = FileChannel.open(temporary, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-        writer = ArrowWriter$.MODULE$.create(factory.schema, factory.timeZone, true, false);
+        // Spark's vectors for the schema (its ArrowUtils.toArrowSchema), filled by ArrowRowWriter
+        writer = new ArrowRowWriter(ArrowWriter$.MODULE$.create(factory.schema, factory.timeZone, true, false).root(),
+                factory.schema);
         stream = new ArrowStreamWriter(writer.root(), null, channel);
         stream.start();
     }
