@@ -159,10 +159,16 @@ def run_op(fmt: str, op: str, store: str, threads: int) -> int:
         if op == "scan_arrow":
             count = sum(batch.num_rows for batch in s.scan_arrow(threads=threads))
         elif op == "dump --json":
+            # as the CLI's dump reads it: within this call, walked ahead where the store can
+            ahead = {"walk_ahead": True} if "walk_ahead" in inspect.signature(s.dump_json).parameters else {}
             with open(os.devnull, "wb") as out:
-                for block in s.dump_json(threads=threads):
-                    count += bytes(block).count(b"\n")
-                    out.write(block)
+                blocks = s.dump_json(threads=threads, **ahead)
+                try:
+                    for block in blocks:
+                        count += bytes(block).count(b"\n")
+                        out.write(block)
+                finally:
+                    blocks.close()
         elif op == "verify":
             problems = s.verify(threads=threads)
             if problems:
