@@ -616,9 +616,13 @@ def record_line(batch: codec.RecordBatch, record: codec.Record, crc: int | None 
 #: buffers of its size at most (``Capacity.for_bytes``), not the default's megabytes.
 SPLIT_BYTES = 2 << 20
 PER_ROUND = 1
-#: Ranges a thread of a verify's decoding may be ahead of the checks (:class:`_DecodedAhead`), and of
-#: a dump's walk ahead (``dump_json(walk_ahead=True)``) past the block the caller holds.
+#: Ranges a thread of a verify's decoding may be ahead of the checks (:class:`_DecodedAhead`).
 AHEAD = 3
+#: Ranges a thread of a dump's walk ahead (``dump_json(walk_ahead=True)``) may have formatted past the
+#: block the caller holds: each holds a range's chunks and their text (about 2.5 times its bytes), fresh
+#: pages where more are alive (500k records, two threads, medians of 3 under load: 29k, 35k and 39k
+#: page faults with 1, 2 and 3, and 0.61, 0.63 and 0.68 s of CPU).
+DUMP_AHEAD = 1
 #: A verify's ranges are this many times :data:`SPLIT_BYTES`: its chunks hold the batches' headers
 #: and no column data, so a longer range costs no memory, and the Python each range costs (its
 #: buffers, its chunk) runs under the GIL the decoding threads share.  4M records on 2 threads, medians
@@ -1656,8 +1660,8 @@ class KafkaStore(Store):
         else decoded again from there, so the chunks, and a decode error raised after the chunks
         before it, are those of one thread.  Memory: ``PER_ROUND * threads`` ranges of about
         :data:`SPLIT_BYTES` and their batches at a time (:func:`segstore.overlap.in_rounds`).
-        ``walk_ahead``: the ranges are decoded on ``threads`` threads of their own, up to :data:`AHEAD`
-        ranges a thread past the one handed out, also while this generator is suspended
+        ``walk_ahead``: the ranges are decoded on ``threads`` threads of their own, up to
+        :data:`DUMP_AHEAD` ranges a thread past the one handed out, also while this generator is suspended
         (:func:`segstore.overlap.ahead`), for a caller that reads it within one call of its own and
         closes it (or reads it to its end) before the store can change; closing it (this generator,
         not a partition's) waits for the ranges being decoded.
@@ -1681,7 +1685,7 @@ class KafkaStore(Store):
             return at, reach, out, None
 
         ranges = self._split_ranges(parts, starts)
-        results = (ahead(ranges, decode, threads, AHEAD * threads) if walk_ahead
+        results = (ahead(ranges, decode, threads, DUMP_AHEAD * threads) if walk_ahead
                    else in_rounds(ranges, decode, threads, PER_ROUND * threads))
         pending: list[Any] = []       # a result of the next partition, read ahead
 
@@ -2651,7 +2655,7 @@ class KafkaStore(Store):
 
         ``walk_ahead`` (with ``threads`` above 1): the ranges are decoded and formatted ahead of the
         block the caller holds, also while this generator is suspended (:func:`segstore.overlap.ahead`:
-        the caller's own work on a block runs beside the formatting of the next ones), :data:`AHEAD`
+        the caller's own work on a block runs beside the formatting of the next ones), :data:`DUMP_AHEAD`
         ranges a thread at most.  Only for a caller that reads the blocks within one call of its own
         and closes the generator (or reads it to its end) before it closes or changes the store (the
         CLI's dump): closing it waits for the threads.  Without it no thread runs while the generator
