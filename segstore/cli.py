@@ -22,7 +22,7 @@ import stat
 import sys
 import time
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -474,6 +474,25 @@ def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError 
     return NotFoundError(f"expected {flag} {partition} in {where}, found {found}", store.path)
 
 
+def _dumped(dump: Callable[..., Iterable[bytes | memoryview]], out: TextIO, **kwargs: Any) -> int:
+    """Write the blocks of ``dump(**kwargs)`` (a store's ``dump_json`` / ``dump_text``) to ``out``; the
+    bytes written.  The dump walks ahead of the block being written where it can
+    (``walk_ahead``: its threads format the next ranges while this one writes, instead of waiting for
+    it), which is safe here as the dump is read within this call: it is closed before this returns or
+    raises (a pipe's reader gone, an interrupt), so its threads are done before the store closes."""
+    if "walk_ahead" in inspect.signature(dump).parameters:      # (a plugin's dump may not take it)
+        kwargs["walk_ahead"] = True
+    blocks = dump(**kwargs)
+    counted = _Counted(blocks)
+    try:
+        _write_blocks(counted, out)
+    finally:
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()
+    return counted.bytes
+
+
 class _Counted:
     """Blocks passed through, counting their bytes (whether a dump wrote anything)."""
 
@@ -752,14 +771,12 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             # the consume queues a tagged dump reads hold no transaction a read_committed consumer skips
             narrowed["tag"] = args.tag
         if args.json:
-            blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation, **threads, **inflate, **narrowed))
+            printed = _dumped(store.dump_json, out, topic=args.topic, partition=_partition(args),
+                              isolation=isolation, **threads, **inflate, **narrowed)
         else:
             # Index problems go to stdout with the rest: they belong to the index dump they follow.
-            blocks = _Counted(store.dump_text(topic=args.topic, partition=_partition(args), index=args.index,
-                                              isolation=isolation, **threads, **inflate, **narrowed))
-        _write_blocks(blocks, out)
-        printed = blocks.bytes
+            printed = _dumped(store.dump_text, out, topic=args.topic, partition=_partition(args),
+                              index=args.index, isolation=isolation, **threads, **inflate, **narrowed)
         missing = None if printed else _missing_selection(store, args)
         if args.json and not narrowed and isolation != READ_COMMITTED and missing is None:
             _say_not_carried(store, args)
@@ -818,10 +835,8 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
         printed = 0
         if ranges:
             threads = {} if args.threads is None else {"threads": args.threads}
-            dump = store.dump_json if args.json else store.dump_text
-            blocks = _Counted(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate))
-            _write_blocks(blocks, out)
-            printed = blocks.bytes
+            printed = _dumped(store.dump_json if args.json else store.dump_text, out, offsets=ranges,
+                              isolation=args.isolation, **threads, **inflate)
     if not printed:
         if not any(row.committed_offset is not None and row.committed_offset >= 0 for row in rows):
             # no offset to start from: ``consumers`` counts such a queue's lag from its start (4.9.7

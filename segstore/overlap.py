@@ -343,7 +343,7 @@ def _taken_in_turn(fn: Callable[[T], U], items: list[T], threads: int
 
 
 def in_rounds(tasks: Iterator[T], run: Callable[[T], U], threads: int, per_round: int
-              ) -> Iterator[tuple[T, U | None, BaseException | None]]:
+              ) -> Generator[tuple[T, U | None, BaseException | None], None, None]:
     """``(task, run(task), None)`` or ``(task, None, error)`` for each task of ``tasks``, in task order;
     the runs of ``per_round`` tasks at a time spread over this thread and ``threads - 1`` pool
     threads (:func:`_taken_in_turn`).  The caller decides what an error means (a task started at a

@@ -248,47 +248,160 @@ def test_default_is_the_cores_the_process_may_use_from_three(monkeypatch):
 # -- dump --json ------------------------------------------------------------------------------
 
 
-def _dump(path: str, threads: int, **kwargs) -> tuple[bytes, tuple | None]:
+def _dump(path: str, threads: int, walk_ahead: bool = False, text: bool = False, **kwargs
+          ) -> tuple[bytes, tuple | None]:
     out, error = [], None
     with segstore.open(path) as store:
+        dump = store.dump_text if text else store.dump_json
+        if walk_ahead:
+            kwargs["walk_ahead"] = True
+        blocks = dump(threads=threads, **kwargs)
         try:
-            for block in store.dump_json(threads=threads, **kwargs):
+            for block in blocks:
                 out.append(bytes(block))
         except SegstoreError as err:
             error = (type(err), err.path, err.pos, err.message)
+        blocks.close()
+        assert not _walkers()
     return b"".join(out), error
 
 
+@pytest.mark.parametrize("walk_ahead", [False, True])
 @pytest.mark.parametrize("kwargs", [{}, {"topic": "t1"}, {"partition": 1, "isolation": "read_committed"}])
-def test_dump_json_same_bytes_for_every_thread_count(rocketmq_path, kafka_path, kwargs):
+def test_dump_json_same_bytes_for_every_thread_count(rocketmq_path, kafka_path, kwargs, walk_ahead):
     for path in (rocketmq_path, kafka_path):
         one = _dump(path, 1, **kwargs)
         assert one[1] is None and one[0].count(b"\n") > 100
         for threads in THREADS[1:]:
-            assert _dump(path, threads, **kwargs) == one
+            assert _dump(path, threads, walk_ahead, **kwargs) == one
 
 
-def test_dump_json_damage_same_error_same_place(rocketmq_path, kafka_path, tmp_path):
+@pytest.mark.parametrize("walk_ahead", [False, True])
+def test_dump_json_damage_same_error_same_place(rocketmq_path, kafka_path, tmp_path, walk_ahead):
     for path in (_damaged(rocketmq_path, str(tmp_path / "s"), 3 * FILE_SIZE + 20_000, b"\xff\xee"),
                  _kafka_damaged(kafka_path, str(tmp_path / "k"), "t1-1", 9_000, b"\xff\xee")):
         one = _dump(path, 1)
         assert one[1] is not None
         for threads in THREADS[1:]:
-            assert _dump(path, threads) == one
+            assert _dump(path, threads, walk_ahead) == one
 
 
-def test_cli_dump_json_threads(rocketmq_path, capsys):
-    outputs = []
-    for threads in ("1", "2", "7"):
-        assert cli.main(["dump", rocketmq_path, "--json", "--threads", threads]) == 0
-        outputs.append(capsys.readouterr().out)
-    assert outputs[0] and outputs.count(outputs[0]) == 3
+@pytest.mark.parametrize("kwargs", [{}, {"topic": "t2", "partition": 0}, {"offsets": {("t1", 0): (10, 300)}}])
+def test_rocketmq_dump_text_walked_ahead_same_bytes(rocketmq_path, tmp_path, kwargs):
+    """``dump_text`` takes the walk ahead too (RocketMQ: the same walk as ``dump_json``), and a window's
+    (``offsets``: walked from its first message, ``aligned``)."""
+    one = _dump(rocketmq_path, 1, text=True, **kwargs)
+    assert one[1] is None and one[0].count(b"\n") > 100
+    for threads in THREADS[1:]:
+        assert _dump(rocketmq_path, threads, True, text=True, **kwargs) == one
+    damaged = _damaged(rocketmq_path, str(tmp_path / "s"), 3 * FILE_SIZE + 20_000, b"\xff\xee")
+    one = _dump(damaged, 1, text=True)
+    assert one[1] is not None
+    assert _dump(damaged, 2, True, text=True) == one
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000), threads=st.sampled_from([2, 7]))
+def test_dump_walked_ahead_wrong_guesses_never_show(rocketmq_path, kafka_path, monkeypatch, seed, split,
+                                                      threads):
+    """A RocketMQ boundary guessed inside a message, a Kafka cut at no batch start: walked over by the
+    dump's walk ahead as by its rounds (the range is walked again, on the caller's thread)."""
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", split)
+    expected = _dump(rocketmq_path, 1), _dump(kafka_path, 1)
+    true_boundary, true_points = rocketmq_columnar.next_boundary, kafka_store.split_points
+
+    def guess(view, pos, limit, base):
+        rnd = random.Random(seed ^ pos)
+        if rnd.random() < 0.5:
+            return true_boundary(view, pos, limit, base)
+        return min(limit, pos + rnd.randrange(0, 600))
+
+    def points(seg, lo, step=None):
+        rnd = random.Random(seed ^ lo ^ seg.base)
+        cuts = sorted({c + rnd.choice([0, 0, 1, 13, -5]) for c in true_points(seg, lo, step)}
+                      | {rnd.randrange(lo, seg.log.size + 1) for _ in range(3)})
+        return [c for c in cuts if lo < c < seg.log.size]
+
+    monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
+    monkeypatch.setattr(kafka_store, "split_points", points)
+    assert (_dump(rocketmq_path, threads, True), _dump(kafka_path, threads, True)) == expected
+
+
+def test_dump_walked_ahead_closed_early_stops_its_threads(rocketmq_path, kafka_path):
+    """A dump walked ahead and closed after its first block: its threads are gone once ``close``
+    returns (the caller may close the store next), and the store reads on as before."""
+    for path in (rocketmq_path, kafka_path):
+        with segstore.open(path) as store:
+            blocks = store.dump_json(threads=2, walk_ahead=True)
+            first = bytes(next(blocks))
+            if overlap.ENABLED:
+                assert _walkers()
+            blocks.close()
+            assert not _walkers()
+            assert b"".join(bytes(b) for b in store.dump_json(threads=1)).startswith(first)
+
+
+def test_cli_dump_json_threads(rocketmq_path, kafka_path, tmp_path, capsys, monkeypatch):
+    """The CLI's dump (JSON, text, a group's backlog) walks ahead: the same output and exit for every
+    thread count, and no thread left once it returns."""
+    from segstore_rocketmq import store as rocketmq_store
+
+    walks: list[int] = []
+
+    def counted(tasks, run, threads, window):
+        walks.append(threads)
+        return overlap.ahead(tasks, run, threads, window)
+
+    for module in (rocketmq_store, kafka_store):
+        monkeypatch.setattr(module, "ahead", counted)
+    copy = str(tmp_path / "r")      # a RocketMQ group's offsets (a Kafka one's need __consumer_offsets)
+    shutil.copytree(rocketmq_path, copy)
+    with segstore.open(copy, mode="a") as store:
+        store.commit_offsets("g", {("t1", 0): 20, ("t2", 1): 7})
+    for path, backlog in ((copy, [["--json", "--group", "g"], ["--group", "g"]]), (kafka_path, [])):
+        for flags in (["--json"], [], *backlog):
+            outputs = []
+            for threads in ("1", "2", "7"):
+                outputs.append((cli.main(["dump", path, *flags, "--threads", threads]), capsys.readouterr()))
+                assert not _walkers()
+            assert outputs[0][0] == 0 and outputs[0][1].out.count("\n") > 100, (path, flags)
+            assert outputs.count(outputs[0]) == 3, (path, flags)
+    # walked ahead with threads 2 and 7: RocketMQ's four dumps, Kafka's JSON (its text is one thread's)
+    assert walks == [2, 7] * 5
     for bad in ("0", "two"):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["dump", rocketmq_path, "--json", "--threads", bad])
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert f"--threads: expected a whole number of threads, at least 1, found '{bad}'" in err
+
+
+def test_cli_dump_stops_its_walk_ahead_when_the_write_fails(rocketmq_path, kafka_path):
+    """A write that fails mid-dump (the pipe's reader gone): the walk ahead's threads are done when the
+    CLI's dump raises, before the store it reads is closed."""
+    import io
+
+    class Gone(io.TextIOWrapper):
+        def __init__(self) -> None:
+            super().__init__(io.BytesIO(), encoding="utf-8")
+            self.writes = 0
+
+        @property
+        def buffer(self):
+            return self
+
+        def write(self, block):     # (the raw buffer's write, given blocks)
+            self.writes += 1
+            if self.writes == 2:
+                raise BrokenPipeError(32, "Broken pipe")
+            return len(block)
+
+    for path in (rocketmq_path, kafka_path):
+        with segstore.open(path) as store:
+            out = Gone()
+            with pytest.raises(BrokenPipeError):
+                cli._dumped(store.dump_json, out, threads=2)
+            assert out.writes == 2 and not _walkers()
 
 
 # -- verify -----------------------------------------------------------------------------------

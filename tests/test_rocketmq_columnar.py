@@ -364,6 +364,65 @@ def test_a_projection_of_property_columns_builds_the_full_batch_columns(data):
 
 
 @needs_c
+@settings(max_examples=60)
+@given(region(), st.lists(st.sampled_from(ROCKETMQ_SCHEMA.names), min_size=1, max_size=8, unique=True),
+       st.booleans())
+def test_a_batch_exported_in_one_call_equals_its_arrays_wrapped_one_by_one(data, names, whole):
+    """``build_batch``'s one C call (``_speedups.export_arrays``, through the Arrow C data interface) gives
+    the batch pyarrow's ``from_buffers`` gives a call an array (``exported=False``), every column and any
+    projection, in its order; the batch outlives its rows and the view's other references."""
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    schema = ROCKETMQ_SCHEMA if whole else project(ROCKETMQ_SCHEMA, names)
+    exported = columnar.build_batch(view, rows, schema)
+    wrapped = columnar.build_batch(view, rows, schema, exported=False)
+    assert exported.schema == wrapped.schema == schema
+    exported.validate(full=True)
+    assert exported.equals(wrapped)
+    def ipc(batch) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue().to_pybytes()
+
+    expected = ipc(wrapped)
+    del rows, wrapped
+    assert ipc(exported) == expected
+
+
+@needs_c
+def test_export_arrays_refuses_a_layout_its_buffers_do_not_hold():
+    """A spec whose buffers hold less than its lengths say is a ValueError, never memory handed to Arrow
+    past a buffer's end."""
+    e = columnar._speedups.export_arrays
+    ints = np.arange(4, dtype=np.int64)
+    offsets = np.array([0, 2, 5], np.int32)
+    data = np.zeros(5, np.uint8)
+    good = (b"t", 2, 0, (None,), ((b"f\x08", 2, 0, (None, ints), ()),
+                                  (b"s", 2, 0, (None, offsets, data), ())))
+    columnar._speedups.release_arrays(e(good))
+    for bad, said in [
+        ((b"f\x08", 5, 0, (None, ints), ()), "at least 40 bytes"),
+        ((b"s", 2, 0, (None, offsets, data[:4]), ()), "at least 5 bytes"),
+        ((b"s", 3, 0, (None, offsets, data), ()), "at least 16 bytes"),
+        ((b"s", 2, 1, (None, offsets, data), ()), "a buffer, found None"),
+        ((b"l", 2, 0, (None, offsets), ((b"f\x08", 4, 0, (None, ints), ()),)), "a child of at least 5"),
+        ((b"t", 3, 0, (None,), ((b"f\x08", 2, 0, (None, ints), ()),)), "a child of at least 3"),
+        ((b"x", 2, 0, (None,), ()), "a known kind"),
+        ((b"s", 2, 0, (None, np.array([1, 2, 5], np.int32), data), ()), "offsets from 0 up"),
+        ((b"f\x08", -1, 0, (None, ints), ()), "a known kind"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            e(bad)
+    nested = good
+    for _ in range(9):
+        nested = (b"t", 2, 0, (None,), (nested,))
+    with pytest.raises(ValueError, match="nested at most 8 deep"):
+        e(nested)
+
+
+@needs_c
 @settings(max_examples=30)
 @given(region())
 def test_rows_of_a_known_topic_build_the_topic_column_the_gather_builds(data):

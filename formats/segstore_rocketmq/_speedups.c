@@ -12,6 +12,7 @@
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
  *   _speedups_text.c     text_lines: the message lines of the text dump (columnar.py)
  *   _speedups_restore.c  a conversion's columns back into messages (arrowwrite.py, conversion.py)
+ *   _speedups_arrow.c    export_arrays: a batch's columns handed to Arrow in one call (columnar.py)
  *
  * This file holds what they share (the message layout below, constants, the append's parse
  * types and helpers), init(AppendResult) (the result dataclass the appends build, and where its
@@ -656,6 +657,7 @@ make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t p
 #include "_speedups_json.c"
 #include "_speedups_text.c"
 #include "_speedups_restore.c"
+#include "_speedups_arrow.c"
 
 /* ------------------------------------------------------------------------------ */
 /* init */
@@ -735,6 +737,9 @@ static PyMethodDef methods[] = {
     {"header_lists", header_lists, METH_VARARGS,
      "header_lists(n, slots, props) -> the five buffers of a list<struct<key, value>> column"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
+    {"export_arrays", export_arrays, METH_O,
+     "export_arrays(spec) -> address of an ArrowArray over the spec's buffers (see _speedups_arrow.c)."},
+    {"release_arrays", release_arrays, METH_O, "release_arrays(address): free what export_arrays returned."},
     {"first_headers", first_headers, METH_VARARGS,
      "first_headers(rows, key_offsets, keys, value_offsets, values, valid, name, marked, numbers) -> "
      "rows whose value is not a plain decimal"},

@@ -464,15 +464,16 @@ class _Variable:
                                                    (int(used.sum(dtype=np.int64)), np.uint8)])
 
     def array(self) -> pa.Array:
-        import pyarrow as pa
+        return _assembled(self.kind, self.spec())
 
+    def spec(self) -> Spec:
+        """The column as an :data:`Spec` (its buffers)."""
         n = len(self.lengths)
         bitmap, nulls = None, 0
         if self.valid is not None:
             nulls = n - int(np.count_nonzero(self.valid))
-            bitmap = pa.py_buffer(np.packbits(self.valid, bitorder="little")) if nulls else None
-        buffers = [bitmap, pa.py_buffer(self.offsets), pa.py_buffer(self.data)]
-        return pa.Array.from_buffers(self.kind, n, buffers, null_count=nulls)
+            bitmap = np.packbits(self.valid, bitorder="little") if nulls else None
+        return (_BINARY, n, nulls, (bitmap, self.offsets, self.data), ())
 
 
 def _gather(view: memoryview, n: int, columns: list[_Variable]) -> None:
@@ -491,12 +492,10 @@ def variable_column(kind: pa.DataType, view: memoryview, starts: np.ndarray, len
     return column.array()
 
 
-def _repeated(kind: pa.DataType, value: bytes, n: int) -> pa.Array:
+def _repeated(value: bytes, n: int) -> Spec:
     """A binary/string column of ``value`` in each of ``n`` rows (a batch of one topic): its offsets a
     range, its data ``value`` copied by doubling, where a gather read every row's bytes
     (``bench_spark``'s every-column query: 34 instructions a row)."""
-    import pyarrow as pa
-
     size = len(value)
     offsets, data = pooled_together([(n + 1, np.int32), (n * size, np.uint8)])
     np.multiply(np.arange(n + 1, dtype=np.int32), size, out=offsets)
@@ -507,13 +506,13 @@ def _repeated(kind: pa.DataType, value: bytes, n: int) -> pa.Array:
             step = min(filled, len(data) - filled)
             data[filled:filled + step] = data[:step]
             filled += step
-    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return (_BINARY, n, 0, (None, offsets, data), ())
 
 
-def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+def _fixed(values: np.ndarray) -> Spec:
+    """A fixed-width column of ``values`` (no nulls) as a :data:`Spec`."""
+    values = np.ascontiguousarray(values)
+    return (_FIXED[values.dtype.itemsize], len(values), 0, (None, values), ())
 
 
 class _Properties:
@@ -540,17 +539,14 @@ class _Properties:
         self.tokens, self.token_lens = tokens[:count], token_lens[:count]
 
 
-def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarray,
-             valid: np.ndarray | None = None, nulls: int = 0) -> pa.Array:
-    import pyarrow as pa
-
-    """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``;
+def _strings(count: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray | None = None,
+             nulls: int = 0) -> Spec:
+    """A binary/string column of ``count`` values over ``offsets`` and ``data`` as a :data:`Spec`;
     ``valid`` (uint8, one per value) is read only when ``nulls``."""
     bitmap = None
     if nulls and valid is not None:
-        bitmap = pa.py_buffer(np.packbits(valid[:count].view(bool), bitorder="little"))
-    return pa.Array.from_buffers(kind, count, [bitmap, pa.py_buffer(offsets[:count + 1]),
-                                               pa.py_buffer(data[:int(offsets[count])])], null_count=nulls)
+        bitmap = np.packbits(valid[:count].view(bool), bitorder="little")
+    return (_BINARY, count, nulls, (bitmap, offsets, data), ())
 
 
 class _PropertyColumns:
@@ -562,8 +558,6 @@ class _PropertyColumns:
     only ``key`` (``tokens`` empty), for a batch that wants no ``keys`` list either."""
 
     def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False, key_only: bool = False) -> None:
-        import pyarrow as pa
-
         n = len(rows)
         lengths = rows["props_len"]
         total = int(lengths.sum(dtype=np.int64))
@@ -582,15 +576,16 @@ class _PropertyColumns:
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
             data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only,
             not (keys_only and key_only))
-        self.names: pa.Array | None = None
-        self.values: pa.Array | None = None
-        self.tags: pa.Array | None = None
+        self.items = items
+        self.names: Spec | None = None
+        self.values: Spec | None = None
+        self.tags: Spec | None = None
         if not keys_only:
-            self.names = _strings(pa.string(), items, names, data[0])
-            self.values = _strings(pa.binary(), items, values, data[1])
-            self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
-        self.tokens = _strings(pa.string(), count, tokens, data[3])
-        self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
+            self.names = _strings(items, names, data[0])
+            self.values = _strings(items, values, data[1])
+            self.tags = _strings(n, tags, data[2], tag_valid, tag_nulls)
+        self.tokens = _strings(count, tokens, data[3])
+        self.key = _strings(n, keys, data[4], key_valid, key_nulls)
 
 
 def host_text_bound(rows: Rows, which: int) -> int:
@@ -611,11 +606,9 @@ def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data[:used]
 
 
-def _host_column(rows: Rows, which: int) -> pa.Array:
-    import pyarrow as pa
-
+def _host_column(rows: Rows, which: int) -> Spec:
     offsets, data = _host_texts(rows, which)
-    return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return (_BINARY, len(rows), 0, (None, offsets, data), ())
 
 
 class JsonWriter:
@@ -687,61 +680,147 @@ def _fixed_columns() -> dict[str, tuple[str, pa.DataType]]:
 _PROPERTY_COLUMNS = frozenset({"key", "tags", "keys", "properties", "headers"})
 
 
-def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+#: A column's layout as ``_speedups.export_arrays`` takes it (see ``_speedups_arrow.c``): ``(kind, length,
+#: null_count, buffers, children)``, kind ``b"f" + width`` (fixed width), ``b"s"`` (binary or string),
+#: ``b"l"`` (list or map), ``b"t"`` (struct); buffers numpy arrays (or None: no validity).
+Spec = tuple[bytes, int, int, tuple[Any, ...], tuple[Any, ...]]
+_BINARY, _LIST, _STRUCT = b"s", b"l", b"t"
+_FIXED = {1: b"f\x01", 2: b"f\x02", 4: b"f\x04", 8: b"f\x08"}
+
+
+def _assembled(kind: pa.DataType, spec: Spec) -> pa.Array:
+    """The array ``spec`` lays out, of type ``kind``, by pyarrow's ``from_buffers`` (a call per array:
+    the reference of ``_speedups.export_arrays``, which hands the whole batch over in one)."""
     import pyarrow as pa
 
-    from segstore.columns import HEADER
+    _, n, nulls, buffers, children = spec
+    if pa.types.is_map(kind):
+        keys, items = (_assembled(f.type, child) for f, child in zip((kind.key_field, kind.item_field),
+                                                                       children[0][4], strict=True))
+        return pa.MapArray.from_arrays(_assembled(pa.int32(), _fixed(buffers[1][:n + 1])), keys, items)
+    if pa.types.is_list(kind):
+        items = _assembled(kind.value_type, children[0])
+        return pa.ListArray.from_arrays(_assembled(pa.int32(), _fixed(buffers[1][:n + 1])), items)
+    if pa.types.is_struct(kind):
+        fields = list(kind)
+        arrays = [_assembled(f.type, child) for f, child in zip(fields, children, strict=True)]
+        return pa.StructArray.from_arrays(arrays, fields=fields)
+    bitmap = pa.py_buffer(buffers[0]) if nulls else None
+    if len(buffers) == 3:       # binary or string: the used part of the data
+        offsets = buffers[1][:n + 1]
+        data = buffers[2][:int(offsets[n])]
+        return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                     null_count=nulls)
+    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(buffers[1])], null_count=nulls)
 
+
+def _column_specs(view: memoryview, rows: Rows, names: list[str]) -> list[Spec]:
+    """The columns ``names`` (of :data:`segstore.columns.ROCKETMQ_SCHEMA`, ``propertiesBytes`` not
+    among them) of the rows as :data:`Spec` layouts, their buffers filled by the C calls."""
     fixed = _fixed_columns()
     n = len(rows)
-    wanted = set(schema.names)
+    wanted = set(names)
     p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"},
                          key_only="keys" not in wanted) if wanted & _PROPERTY_COLUMNS else None
     # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
-        var["value"] = _Variable(pa.binary(), rows["body_pos"], rows["body_len"])
+        var["value"] = _Variable(_kinds()["value"], rows["body_pos"], rows["body_len"])
     repeated = rows.topic is not None and len(rows.topic) * n < 1 << 31      # int32 offsets
     if "topic" in wanted and not repeated:
-        var["topic"] = _Variable(pa.string(), rows["topic_pos"], rows["topic_len"])
+        var["topic"] = _Variable(_kinds()["topic"], rows["topic_pos"], rows["topic_len"])
     _gather(view, n, list(var.values()))
-    built = {name: column.array() for name, column in var.items()}
+    built: dict[str, Spec] = {name: column.spec() for name, column in var.items()}
     if "topic" in wanted and repeated:
-        built["topic"] = _repeated(pa.string(), cast(bytes, rows.topic), n)
+        built["topic"] = _repeated(cast(bytes, rows.topic), n)
     if p is not None:
         built["key"] = p.key
         if p.tags is not None:
             built["tags"] = p.tags
 
-    columns = []
-    for field in schema:
-        name = field.name
+    columns: list[Spec] = []
+    for name in names:
         if name in fixed:
-            source, kind = fixed[name]
-            column = _fixed(kind, rows[source])
+            column = _fixed(rows[fixed[name][0]])
         elif name in ("value", "topic", "key", "tags"):
             column = built[name]
         elif name == "timestampType":
-            column = _fixed(pa.int32(), np.zeros(n, np.int32))
+            column = _fixed(np.zeros(n, np.int32))
         elif name == "keys":
             assert p is not None
-            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens)
-        elif name == "properties":
+            column = (_LIST, n, 0, (None, p.token_offsets), (p.tokens,))
+        elif name in ("properties", "headers"):     # a map is a list of (key, value) structs
             assert p is not None and p.names is not None and p.values is not None
-            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names,
-                                             p.values.view(pa.string()))
-        elif name == "headers":
-            assert p is not None and p.names is not None and p.values is not None
-            items = pa.StructArray.from_arrays([p.names, p.values], fields=list(HEADER))
-            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
+            pairs = (_STRUCT, p.items, 0, (None,), (p.names, p.values))
+            column = (_LIST, n, 0, (None, p.item_offsets), (pairs,))
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
-        elif name == "propertiesBytes":
-            column = _stored_properties_column(view, rows)
         else:
             raise AssertionError(f"no builder for column {name}")
         columns.append(column)
     return columns
+
+
+@functools.cache
+def _kinds() -> dict[str, pa.DataType]:
+    """The Arrow type of each column of :data:`segstore.columns.ROCKETMQ_SCHEMA`."""
+    from segstore.columns import ROCKETMQ_SCHEMA
+
+    return {field.name: field.type for field in ROCKETMQ_SCHEMA}
+
+
+def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+    """The columns of ``schema`` laid out by the C calls and wrapped by pyarrow a call per array (what
+    :func:`_exported` hands over in one)."""
+    names = [name for name in schema.names if name != "propertiesBytes"]
+    made = dict(zip(names, _column_specs(view, rows, names), strict=True))
+    return [_stored_properties_column(view, rows) if field.name == "propertiesBytes"
+            else _assembled(field.type, made[field.name]) for field in schema]
+
+
+class _Export(NamedTuple):
+    """What :func:`_exported` needs of a schema, worked out once per schema object."""
+
+    schema: pa.Schema      # kept: its id is the key
+    names: list[str]       # the columns laid out in C: the schema's but propertiesBytes
+    inner: pa.Schema       # those columns' schema
+    stored_at: int         # propertiesBytes' place in schema, -1 for none
+
+
+#: by ``id(schema)``: the schemas of a process are few (the projections scans ask for)
+_exports: dict[int, _Export] = {}
+
+
+def _export_of(schema: pa.Schema) -> _Export:
+    found = _exports.get(id(schema))
+    if found is not None and found.schema is schema:
+        return found
+    stored_at = schema.get_field_index("propertiesBytes")
+    inner = schema if stored_at < 0 else schema.remove(stored_at)
+    found = _Export(schema, inner.names, inner, stored_at)
+    if len(_exports) >= 64:
+        _exports.clear()
+    _exports[id(schema)] = found
+    return found
+
+
+def _exported(view: memoryview, rows: Rows, schema: pa.Schema) -> pa.RecordBatch:
+    """:func:`build_batch` with the columns handed to pyarrow in one call (``_speedups.export_arrays``,
+    through the Arrow C data interface): the Python a batch took to wrap them (~30 pyarrow calls) ran
+    one thread at a time in a scan on several."""
+    import pyarrow as pa
+
+    export = _export_of(schema)
+    spec = (_STRUCT, len(rows), 0, (None,), tuple(_column_specs(view, rows, export.names)))
+    address = _speedups.export_arrays(spec)
+    try:
+        batch = pa.RecordBatch._import_from_c(address, export.inner)
+    finally:
+        _speedups.release_arrays(address)     # the struct freed; released too where the import failed
+    if export.stored_at >= 0:
+        batch = batch.add_column(export.stored_at, schema.field(export.stored_at),
+                                 _stored_properties_column(view, rows))
+    return batch
 
 
 def _stored_properties_column(view: memoryview, rows: Rows) -> pa.Array:
@@ -813,9 +892,13 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
     return columns
 
 
-def build_batch(view: memoryview, rows: Rows, schema: pa.Schema | None = None) -> pa.RecordBatch:
+def build_batch(view: memoryview, rows: Rows, schema: pa.Schema | None = None, *, exported: bool = True
+                ) -> pa.RecordBatch:
     """The rows (from :func:`decode_region` over ``view``) as a batch of ``schema`` (a projection of
     :data:`segstore.columns.ROCKETMQ_SCHEMA`; all of it when None); only its columns are built.
+    With the C accelerator, the columns are laid out in C and (``exported``, unless the schema has
+    none but ``propertiesBytes`` or the rows are none) handed to pyarrow in one call
+    (:func:`_exported`), else wrapped a pyarrow call an array.
     Runtime complexity: ``O(rows + bytes of the variable columns built)``."""
     import pyarrow as pa
 
@@ -823,6 +906,8 @@ def build_batch(view: memoryview, rows: Rows, schema: pa.Schema | None = None) -
         from segstore.columns import ROCKETMQ_SCHEMA
 
         schema = ROCKETMQ_SCHEMA
+    if exported and _speedups is not None and len(rows) and schema.names != ["propertiesBytes"]:
+        return _exported(view, rows, schema)
     build = _build_c if _speedups is not None else _build_py
     return pa.RecordBatch.from_arrays(build(view, rows, schema), schema=schema)
 

@@ -24,9 +24,8 @@ import functools
 import heapq
 import itertools
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -52,7 +51,7 @@ from segstore.errors import (
     shown_number,
 )
 from segstore.javatext import parse_int
-from segstore.overlap import in_rounds, overlapped, thread_count
+from segstore.overlap import ahead, in_rounds, overlapped, thread_count
 from segstore.records import Message, Record, header_pairs, integer_field, message_list, message_timestamp
 from segstore.search import Bound, search
 from segstore.store import (
@@ -166,6 +165,9 @@ MAX_PHYSICAL_OFFSET = 2**63 - 1
 MAX_QUEUE_OFFSET = (2**63 - 1) // CQ_ROW
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
+#: Ranges a thread of a dump's walk ahead (``walk_ahead``) may have formatted past the block the caller
+#: holds (:func:`segstore.overlap.ahead`): each holds a range's text, about twice its bytes.
+DUMP_AHEAD = 2
 #: a dump's line writer (``columnar.JsonWriter``, ``columnar.TextWriter``)
 _W = TypeVar("_W")
 #: Reads of a record that does not decode past the queues' end before its error (a live writer's).
@@ -1980,7 +1982,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
                           make: Callable[[memoryview, columnar.Rows], Any], fill: int = columnar.FILL_ALL,
-                          aligned: bool = False) -> Iterator[list[Any]]:
+                          aligned: bool = False, walk_ahead: bool = False
+                          ) -> Generator[list[Any], None, None]:
         """``make(view, rows)`` of the rows :meth:`_region_rows` walks (decoding ``fill``; ``aligned`` as
         there), on ``threads`` threads: per byte range (:meth:`_split_ranges`) the list of what it
         made, in log order.
@@ -1993,7 +1996,11 @@ class RocketMQStore(LifecycleMixin, Store):
         position after the rows before it, are those of one thread.  ``make`` runs on the walking
         thread; it must be thread-safe.  Memory: ``SPLIT_BYTES`` of rows and their results per range,
         ``PER_ROUND * threads`` ranges at a time (:func:`segstore.overlap.in_rounds`; both in
-        :mod:`.columnar`).
+        :mod:`.columnar`).  ``walk_ahead``: the ranges are walked on ``threads`` threads of their own,
+        up to :data:`DUMP_AHEAD` ranges a thread past the one handed out, also while this generator is
+        suspended (:func:`segstore.overlap.ahead`), for a caller that reads it within one call of its
+        own and closes it (or reads it to its end) before the store can change; closing it waits for
+        the ranges being walked.
         """
         cl = self.commitlog
 
@@ -2023,23 +2030,28 @@ class RocketMQStore(LifecycleMixin, Store):
 
         current, expected, ended = None, 0, False
         ranges = self._split_ranges(start, end, aligned)
-        for task, result, error in in_rounds(ranges, walk, threads, columnar.PER_ROUND * threads):
-            if error is not None:
-                raise error                 # not a data error: a bug or an interrupt, as one thread
-            assert result is not None
-            if task.file is not current:    # its first range begins at a boundary
-                current, expected, ended = task.file, task.begin, False
-            if ended:
-                continue
-            at, stop, reach, made, failure = result
-            if at != expected:              # a guess the range before did not confirm
-                if expected >= stop:
-                    continue                # the range before walked past this whole range
-                at, stop, reach, made, failure = walk(task, expected)
-            yield made
-            if failure is not None:
-                raise failure
-            expected, ended = reach.pos, reach.ended
+        results = (ahead(ranges, walk, threads, DUMP_AHEAD * threads) if walk_ahead
+                   else in_rounds(ranges, walk, threads, columnar.PER_ROUND * threads))
+        try:
+            for task, result, error in results:
+                if error is not None:
+                    raise error                 # not a data error: a bug or an interrupt, as one thread
+                assert result is not None
+                if task.file is not current:    # its first range begins at a boundary
+                    current, expected, ended = task.file, task.begin, False
+                if ended:
+                    continue
+                at, stop, reach, made, failure = result
+                if at != expected:              # a guess the range before did not confirm
+                    if expected >= stop:
+                        continue                # the range before walked past this whole range
+                    at, stop, reach, made, failure = walk(task, expected)
+                yield made
+                if failure is not None:
+                    raise failure
+                expected, ended = reach.pos, reach.ended
+        finally:
+            results.close()     # a walk ahead's threads stop before the caller goes on
 
     def _queue_ranges_rows(self, queues: Sequence[QueueSlice], batch_rows: int, fill: int = columnar.FILL_ALL
                            ) -> Iterator[tuple[memoryview, columnar.Rows]]:
@@ -2566,8 +2578,8 @@ class RocketMQStore(LifecycleMixin, Store):
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
                   begin: int | None = None, end: int | None = None,
-                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None,
+                  walk_ahead: bool = False) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
@@ -2582,6 +2594,13 @@ class RocketMQStore(LifecycleMixin, Store):
         entry.  ``offsets`` (``{(topic, queue): (start, stop)}``): those offsets instead.
         ``O(bytes read)``.  ``tag``: only the messages whose TAGS equal it, queue by queue as
         ``mqadmin printMsg -s`` prints them (:meth:`tagged`; ``offsets`` not taken).
+
+        ``walk_ahead`` (with ``threads`` above 1): the ranges are walked and formatted ahead of the block
+        the caller holds, also while this generator is suspended (:func:`segstore.overlap.ahead`: the
+        caller's own work on a block runs beside the formatting of the next ones), a few ranges a
+        thread at most.  Only for a caller that reads the blocks within one call of its own and closes
+        the generator (or reads it to its end) before it closes or changes the store (the CLI's dump):
+        closing it waits for the threads.  Without it no thread runs while the generator is suspended.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -2616,7 +2635,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
             yield from self._formatted(topic, partition, committed, window, threads, columnar.JsonWriter,
-                                       json_lines)
+                                       json_lines, walk_ahead)
             self._check_queue_ends(topic, partition)
             return
         for msg in self._scan(window=window if window is not None and window.lo is not None else None):
@@ -2660,14 +2679,14 @@ class RocketMQStore(LifecycleMixin, Store):
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
                   begin: int | None = None, end: int | None = None,
-                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None,
+                  walk_ahead: bool = False) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
         lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
         same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
         blocks are views of one reused buffer (valid until the next block is asked for).
-        ``threads``, ``decompress``, ``begin``, ``end``, ``offsets`` and ``tag`` as :meth:`dump_json`
-        (``index``: every index line, whatever the window).  ``O(bytes read)``.
+        ``threads``, ``decompress``, ``begin``, ``end``, ``offsets``, ``tag`` and ``walk_ahead`` as
+        :meth:`dump_json` (``index``: every index line, whatever the window).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -2694,7 +2713,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         window = self._windows(topic, partition, begin, end, offsets)
         yield from self._formatted(topic, partition, committed, window, threads, columnar.TextWriter,
-                                   text_lines)
+                                   text_lines, walk_ahead)
         self._check_queue_ends(topic, partition)
         if index:
             yield from (line.text.encode("utf-8", "surrogatepass") + b"\n"
@@ -2742,13 +2761,14 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _formatted(self, topic: str | None, partition: int | None, committed: bool, window: _Windows | None,
                    threads: int, new_writer: Callable[[], _W],
-                   lines: Callable[[_W, memoryview, columnar.Rows], bytes | memoryview]
-                   ) -> Iterator[bytes | memoryview]:
+                   lines: Callable[[_W, memoryview, columnar.Rows], bytes | memoryview],
+                   walk_ahead: bool = False) -> Iterator[bytes | memoryview]:
         """The C dumps' walk (:meth:`dump_json`, :meth:`dump_text`): the rows of ``topic``/``partition``
         (None: any; ``committed``: read_committed's; ``window``: its offsets only, walked from its first
         message to its last) region by region in log order, each made ``lines(writer, view, rows)``
-        with a ``new_writer()`` reused region to region, on ``threads`` threads (a writer each).
-        Blocks may be views of a writer's buffer, valid until the next is asked for."""
+        with a ``new_writer()`` reused region to region, on ``threads`` threads (a writer each;
+        ``walk_ahead`` as :meth:`_parallel_regions`).  Blocks may be views of a writer's buffer, valid
+        until the next is asked for."""
         if window is not None and window.lo is None:
             return
         lo, hi = (window.lo, window.hi) if window is not None else (None, None)
@@ -2759,19 +2779,21 @@ class RocketMQStore(LifecycleMixin, Store):
             return rows if window is None or not len(rows) else window.rows(view, rows)
 
         if threads > 1:
-            writers = threading.local()     # a writer (its buffer) per thread, reused range to range
-
-            def made(view: memoryview, rows: columnar.Rows) -> bytes:
+            def made(view: memoryview, rows: columnar.Rows) -> bytes | memoryview:
                 rows = kept(view, rows)
                 if not len(rows):
                     return b""
-                writer = getattr(writers, "writer", None)
-                if writer is None:
-                    writer = writers.writer = new_writer()
-                return bytes(lines(writer, view, rows))
+                # a writer of its own: the block is a view of its buffer, handed out as it is (a copy
+                # into a bytes object held the GIL through a range's text, the other threads waiting)
+                return lines(new_writer(), view, rows)
 
-            for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, made, aligned=aligned):
-                yield from (block for block in blocks if block)
+            regions = self._parallel_regions(lo, hi, _DUMP_ROWS, threads, made, aligned=aligned,
+                                             walk_ahead=walk_ahead)
+            try:
+                for blocks in regions:
+                    yield from (block for block in blocks if block)
+            finally:
+                regions.close()     # (its threads stop before the caller goes on)
             return
         writer = new_writer()
         for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True, aligned=aligned):
