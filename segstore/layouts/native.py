@@ -31,6 +31,12 @@ class NativeLayout(Layout):
         return next(self.store.read(stream.topic, stream.partition, offset, 1), None)
 
     def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
+        # every layout answers the first offset at or after the time, as a scan does; a store whose
+        # own lookup answers as its broker (Kafka 3.8 searches only the first segment whose largest
+        # timestamp reaches the time, so an emptied or v0 segment first answers none) says so apart
+        first = getattr(self.store, "first_offset_from_time", None)
+        if first is not None:
+            return first(stream.topic, stream.partition, timestamp)
         return self.store.offset_for_time(stream.topic, stream.partition, timestamp)
 
     def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
