@@ -260,4 +260,24 @@ slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets
     return 0;
 }
 
+/*
+ * The Arrow C data interface's array (arrow/c/abi.h, an ABI fixed by the Arrow project): what both
+ * plugins' exports (Kafka export_chunk, RocketMQ export_arrays) hand pyarrow to import.
+ */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+#endif
+
 #endif

@@ -32,22 +32,6 @@
  *     partition int32, segment int64: one value for the chunk; topic: one string for the chunk.
  */
 
-#ifndef ARROW_C_DATA_INTERFACE
-#define ARROW_C_DATA_INTERFACE
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-#endif
-
 /* KAFKA_SCHEMA's columns, in its order (columnar._export_of numbers them so). */
 enum {
     EK_KEY, EK_VALUE, EK_TOPIC, EK_PARTITION, EK_OFFSET, EK_TIMESTAMP, EK_TIMESTAMP_TYPE, EK_HEADERS,

@@ -1798,12 +1798,7 @@ class KafkaStore(Store):
             through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
-        self._check_topic(topic)
-        self._check_partition(partition)
-        self._check_time("lookup", timestamp, required=True)
-        if (topic, partition) not in self._partitions():
-            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
-        found = self.partition_of(topic, partition).offset_for_time(timestamp)
+        found = self._time_lookup_partition(topic, partition, timestamp).offset_for_time(timestamp)
         return None if found is None else found.offset
 
     def first_offset_from_time(self, topic: str, partition: int, timestamp: int) -> int | None:
@@ -1815,13 +1810,18 @@ class KafkaStore(Store):
         :raises ConfigError: as :meth:`offset_for_time`.
         :raises NotFoundError: the store holds no such partition.
         """
+        found = self._time_lookup_partition(topic, partition, timestamp).first_offset_from_time(timestamp)
+        return None if found is None else found.offset
+
+    def _time_lookup_partition(self, topic: str, partition: int, timestamp: int) -> Partition:
+        """The partition a time lookup searches, its arguments checked (the errors of
+        :meth:`offset_for_time`)."""
         self._check_topic(topic)
         self._check_partition(partition)
         self._check_time("lookup", timestamp, required=True)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
-        found = self.partition_of(topic, partition).first_offset_from_time(timestamp)
-        return None if found is None else found.offset
+        return self.partition_of(topic, partition)
 
     # -- segstore.logview.LogView (what the core's generic index layouts use) ----------------
     #: time lookups go by the record timestamp, as the .timeindex and ListOffsets

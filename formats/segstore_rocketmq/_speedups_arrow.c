@@ -27,22 +27,6 @@
  *     release_arrays, which also releases it where no import took it.
  */
 
-#ifndef ARROW_C_DATA_INTERFACE
-#define ARROW_C_DATA_INTERFACE
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-#endif
-
 /* Nesting deeper than this is refused (the schemas here nest three deep). */
 #define EXPORT_DEPTH 8
 
