@@ -280,4 +280,11 @@ struct ArrowArray {
 };
 #endif
 
+/* The release of an exported child array: its memory is its root's, freed by the root's release. */
+static inline void
+arrow_release_child(struct ArrowArray *array)
+{
+    array->release = NULL;
+}
+
 #endif

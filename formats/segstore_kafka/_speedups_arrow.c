@@ -56,12 +56,6 @@ typedef struct {
 } ChunkExport;
 
 static void
-export_release_child(struct ArrowArray *array)
-{
-    array->release = NULL;      /* its memory is the parent's */
-}
-
-static void
 export_release(struct ArrowArray *array)
 {
     ChunkExport *ex = array->private_data;
@@ -91,7 +85,7 @@ export_array(ChunkExport *ex, int i, int64_t length, int64_t null_count, int n_b
     a->buffers = &ex->buffers[i * 3];
     a->children = NULL;
     a->dictionary = NULL;
-    a->release = export_release_child;
+    a->release = arrow_release_child;
     a->private_data = NULL;
     return a;
 }

@@ -56,12 +56,6 @@ rows_export_free(RowsExport *ex)
 }
 
 static void
-rows_export_release_child(struct ArrowArray *array)
-{
-    array->release = NULL;      /* its memory is the root's */
-}
-
-static void
 rows_export_release(struct ArrowArray *array)
 {
     RowsExport *ex = array->private_data;
@@ -178,7 +172,7 @@ spec_fill(RowsExport *ex, PyObject *spec, Py_ssize_t *at, Py_ssize_t *kid_at, Py
     a->buffers = &ex->pointers[*buf_at];
     a->children = nk ? &ex->children[*kid_at] : NULL;
     a->dictionary = NULL;
-    a->release = rows_export_release_child;
+    a->release = arrow_release_child;
     a->private_data = NULL;
     *buf_at += nb;
     *kid_at += nk;
