@@ -394,7 +394,14 @@ class _Batch:
         topics = pc.dictionary_encode(batch.column("topic"))
         codes = arrays.int64s(topics.indices)
         partitions = arrays.int64s(batch.column("partition"))
-        group = (codes << 32) | partitions
+        span = int(partitions.max()) + 1 if n else 1
+        if (n and not topics.null_count and int(partitions.min()) >= 0
+                and len(topics.dictionary) * span <= 1 << 16):
+            # the same order from a 16-bit key (numpy's stable sort is a radix sort there, a timsort
+            # for int64: 0.46 against 2.25 ms a 64k-row batch of 16 partitions)
+            group = (codes * span + partitions).astype(np.uint16)
+        else:
+            group = (codes << 32) | partitions
         order = np.argsort(group, kind="stable")
         edges = np.concatenate(([0], np.flatnonzero(np.diff(group[order])) + 1, [n]))
         names = topics.dictionary.to_pylist()
@@ -550,11 +557,19 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
                 return None, err
 
         encoded = shared(encode, planned)
+        # appended a partition at a time (each partition's batches in order; the partitions' files are
+        # apart, so the bytes are those of one batch after another), a run of them in one write
+        runs: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
+        failed = None
         for (part, pieces, offsets, kind, _), (data, error) in zip(planned, encoded, strict=True):
             if error is not None:
-                raise error
-            assert data is not None
-            self._append(part, pieces, offsets, kind, data)
+                failed = error
+                break
+            runs.setdefault(id(part), (part, []))[1].append((pieces, offsets, kind, data))
+        for part, batches in runs.values():
+            self._append(part, batches)
+        if failed is not None:
+            raise failed
 
     def _encode(self, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray, kind: tuple[Any, ...],
                 base: int) -> bytes:
@@ -568,17 +583,34 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             is_control=bool(control), timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
             log_append_time=log_append_time, compression_level=None if control else self.level)
 
-    def _append(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
-                kind: tuple[Any, ...], data: bytes) -> None:
+    def _append(self, part: Any, batches: list[tuple[Any, ...]]) -> None:
+        """Append a partition's encoded batches (``(pieces, offsets, kind, data)`` each), in order: runs
+        of them through :meth:`Partition.append_encoded_run`, one whose batch would pass
+        ``segment.bytes`` or ``max.message.bytes`` as halves (:meth:`_append_halves`)."""
+        datas: list[bytes] = []
+        rows: list[list[tuple[Columns, np.ndarray]]] = []
+        for pieces, offsets, kind, data in batches:
+            if len(data) > self.batch_limit and len(offsets) > 1:
+                if datas:
+                    part.append_encoded_run(datas, lambda i, rows=rows: _now(rows[i]))
+                    datas, rows = [], []
+                self._append_halves(part, pieces, offsets, kind, data)
+                continue
+            datas.append(data)
+            rows.append(pieces)
+        if datas:
+            part.append_encoded_run(datas, lambda i: _now(rows[i]))
+
+    def _append_halves(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
+                       kind: tuple[Any, ...], data: bytes) -> None:
         """Append the rows' batch ``data``, or the rows as halves while their batch would pass
         ``segment.bytes`` or ``max.message.bytes``."""
         if len(data) > self.batch_limit and len(offsets) > 1:
             half = len(offsets) // 2
             for rows, at in zip(_split(pieces, half), (offsets[:half], offsets[half:]), strict=True):
-                self._append(part, rows, at, kind, self._encode(rows, at, kind, part.next_offset))
+                self._append_halves(part, rows, at, kind, self._encode(rows, at, kind, part.next_offset))
             return
-        now = max(int(columns.timestamps[rows].max()) for columns, rows in pieces if len(rows))
-        part.append_encoded(data, now_ms=now, check_times=False)
+        part.append_encoded(data, now_ms=_now(pieces), check_times=False)
 
     def flush_all(self) -> None:
         for key in list(self.pending):
@@ -605,6 +637,12 @@ def _check_batch_room(part: Any, name: str) -> None:
         if value < MIN_BATCH_BYTES:
             raise ConfigError(f"expected {setting} of at least {MIN_BATCH_BYTES} (the smallest record batch) "
                               f"for partition {name} to convert records into, found {value}")
+
+
+def _now(pieces: list[tuple[Columns, np.ndarray]]) -> int:
+    """The time a batch of the rows ``pieces`` is appended at: their largest timestamp (a conversion
+    replays records a broker took; ``segment.ms`` counts from it where the segment has no time)."""
+    return max(int(columns.timestamps[rows].max()) for columns, rows in pieces if len(rows))
 
 
 def _split(pieces: list[tuple[Columns, np.ndarray]], at: int

@@ -20,7 +20,7 @@ Thread-safety: not thread-safe; the owning partition serialises access.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -34,8 +34,8 @@ from segstore.search import Bound, search
 from . import batch as codec
 from . import columnar
 from .compression import decompress
-from .offsetindex import KafkaIndex, OffsetIndex
-from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .offsetindex import OFFSET_ENTRY, KafkaIndex, OffsetIndex
+from .timeindex import NO_TIMESTAMP, TIME_ENTRY, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
@@ -728,6 +728,74 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += len(data)
         return position
+
+    def append_run(self, datas: Sequence[bytes], last_offsets: Sequence[int], max_timestamps: Sequence[int],
+                   *, segment_bytes: int, segment_ms: int) -> int:
+        """Append the first batches of ``datas`` (``last_offsets`` and ``max_timestamps`` read from their
+        headers, offsets increasing past the segment's) that :meth:`append` would append one after
+        another without :meth:`should_roll` rolling before one, with the same index entries (Kafka 3.8
+        ``LogSegment.append``: one when ``bytesSinceLastIndexEntry > indexIntervalBytes``, per batch), in
+        one write of the log and one of each index; returns how many.  It stops before a batch that
+        rolls, or whose entry :meth:`append` would refuse (for that one to go through it and raise), or
+        where ``should_roll`` would need the time now (a segment whose batches carry no timestamp):
+        the caller appends that one as it appends one batch.  ``O(batches)`` Python, 3 writes.
+        """
+        size = start = self.log.size
+        rolling = self.rolling_timestamp()
+        best = self.max_timestamp_so_far()
+        ts, ts_offset = best.timestamp, best.offset
+        offsets, times = self.offset_index, self.time_index
+        n_offsets, offsets_room = len(offsets), offsets.capacity
+        n_times, times_room = len(times), times.capacity - 1      # (TimeIndex.is_full: one slot kept)
+        last_indexed = offsets.last_offset if n_offsets else None
+        last_time = times.last_entry
+        time_mark, time_offset = last_time.timestamp, last_time.offset
+        since, interval, base = self.bytes_since_last_index_entry, self.index_interval_bytes, self.base
+        offset_rows: list[tuple[int, int]] = []
+        time_rows: list[tuple[int, int]] = []
+        count = 0
+        for data, last, largest in zip(datas, last_offsets, max_timestamps, strict=True):
+            n = len(data)
+            # should_roll as append sees it, the batches before this one in
+            if size and (rolling is None or rolling < 0):
+                break       # (it would measure segment.ms from the time now)
+            if (size > segment_bytes - n or (size and largest - rolling > segment_ms)  # type: ignore[operator]
+                    or n_offsets >= offsets_room or n_times >= times_room or last - base > 0x7FFFFFFF):
+                break
+            new_ts, new_offset = (largest, last) if largest > ts else (ts, ts_offset)
+            if since > interval:
+                if (last_indexed is not None and last <= last_indexed) or (
+                        n_times and (new_offset < time_offset or new_ts < time_mark)):
+                    break   # (append's entry raises)
+                offset_rows.append((last - base, size))
+                last_indexed = last
+                n_offsets += 1
+                if new_ts > time_mark:
+                    time_rows.append((new_ts, new_offset - base))
+                    time_mark, time_offset = new_ts, new_offset
+                    n_times += 1
+                since = 0
+            if not size:
+                rolling = largest
+            ts, ts_offset = new_ts, new_offset
+            since += n
+            size += n
+            count += 1
+        if not count:
+            return 0
+        offsets.reserve(max(1, len(offset_rows)))     # (as append reserves: before the log's bytes)
+        times.reserve(max(1, len(time_rows)))
+        self.log.append_many(datas[:count])
+        if not start:
+            self._rolling_ts = rolling
+        if ts > best.timestamp:
+            self._max_ts = TimestampOffset(ts, ts_offset)
+        if offset_rows:
+            offsets.append_array(np.array(offset_rows, dtype=OFFSET_ENTRY))
+        if time_rows:
+            times.append_array(np.array(time_rows, dtype=TIME_ENTRY))
+        self.bytes_since_last_index_entry = since
+        return count
 
     def on_become_inactive(self) -> None:
         """On roll: force the max timestamp into the time index, trim the indexes, flush."""
