@@ -780,15 +780,38 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         missing = None if printed else _missing_selection(store, args)
         if args.json and not narrowed and isolation != READ_COMMITTED and missing is None:
             _say_not_carried(store, args)
+        misses = _time_misses(store, args) if missing is None else []
     if missing is not None:
         raise missing
     if (timed or args.tag is not None) and not printed:
-        # like query: a window or tag that holds nothing is a miss, said on stderr
+        # like query: a window or tag that holds nothing is a miss, said on stderr, and why where the
+        # broker's lookup found none of the records stored from --begin on
         tagged = f" tagged {cut(args.tag)}" if args.tag is not None else ""
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{tagged}"
                          f"{_window_words(args)}\n")
+        sys.stderr.writelines(f"segstore dump: {line}\n" for line in misses)
         return EXIT_NO_HITS
+    sys.stderr.writelines(f"segstore dump: note: {line}\n" for line in misses)
     return EXIT_OK
+
+
+def _time_misses(store: Store, args: argparse.Namespace) -> list[str]:
+    """``dump --begin``: for each partition selected whose records from ``--begin`` on (to ``--end``) the
+    broker's time lookup does not find, though some are stored, why (the store's ``time_lookup_miss``,
+    what ``query --timestamp`` says: Kafka's lookup searches only the first segment whose largest timestamp
+    reaches the time, a segment of v0 messages measured by its file's mtime), so that a dump printing none
+    of them says so; none for a store without such lookups, or without ``--begin``."""
+    miss = getattr(store, "time_lookup_miss", None)
+    if miss is None or args.begin is None:
+        return []
+    partition = _partition(args)
+    lines = []
+    for topic in store.topics() if args.topic is None else [args.topic]:
+        for p in store.partitions(topic):
+            why = miss(topic, p, args.begin, args.end) if partition is None or p == partition else None
+            if why is not None:
+                lines.append(f"{topic}-{p}: nothing dumped from {args.begin}, {why}")
+    return lines
 
 
 def _say_not_carried(store: Any, args: argparse.Namespace) -> None:
@@ -1137,6 +1160,11 @@ class _Follower:
                                      + f"following from {low}\n")
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
+                miss = getattr(store, "time_lookup_miss", None)
+                why = None if miss is None else miss(topic, queue, args.begin)
+                if why is not None:
+                    sys.stderr.write(f"segstore dump: {topic}-{queue}: following from offset {start}, "
+                                     f"{why}\n")
             return max(low if start is None else start, low)
         if end < start:
             sys.stderr.write(f"segstore dump: {topic}-{queue}: the log was truncated to {end} below the "

@@ -28,6 +28,7 @@ from segstore_kafka.partition import KafkaConfig, Partition
 from segstore_kafka.retention import SegmentInfo, plan_deletions
 
 import segstore
+from segstore import cli
 from segstore.cli import main
 from segstore.errors import ConfigError, OffsetOutOfRangeError
 from segstore.records import Message
@@ -285,7 +286,8 @@ T_V2 = 1_600_000_000_000
 
 
 @pytest.mark.parametrize("mtime", ["after the records", "before them"])
-def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys, mtime: str) -> None:
+def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys, monkeypatch, mtime: str
+                                                          ) -> None:
     """v0 messages (Kafka before 0.10.0) carry no timestamp: segment 0's ``maxTimestampSoFar`` is -1 (its
     empty ``.timeindex``'s last entry), so Kafka 3.8.0 ``LogSegment.largestTimestamp`` is its file's
     ``lastModified``, and ``UnifiedLog.searchOffsetInLocalLog`` searches that segment alone for every time
@@ -317,6 +319,31 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
                f".timeindex; its file's mtime, {T0}, taken) reaches it" in err
         assert err.rstrip().endswith("offset 6 (timestamp 1600000000006) of a later segment is the first "
                                      "record at or after it (--offset 6 reads from there)")
+    # dump --begin seeks as a consumer does (ListOffsets), so prints none there either, and says why in
+    # the same words; a window whose records are all before that first later record has nothing to say
+    code, out, err = _run(capsys, "dump", str(part), "--begin", "1600000000006")
+    assert code == (1 if mtime == "after the records" else 0)
+    assert out.count("| offset: ") == (0 if mtime == "after the records" else 2)
+    if mtime == "after the records":
+        lines = err.splitlines()
+        assert lines[0] == ("segstore dump: old/0: no message stored from 2020-09-13T12:26:40.006Z "
+                            "(1600000000006)")
+        assert lines[1].startswith("segstore dump: old-0: nothing dumped from 1600000000006, as Kafka 3.8 "
+                                   "ListOffsets answers it: its lookup searches only the first segment ")
+        assert lines[1].endswith("offset 6 (timestamp 1600000000006) of a later segment is the first record "
+                                 "at or after it") and len(lines) == 2
+        code, _, err = _run(capsys, "dump", str(part), "--begin", "1600000000004", "--end", "1600000000004")
+        assert code == 1 and "nothing dumped from 1600000000004, as Kafka 3.8" in err
+        code, _, err = _run(capsys, "dump", str(part), "--begin", "1600000000002", "--end", "1600000000003")
+        assert code == 1 and err.count("\n") == 1 and "Kafka 3.8" not in err
+    else:
+        assert err == ""
+    if mtime == "after the records":     # a follow from --begin starts at the log end, and says why
+        monkeypatch.setattr(cli, "_reader_gone", lambda out, seconds: True)      # one look, then done
+        code, out, err = _run(capsys, "dump", str(part), "--begin", "1600000000006", "--follow")
+        assert (code, out) == (0, "")
+        assert err.startswith("segstore dump: old-0: following from offset 8, as Kafka 3.8 ListOffsets "
+                              "answers it: ") and err.count("\n") == 1
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
