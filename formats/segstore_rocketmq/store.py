@@ -640,6 +640,9 @@ class RocketMQStore(LifecycleMixin, Store):
                                 self.path)
         self._commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: topic directories under ``consumequeue/`` whose names are not UTF-8, with the queue ids they
+        #: hold: the broker loads none of them, nor does the store (``verify`` names each)
+        self.unloadable_queues: list[tuple[str, list[int]]] = []
         #: ``consumequeue_ext/`` of a filter-enabled broker, read-only (see .consumequeue_ext)
         self.queue_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.index: IndexService | None = None
@@ -753,6 +756,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raise UnsupportedOperationError(
                 "expected consume-queue directories (RocketMQ's file store), found a RocksDB consume-queue "
                 "store (RocketMQ 5.2+ storeType=defaultRocksDB, RocksDBConsumeQueueStore): not covered", root)
+        self.unloadable_queues = found.unloadable
         for topic, queue_id, directory in found.queues:
             if queue_id < 0:    # the broker loads it (Integer.parseInt), segstore holds no such queue
                 raise CorruptDataError(f"expected queue directories named by a queue id of at least 0, "
