@@ -421,7 +421,8 @@ def test_a_file_in_the_way_of_an_opened_store_is_named_so(tmp_path):
      "a directory holding a store, {root}/rocketmq/basic/store (rocketmq); pass its directory"),
     ("kafka", "a directory holding stores, {root}/kafka/gzip (kafka), {root}/kafka/logappendtime (kafka), "
               "{root}/kafka/lz4 (kafka) and 4 more; pass one directory"),
-    ("", "pass --format to say which it should be"),
+    ("", "a directory holding stores, {root}/kafka/gzip (kafka), {root}/kafka/logappendtime (kafka), "
+         "{root}/rocketmq/abort/store (rocketmq) and 7 more; pass one directory"),
 ])
 @pytest.mark.parametrize("command", ["info", "dump", "verify"])
 def test_a_directory_next_to_a_store_names_the_store(command, given, said):
@@ -434,3 +435,24 @@ def test_a_directory_next_to_a_store_names_the_store(command, given, said):
     assert (code, out) == (2, "")
     assert "not a store of any known format (kafka, rocketmq)" in err
     assert said.format(root=root) in err
+
+
+def test_a_directory_of_fixtures_names_stores_three_levels_down(tmp_path):
+    """``segstore info compat_fixtures``, what a new user types first, said "pass --format to say which it
+    should be", which cannot help: the stores lie two and three levels down (``kafka/gzip``,
+    ``rocketmq/basic/store``).  The stores found are named, one of each format first; where none lies
+    within three levels (or among the first 64 directories) the advice is as before."""
+    for name in ("a/b/c/d/t-0", "x/y/store/commitlog"):
+        (tmp_path / name).mkdir(parents=True)
+    code, _, err = cli_run("info", tmp_path)
+    assert code == 2
+    assert err.rstrip().endswith(f"a directory holding a store, {tmp_path}/x/y/store (rocketmq); pass its "
+                                 "directory")
+    code, _, err = cli_run("info", tmp_path / "a")
+    assert code == 2 and err.rstrip().endswith(f"a directory holding a store, {tmp_path}/a/b/c/d (kafka); "
+                                               "pass its directory")
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli_run("info", tmp_path / "empty")
+    assert code == 2
+    assert err.rstrip().endswith("not a store of any known format (kafka, rocketmq); pass --format to say "
+                                 "which it should be")
