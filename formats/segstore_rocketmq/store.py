@@ -121,6 +121,7 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
+    BACKUP_SUFFIX,
     ConsumerOffsets,
     TopicConfigs,
     read_delay_offsets,
@@ -1670,6 +1671,12 @@ class RocketMQStore(LifecycleMixin, Store):
         # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
         owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
                  if (pair := topic_and_group(name)) is not None]
+        if not owned:       # said, as a Kafka log directory without __consumer_offsets says it
+            path = self.consumer_offsets.path
+            held = files.exists(path) or files.exists(path + BACKUP_SUFFIX)
+            where = ("config/consumerOffset.json holds no offsets" if held
+                     else "no config/consumerOffset.json here")
+            notes.append(f"{where}: no consumer group committed offsets")
         for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue
