@@ -117,6 +117,20 @@ def test_a_write_input_line_that_would_lose_what_it_says_is_refused(tmp_path, fm
     assert not (tmp_path / "store").exists()        # a failed write removes what it created
 
 
+@pytest.mark.parametrize("fmt, store", [("rocketmq", "new/sub/store"), ("kafka", "new/logs/t-0")])
+def test_a_failed_write_removes_the_directories_it_made_above_the_store(tmp_path, fmt, store):
+    """``write new/logs/t-0`` made ``new`` and ``new/logs`` for the store; a line refused while appending
+    removed ``t-0`` and left the empty ``new/logs`` (and ``ulimit -f`` so too): the first directory the
+    write made goes, with all in it; the directory that was there stays."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "t", "value": "ok"}, {"topic": "t", "value": 5})
+    code, out, err = cli_run("write", tmp_path / store, "--format", fmt, "--input", lines)
+    assert (code, out) == (1, "") and "line 2: expected" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    (tmp_path / "new").mkdir()
+    code, _, _ = cli_run("write", tmp_path / store, "--format", fmt, "--input", lines)
+    assert code == 1 and [p.name for p in (tmp_path / "new").iterdir()] == []
+
+
 def test_the_common_names_alone_still_write_as_rocketmq_fields(tmp_path):
     lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "partition": 1, "value": "x", "key": "k1",
                                            "headers": [["TAGS", "t"]], "timestamp": 0})
