@@ -1085,6 +1085,10 @@ def test_index_drop_names_its_layouts_or_all(tmp_path, capsys):
     assert not (part / ".segstore" / "key").exists() and not (part / ".segstore" / "queue").exists()
     assert run(capsys, "index", "drop", part, "--all") == (
         0, f"{part}: no extra index layouts built (name one with --index)\n", "")
+    # a layout named that is not built: said, not a silent exit 0 that looked like a drop
+    assert run(capsys, "index", "drop", part, "--index", "key") == (0, f"{part}: key: not built, nothing to "
+                                                                       "drop\n", "")
+    assert not (part / ".segstore" / "key").exists()
 
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
 def test_write_input_streams_in_chunks_and_a_late_bad_line_writes_nothing(tmp_path, capsys, fmt):

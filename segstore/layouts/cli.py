@@ -128,8 +128,11 @@ def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
         for name in extra:
             layout = extra_layout_class(name, store.format)(store, options, writable=True,
                                                             open_streams=False)
-            for directory in layout.drop():
+            removed = layout.drop()
+            for directory in removed:
                 out.write(f"removed {directory}\n")
+            if not removed:     # said, as a native one's line: a silent exit 0 looked like a drop
+                out.write(f"{args.path}: {name}: not built, nothing to drop\n")
     return EXIT_OK
 
 
