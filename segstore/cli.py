@@ -2878,10 +2878,10 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"{flag} goes with --producers, --find-hanging or --abort")
     with _open(args) as store:
         states = store.transaction_states(args.transactional_id)
-    errors = [s for s in states if "error" in s]
-    states = [s for s in states if "error" not in s]
+    errors = [s for s in states if "error" in s or "note" in s]
+    states = [s for s in states if "error" not in s and "note" not in s]
     for state in errors:
-        sys.stderr.write(f"segstore transactions: {args.path}: {state['error']}\n")
+        sys.stderr.write(f"segstore transactions: {args.path}: {state.get('error', state.get('note'))}\n")
     # what was read is shown; a file that did not read whole makes it exit 1, as dump does
     failed = EXIT_DATA if any(state.get("damage") for state in errors) else EXIT_OK
     if args.transactional_id is not None and not states:

@@ -2330,10 +2330,17 @@ class KafkaStore(Store):
 
         self._check_open()
         damage: list[str] = []
-        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage),
-                                            transactional_id,
+        logs = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage)
+        found = txnstate.transaction_states(logs, transactional_id,
                                             where=self._batch_words(txnstate.TRANSACTION_TOPIC))
-        return found + [{"transactional_id": None, "error": line, "damage": True} for line in damage]
+        # said, as consumer_groups says it of __consumer_offsets: the header alone read as "no transaction"
+        # over a log directory of transactional batches whose coordinator's log is elsewhere
+        missing = [] if logs else [{"transactional_id": None, "note": (
+            f"no {txnstate.TRANSACTION_TOPIC} partition here: the transaction coordinator's state is not in "
+            "this log directory (transactions --producers lists each partition's producers and open "
+            "transactions; --find-hanging those open too long)")}]
+        return [*found, *({"transactional_id": None, "error": line, "damage": True} for line in damage),
+                *missing]
 
     def producers(self, topic: str | None = None, partition: int | None = None, *,
                   now_ms: int | None = None) -> dict[tuple[str, int], list[dict[str, Any]]]:
