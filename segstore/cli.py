@@ -1486,11 +1486,9 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_NO_HITS
 
 
-def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRangeError | None:
-    """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
-    (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
-    OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
-    not one the store holds (the query says so)."""
+def _offset_asked(store: Store, request: QueryRequest) -> tuple[str, int, int, int] | None:
+    """An offset query's ``(topic, partition, first offset, end offset)`` (:meth:`Store.offset_range`);
+    None for another query or where the queue is not one the store holds (the query says so)."""
     if request.offset is None or request.key is not None:
         return None
     topics = store.topics()
@@ -1498,11 +1496,32 @@ def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRange
     partition = request.partition if request.partition is not None else 0
     if topic not in topics or partition not in store.partitions(topic):
         return None
-    low, _ = store.offset_range(topic, partition)
-    if request.offset >= low:
+    return (topic, partition, *store.offset_range(topic, partition))
+
+
+def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRangeError | None:
+    """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
+    (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
+    OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
+    not one the store holds (the query says so)."""
+    asked = _offset_asked(store, request)
+    if asked is None or request.offset is None or request.offset >= asked[2]:
         return None
+    topic, partition, low, _ = asked
     return OffsetOutOfRangeError(f"expected an offset of {topic}/{partition} from its first held, {low} "
                                  f"(the messages before it were deleted), found {request.offset}", store.path)
+
+
+def _past_end_words(store: Store, request: QueryRequest, args: argparse.Namespace) -> str | None:
+    """An offset query's miss where the offset is at or past the queue's (partition's) end: what it
+    holds, so that ``no record at offset 45`` says why (none stored there yet); None otherwise."""
+    asked = _offset_asked(store, request)
+    if asked is None or request.offset is None or request.offset < asked[3]:
+        return None
+    topic, partition, low, high = asked
+    held = f"offsets {low} to {high - 1} are held" if high > low else f"it holds none (its end is {high})"
+    return (f"{_where_words(args, topic, partition)}: no record at offset {request.offset}, at or past its "
+            f"end: {held}")
 
 
 def _queues_asked(store: Store, args: argparse.Namespace) -> list[int] | None:
@@ -1643,7 +1662,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 raise missing
             # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(request, args)]:
+            for text in said or [_past_end_words(store, request, args) or _no_hit_message(request, args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
