@@ -470,3 +470,13 @@ def test_a_directory_of_fixtures_names_stores_three_levels_down(tmp_path):
     assert code == 2
     assert err.rstrip().endswith("not a store of any known format (kafka, rocketmq); pass --format to say "
                                  "which it should be")
+
+
+def test_index_without_its_action_names_the_actions():
+    """``segstore index`` said "the following arguments are required: index_command", the parser's own
+    name for it; it names the actions the usage line lists."""
+    code, out, err = cli_run("index")
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith("segstore index: error: the following arguments are required: "
+                                 "{build,verify,drop}")
+    assert "index_command" not in cli_run("index", "bild", "x")[2]

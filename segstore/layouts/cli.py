@@ -140,7 +140,7 @@ def add_commands(subparsers: Any) -> None:
     """Register ``index`` with its ``build``, ``verify`` and ``drop`` subcommands."""
     parser = subparsers.add_parser("index", help="build, verify or drop extra index layouts "
                                                  f"({', '.join(LAYOUT_NAMES)})")
-    actions = parser.add_subparsers(dest="index_command", required=True)
+    actions = parser.add_subparsers(dest="index_command", required=True, metavar="{build,verify,drop}")
     for name, func, text in (
             ("build", cmd_build, "build (or rebuild) extra indexes from a scan; broker files stay untouched"),
             ("verify", cmd_verify, "check indexes against the log; exit 1 with a path:pos line per problem"),
