@@ -346,6 +346,24 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
                               "answers it: ") and err.count("\n") == 1
 
 
+def test_a_dump_from_a_time_notes_a_partition_the_lookup_passes_over(tmp_path: Path, capsys) -> None:
+    """A log directory's dump --begin prints the partitions whose lookup finds records and notes on stderr
+    each one whose lookup answers none though records are that new (segment 0 of v0 messages measured by
+    its file's mtime, Kafka 3.8 UnifiedLog.searchOffsetInLocalLog), exit 0: it passed over it silently."""
+    from kafka_messages import v0_then_v2_segments
+
+    logs = tmp_path / "logs"
+    (logs / "old-0").mkdir(parents=True)
+    v0_then_v2_segments(logs / "old-0")
+    os.utime(logs / "old-0" / f"{0:020d}.log", ns=(T0 * 1_000_000, T0 * 1_000_000))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append(Message("new", b"v", partition=0, timestamp=T_V2 + 10))
+    code, out, err = _run(capsys, "dump", str(logs), "--begin", str(T_V2 + 6))
+    assert code == 0 and out.count("| offset: ") == 1
+    assert err.startswith("segstore dump: note: old-0: nothing dumped from 1600000000006, as Kafka 3.8 "
+                          "ListOffsets answers it: ") and err.count("\n") == 1
+
+
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
