@@ -310,6 +310,15 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
         assert found == ({t: None for t in times} if mtime == "after the records" else offsets)
         assert {t: store.first_offset_from_time("old", 0, t) for t in times} == offsets
         assert store.partition_of("old", 0).offset_for_time(-3).offset == 7         # MAX_TIMESTAMP
+        # the library's why (dump --begin's words), none where the lookup answers or the window holds none
+        why = store.time_lookup_miss("old", 0, 1_600_000_000_006)
+        if mtime == "after the records":
+            assert why is not None and why.startswith("as Kafka 3.8 ListOffsets answers it: ")
+        else:
+            assert why is None
+        assert store.time_lookup_miss("old", 0, 1_600_000_000_006, 1_600_000_000_005) is None
+        with pytest.raises(ConfigError, match="expected an end time in ms since the epoch, found str"):
+            store.time_lookup_miss("old", 0, 1_600_000_000_006, "later")
     code, out, err = _run(capsys, "query", str(part), "--topic", "old", "--partition", "0", "--timestamp",
                           "1600000000006")
     assert (code, out.count("offset: 6 ")) == ((1, 0) if mtime == "after the records" else (0, 1))

@@ -1818,10 +1818,12 @@ class KafkaStore(Store):
         None where it answers an offset or no such record is stored (:func:`_time_miss`): what ``dump
         --begin`` says of a partition it printed nothing of, as ``query --timestamp`` does.
 
-        :raises ConfigError: as :meth:`offset_for_time`.
+        :raises ConfigError: as :meth:`offset_for_time`; an ``end`` that is no time in ms either.
         :raises NotFoundError: the store holds no such partition.
         """
-        miss = _time_miss(self._time_lookup_partition(topic, partition, begin), begin, end)
+        part = self._time_lookup_partition(topic, partition, begin)
+        self._check_time("end", end)
+        miss = _time_miss(part, begin, end)
         return None if miss is None else miss[0]
 
     def first_offset_from_time(self, topic: str, partition: int, timestamp: int) -> int | None:
