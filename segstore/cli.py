@@ -780,15 +780,38 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         missing = None if printed else _missing_selection(store, args)
         if args.json and not narrowed and isolation != READ_COMMITTED and missing is None:
             _say_not_carried(store, args)
+        misses = _time_misses(store, args) if missing is None else []
     if missing is not None:
         raise missing
     if (timed or args.tag is not None) and not printed:
-        # like query: a window or tag that holds nothing is a miss, said on stderr
+        # like query: a window or tag that holds nothing is a miss, said on stderr, and why where the
+        # broker's lookup found none of the records stored from --begin on
         tagged = f" tagged {cut(args.tag)}" if args.tag is not None else ""
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{tagged}"
                          f"{_window_words(args)}\n")
+        sys.stderr.writelines(f"segstore dump: {line}\n" for line in misses)
         return EXIT_NO_HITS
+    sys.stderr.writelines(f"segstore dump: note: {line}\n" for line in misses)
     return EXIT_OK
+
+
+def _time_misses(store: Store, args: argparse.Namespace) -> list[str]:
+    """``dump --begin``: for each partition selected whose records from ``--begin`` on (to ``--end``) the
+    broker's time lookup does not find, though some are stored, why (the store's ``time_lookup_miss``,
+    what ``query --timestamp`` says: Kafka's lookup searches only the first segment whose largest timestamp
+    reaches the time, a segment of v0 messages measured by its file's mtime), so that a dump printing none
+    of them says so; none for a store without such lookups, or without ``--begin``."""
+    miss = getattr(store, "time_lookup_miss", None)
+    if miss is None or args.begin is None:
+        return []
+    partition = _partition(args)
+    lines = []
+    for topic in store.topics() if args.topic is None else [args.topic]:
+        for p in store.partitions(topic):
+            why = miss(topic, p, args.begin, args.end) if partition is None or p == partition else None
+            if why is not None:
+                lines.append(f"{topic}-{p}: nothing dumped from {args.begin}, {why}")
+    return lines
 
 
 def _say_not_carried(store: Any, args: argparse.Namespace) -> None:
@@ -1137,6 +1160,11 @@ class _Follower:
                                      + f"following from {low}\n")
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
+                miss = getattr(store, "time_lookup_miss", None)
+                why = None if miss is None else miss(topic, queue, args.begin)
+                if why is not None:
+                    sys.stderr.write(f"segstore dump: {topic}-{queue}: following from offset {start}, "
+                                     f"{why}\n")
             return max(low if start is None else start, low)
         if end < start:
             sys.stderr.write(f"segstore dump: {topic}-{queue}: the log was truncated to {end} below the "
@@ -1458,11 +1486,9 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_NO_HITS
 
 
-def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRangeError | None:
-    """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
-    (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
-    OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
-    not one the store holds (the query says so)."""
+def _offset_asked(store: Store, request: QueryRequest) -> tuple[str, int, int, int] | None:
+    """An offset query's ``(topic, partition, first offset, end offset)`` (:meth:`Store.offset_range`);
+    None for another query or where the queue is not one the store holds (the query says so)."""
     if request.offset is None or request.key is not None:
         return None
     topics = store.topics()
@@ -1470,11 +1496,32 @@ def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRange
     partition = request.partition if request.partition is not None else 0
     if topic not in topics or partition not in store.partitions(topic):
         return None
-    low, _ = store.offset_range(topic, partition)
-    if request.offset >= low:
+    return (topic, partition, *store.offset_range(topic, partition))
+
+
+def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRangeError | None:
+    """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
+    (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
+    OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
+    not one the store holds (the query says so)."""
+    asked = _offset_asked(store, request)
+    if asked is None or request.offset is None or request.offset >= asked[2]:
         return None
+    topic, partition, low, _ = asked
     return OffsetOutOfRangeError(f"expected an offset of {topic}/{partition} from its first held, {low} "
                                  f"(the messages before it were deleted), found {request.offset}", store.path)
+
+
+def _past_end_words(store: Store, request: QueryRequest, args: argparse.Namespace) -> str | None:
+    """An offset query's miss where the offset is at or past the queue's (partition's) end: what it
+    holds, so that ``no record at offset 45`` says why (none stored there yet); None otherwise."""
+    asked = _offset_asked(store, request)
+    if asked is None or request.offset is None or request.offset < asked[3]:
+        return None
+    topic, partition, low, high = asked
+    held = f"offsets {low} to {high - 1} are held" if high > low else f"it holds none (its end is {high})"
+    return (f"{_where_words(args, topic, partition)}: no record at offset {request.offset}, at or past its "
+            f"end: {held}")
 
 
 def _queues_asked(store: Store, args: argparse.Namespace) -> list[int] | None:
@@ -1615,7 +1662,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 raise missing
             # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
             said = [line.text for line in result.lines if not line.problem]
-            for text in said or [_no_hit_message(request, args)]:
+            for text in said or [_past_end_words(store, request, args) or _no_hit_message(request, args)]:
                 sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
@@ -2850,10 +2897,10 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"{flag} goes with --producers, --find-hanging or --abort")
     with _open(args) as store:
         states = store.transaction_states(args.transactional_id)
-    errors = [s for s in states if "error" in s]
-    states = [s for s in states if "error" not in s]
+    errors = [s for s in states if "error" in s or "note" in s]
+    states = [s for s in states if "error" not in s and "note" not in s]
     for state in errors:
-        sys.stderr.write(f"segstore transactions: {args.path}: {state['error']}\n")
+        sys.stderr.write(f"segstore transactions: {args.path}: {state.get('error', state.get('note'))}\n")
     # what was read is shown; a file that did not read whole makes it exit 1, as dump does
     failed = EXIT_DATA if any(state.get("damage") for state in errors) else EXIT_OK
     if args.transactional_id is not None and not states:

@@ -1842,13 +1842,20 @@ def touch(path: str | os.PathLike[str]) -> None:
 
 class RemovedOnFailure:
     """A context for a write that may fail part way: on an exception it removes what the write created,
-    the whole directory ``path`` if it was missing, its entries if it was empty; an existing store is
-    left as the failed append left it (the format's recovery handles that).  Not thread-safe."""
+    the whole directory ``path`` if it was missing (and the missing directories above it, the first of
+    them with everything in it: ``logs/t-0`` of a new ``logs``), its entries if it was empty; an
+    existing store is left as the failed append left it (the format's recovery handles that).  Not
+    thread-safe."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.existed = exists(self.path)
         self.was_empty = self.existed and is_dir(self.path) and not list_dir(self.path)
+        #: the first directory on the path that is missing (``path`` itself, or one above it)
+        self.top = self.path
+        parent = os.path.dirname(os.path.abspath(self.path))
+        while not self.existed and not exists(parent) and os.path.dirname(parent) != parent:
+            self.top, parent = parent, os.path.dirname(parent)
 
     def __enter__(self) -> None:
         return None
@@ -1857,7 +1864,7 @@ class RemovedOnFailure:
         if exc_type is None:
             return
         if not self.existed:
-            remove_tree(self.path)
+            remove_tree(self.top)
         elif self.was_empty:
             for name in list_dir(self.path):
                 entry = os.path.join(self.path, name)

@@ -196,30 +196,57 @@ def _store_around(path: str) -> tuple[str, str] | None:
     return None
 
 
-#: Entries of a directory :func:`_stores_within` looks at, and stores it names at most.
+#: Directories :func:`_stores_within` looks at in all, and stores it names at most.
 _WITHIN_LOOKED = 64
 _HELD_SHOWN = 3
+#: How many directories down :func:`_stores_within` looks (``compat_fixtures/rocketmq/basic/store`` is three
+#: below ``compat_fixtures``).
+_WITHIN_DEPTH = 3
 
 
 def _stores_within(path: str) -> list[tuple[str, str]]:
-    """``(format, directory)`` of the stores of a known format directly inside ``path`` (a directory no
-    format takes: ``compat_fixtures/rocketmq/basic`` holding ``store/``), among its first
-    :data:`_WITHIN_LOOKED` entries in name order; empty for a URL or a file."""
+    """``(format, directory)`` of the stores of a known format inside ``path`` (a directory no format
+    takes: ``compat_fixtures/rocketmq/basic`` holding ``store/``, ``compat_fixtures`` holding the
+    fixtures), :data:`_WITHIN_DEPTH` levels down at most, level by level in name order, not inside a
+    store found, among the first :data:`_WITHIN_LOOKED` directories; empty for a URL or a file."""
     import os
 
     from . import files
 
     if files.is_url(path) or not files.is_dir(path):
         return []
-    held = []
-    for name in sorted(files.list_dir(path))[:_WITHIN_LOOKED]:
-        child = os.path.join(path, name)
-        if not files.is_dir(child):
-            continue
-        found = [fmt for fmt in names() if get(fmt).detect(child)]
-        if len(found) == 1:
-            held.append((found[0], child))
+    held: list[tuple[str, str]] = []
+    level, looked = [path], 0
+    for _ in range(_WITHIN_DEPTH):
+        deeper = []
+        for parent in level:
+            try:
+                names_here = sorted(files.list_dir(parent))
+            except SegstoreError:       # unreadable: nothing to name there
+                continue
+            for name in names_here:
+                child = os.path.join(parent, name)
+                if not files.is_dir(child):
+                    continue
+                if looked == _WITHIN_LOOKED:
+                    return held
+                looked += 1
+                found = [fmt for fmt in names() if get(fmt).detect(child)]
+                if len(found) == 1:
+                    held.append((found[0], child))
+                elif not found:
+                    deeper.append(child)
+        level = deeper
     return held
+
+
+def _shown_stores(held: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The stores of :func:`_stores_within` a message names (:data:`_HELD_SHOWN`): the first of each
+    format, then the next ones, in the order found."""
+    firsts = [store for i, store in enumerate(held) if all(fmt != store[0] for fmt, _ in held[:i])]
+    shown = firsts[:_HELD_SHOWN]
+    shown += [store for store in held if store not in shown][:_HELD_SHOWN - len(shown)]
+    return sorted(shown, key=held.index)
 
 
 def detect(path: str) -> str:
@@ -246,7 +273,7 @@ def detect(path: str) -> str:
                                    "files to dump)", path)
         held = _stores_within(path)
         if held:
-            shown = ", ".join(f"{store} ({fmt})" for fmt, store in held[:_HELD_SHOWN])
+            shown = ", ".join(f"{store} ({fmt})" for fmt, store in _shown_stores(held))
             more = f" and {len(held) - _HELD_SHOWN} more" if len(held) > _HELD_SHOWN else ""
             raise WrongFormatError(f"not a store of any known format ({names_words()}): a directory holding "
                                    f"{'a store' if len(held) == 1 else 'stores'}, {shown}{more}; pass "

@@ -918,7 +918,8 @@ class Store(abc.ABC):
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """The transaction coordinator's state per transactional id, where the format keeps one.  A dict
         with ``error`` names what could not be read (``path:pos: what``); one with ``damage`` too, a file
-        that did not read whole (the state past there is missing)."""
+        that did not read whole (the state past there is missing); one with ``note`` says why no state is
+        known (Kafka: no ``__transaction_state`` partition here)."""
         raise UnsupportedOperationError(f"{self.format} stores keep no transaction coordinator state",
                                         self.path)
 

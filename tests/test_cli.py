@@ -827,6 +827,22 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
     assert (code, out) == (0, "") and "no __consumer_offsets partition here" in err
 
 
+def test_consumers_of_a_store_without_offsets_says_so(tmp_path, capsys):
+    """A RocketMQ store no group committed to printed nothing at all, exit 0 (a Kafka log directory
+    without __consumer_offsets says so); it says why on stderr, and so for a file that holds none."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append({"topic": "T", "body": b"x"})
+    code, out, err = run(capsys, "consumers", path)
+    assert (code, out) == (0, "")
+    assert err == (f"segstore consumers: {path}: no config/consumerOffset.json here: no consumer group "
+                   "committed offsets\n")
+    (path / "config").mkdir(exist_ok=True)
+    (path / "config" / "consumerOffset.json").write_text('{"offsetTable":{}}')
+    code, out, err = run(capsys, "consumers", path, "--json")
+    assert (code, out) == (0, "[]\n") and "config/consumerOffset.json holds no offsets: no consumer" in err
+
+
 def test_consumers_list_every_queue_topics_json_configures(tmp_path, capsys):
     """4.9.7 AdminBrokerProcessor.getConsumeStats walks queues 0 .. topicConfig.getReadQueueNums() - 1,
     a queue without files answering getMaxOffsetInQueue 0: consumerProgress shows T's four queues though
@@ -1069,6 +1085,10 @@ def test_index_drop_names_its_layouts_or_all(tmp_path, capsys):
     assert not (part / ".segstore" / "key").exists() and not (part / ".segstore" / "queue").exists()
     assert run(capsys, "index", "drop", part, "--all") == (
         0, f"{part}: no extra index layouts built (name one with --index)\n", "")
+    # a layout named that is not built: said, not a silent exit 0 that looked like a drop
+    assert run(capsys, "index", "drop", part, "--index", "key") == (0, f"{part}: key: not built, nothing to "
+                                                                       "drop\n", "")
+    assert not (part / ".segstore" / "key").exists()
 
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
 def test_write_input_streams_in_chunks_and_a_late_bad_line_writes_nothing(tmp_path, capsys, fmt):

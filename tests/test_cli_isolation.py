@@ -286,5 +286,6 @@ def test_query_offset_read_committed_says_why_a_stored_record_is_not_given(tmp_p
         "transaction markers and aborted records (records are stored up to the log end offset 5; "
         "--isolation read_uncommitted shows them)\n")
     assert main([*query, "5"]) == 1
-    assert capsys.readouterr().err == "segstore query: T/0: no record at offset 5\n"
+    assert capsys.readouterr().err == ("segstore query: T/0: no record at offset 5, at or past its end: "
+                                       "offsets 0 to 4 are held\n")
     assert main([*query, "0"]) == 0

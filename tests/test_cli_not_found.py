@@ -58,13 +58,30 @@ def test_a_partition_directorys_misses_name_the_topic_its_name_fixes(capsys):
     """A Kafka partition directory opened alone holds one topic and partition, which its name (TOPIC-N)
     fixes: a miss names them (``topic/0``), where it said ``*/0`` (``*/*`` for a key or a dump's
     window) as though any topic could be meant.  A log directory of several still says ``*``."""
-    for argv, said in ((["query", "--offset", "999"], "segstore query: topic/0: no record at offset 999\n"),
+    for argv, said in ((["query", "--offset", "999"], "segstore query: topic/0: no record at offset 999, at "
+                                                      "or past its end: offsets 0 to 299 are held\n"),
                        (["query", "--key", "nokey"], "segstore query: topic/0: no record with key 'nokey'\n"),
                        (["dump", "--begin", FUTURE], "segstore dump: topic/0: no message stored from ")):
         code, out, err = run(capsys, argv[0], KAFKA_PART, *argv[1:])
         assert (code, out) == (1, "") and err.startswith(said)
     code, _, err = run(capsys, "query", KAFKA_PART.parent, "--key", "nokey")
     assert code == 1 and err == "segstore query: */*: no record with key 'nokey'\n"
+
+
+def test_an_offset_past_the_end_says_what_is_held(capsys, tmp_path):
+    """``query --offset 45`` of a queue of 45 messages said only "no record at offset 45": the offset is
+    past what is stored (the broker's getMessage answers OFFSET_OVERFLOW_ONE / OFFSET_OVERFLOW_BADLY,
+    Kafka's fetch OFFSET_OUT_OF_RANGE), so the miss names what is held.  An empty queue says it holds
+    none."""
+    code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "45")
+    assert (code, out, err) == (1, "", "segstore query: TopicA/0: no record at offset 45, at or past its "
+                                       "end: offsets 0 to 44 are held\n")
+    path = tmp_path / "logs"
+    with segstore.open(path / "e-0", format="kafka", mode="a"):
+        pass
+    code, out, err = run(capsys, "query", path, "--topic", "e", "--partition", "0", "--offset", "0")
+    assert (code, out, err) == (1, "", "segstore query: e/0: no record at offset 0, at or past its end: it "
+                                       "holds none (its end is 0)\n")
 
 
 def test_the_rocketmq_time_lookup_says_where_the_queue_ends_on_stderr(capsys):

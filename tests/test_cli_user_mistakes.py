@@ -117,6 +117,20 @@ def test_a_write_input_line_that_would_lose_what_it_says_is_refused(tmp_path, fm
     assert not (tmp_path / "store").exists()        # a failed write removes what it created
 
 
+@pytest.mark.parametrize("fmt, store", [("rocketmq", "new/sub/store"), ("kafka", "new/logs/t-0")])
+def test_a_failed_write_removes_the_directories_it_made_above_the_store(tmp_path, fmt, store):
+    """``write new/logs/t-0`` made ``new`` and ``new/logs`` for the store; a line refused while appending
+    removed ``t-0`` and left the empty ``new/logs`` (and ``ulimit -f`` so too): the first directory the
+    write made goes, with all in it; the directory that was there stays."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "t", "value": "ok"}, {"topic": "t", "value": 5})
+    code, out, err = cli_run("write", tmp_path / store, "--format", fmt, "--input", lines)
+    assert (code, out) == (1, "") and "line 2: expected" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    (tmp_path / "new").mkdir()
+    code, _, _ = cli_run("write", tmp_path / store, "--format", fmt, "--input", lines)
+    assert code == 1 and [p.name for p in (tmp_path / "new").iterdir()] == []
+
+
 def test_the_common_names_alone_still_write_as_rocketmq_fields(tmp_path):
     lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "partition": 1, "value": "x", "key": "k1",
                                            "headers": [["TAGS", "t"]], "timestamp": 0})
@@ -421,7 +435,8 @@ def test_a_file_in_the_way_of_an_opened_store_is_named_so(tmp_path):
      "a directory holding a store, {root}/rocketmq/basic/store (rocketmq); pass its directory"),
     ("kafka", "a directory holding stores, {root}/kafka/gzip (kafka), {root}/kafka/logappendtime (kafka), "
               "{root}/kafka/lz4 (kafka) and 4 more; pass one directory"),
-    ("", "pass --format to say which it should be"),
+    ("", "a directory holding stores, {root}/kafka/gzip (kafka), {root}/kafka/logappendtime (kafka), "
+         "{root}/rocketmq/abort/store (rocketmq) and 7 more; pass one directory"),
 ])
 @pytest.mark.parametrize("command", ["info", "dump", "verify"])
 def test_a_directory_next_to_a_store_names_the_store(command, given, said):
@@ -434,3 +449,34 @@ def test_a_directory_next_to_a_store_names_the_store(command, given, said):
     assert (code, out) == (2, "")
     assert "not a store of any known format (kafka, rocketmq)" in err
     assert said.format(root=root) in err
+
+
+def test_a_directory_of_fixtures_names_stores_three_levels_down(tmp_path):
+    """``segstore info compat_fixtures``, what a new user types first, said "pass --format to say which it
+    should be", which cannot help: the stores lie two and three levels down (``kafka/gzip``,
+    ``rocketmq/basic/store``).  The stores found are named, one of each format first; where none lies
+    within three levels (or among the first 64 directories) the advice is as before."""
+    for name in ("a/b/c/d/t-0", "x/y/store/commitlog"):
+        (tmp_path / name).mkdir(parents=True)
+    code, _, err = cli_run("info", tmp_path)
+    assert code == 2
+    assert err.rstrip().endswith(f"a directory holding a store, {tmp_path}/x/y/store (rocketmq); pass its "
+                                 "directory")
+    code, _, err = cli_run("info", tmp_path / "a")
+    assert code == 2 and err.rstrip().endswith(f"a directory holding a store, {tmp_path}/a/b/c/d (kafka); "
+                                               "pass its directory")
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli_run("info", tmp_path / "empty")
+    assert code == 2
+    assert err.rstrip().endswith("not a store of any known format (kafka, rocketmq); pass --format to say "
+                                 "which it should be")
+
+
+def test_index_without_its_action_names_the_actions():
+    """``segstore index`` said "the following arguments are required: index_command", the parser's own
+    name for it; it names the actions the usage line lists."""
+    code, out, err = cli_run("index")
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith("segstore index: error: the following arguments are required: "
+                                 "{build,verify,drop}")
+    assert "index_command" not in cli_run("index", "bild", "x")[2]

@@ -285,6 +285,21 @@ def test_transactions_from_the_transaction_log(tmp_path, capsys):
     assert _run(capsys, "transactions", logs, "--transactional-id", "app-3")[0] == 1
 
 
+def test_transactions_without_the_transaction_log_say_so(capsys):
+    """The txn fixture's log directory holds transactional batches but no __transaction_state: the header
+    alone (exit 0) read as "no transaction"; stderr now says the coordinator's state is not here, and
+    where the open transactions are listed from (--producers, --find-hanging)."""
+    logs = FIXTURES / "kafka" / "txn"
+    for argv in ((), ("--json",)):
+        code, out, err = _run(capsys, "transactions", logs, *argv)
+        assert code == 0 and out.count("\n") == 1        # the header, or []
+        assert err == (f"segstore transactions: {logs}: no __transaction_state partition here: the "
+                       "transaction coordinator's state is not in this log directory (transactions "
+                       "--producers lists each partition's producers and open transactions; --find-hanging "
+                       "those open too long)\n")
+    assert _run(capsys, "transactions", logs, "--json")[1] == "[]\n"
+
+
 def test_the_consumers_of_a_copy_are_the_consumers_of_the_original(tmp_path, capsys):
     """Reading never writes: the real dir's answer does not depend on where it lies."""
     copy = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "logs")

@@ -28,6 +28,7 @@ from segstore_kafka.partition import KafkaConfig, Partition
 from segstore_kafka.retention import SegmentInfo, plan_deletions
 
 import segstore
+from segstore import cli
 from segstore.cli import main
 from segstore.errors import ConfigError, OffsetOutOfRangeError
 from segstore.records import Message
@@ -285,7 +286,8 @@ T_V2 = 1_600_000_000_000
 
 
 @pytest.mark.parametrize("mtime", ["after the records", "before them"])
-def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys, mtime: str) -> None:
+def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys, monkeypatch, mtime: str
+                                                          ) -> None:
     """v0 messages (Kafka before 0.10.0) carry no timestamp: segment 0's ``maxTimestampSoFar`` is -1 (its
     empty ``.timeindex``'s last entry), so Kafka 3.8.0 ``LogSegment.largestTimestamp`` is its file's
     ``lastModified``, and ``UnifiedLog.searchOffsetInLocalLog`` searches that segment alone for every time
@@ -308,6 +310,15 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
         assert found == ({t: None for t in times} if mtime == "after the records" else offsets)
         assert {t: store.first_offset_from_time("old", 0, t) for t in times} == offsets
         assert store.partition_of("old", 0).offset_for_time(-3).offset == 7         # MAX_TIMESTAMP
+        # the library's why (dump --begin's words), none where the lookup answers or the window holds none
+        why = store.time_lookup_miss("old", 0, 1_600_000_000_006)
+        if mtime == "after the records":
+            assert why is not None and why.startswith("as Kafka 3.8 ListOffsets answers it: ")
+        else:
+            assert why is None
+        assert store.time_lookup_miss("old", 0, 1_600_000_000_006, 1_600_000_000_005) is None
+        with pytest.raises(ConfigError, match="expected an end time in ms since the epoch, found str"):
+            store.time_lookup_miss("old", 0, 1_600_000_000_006, "later")
     code, out, err = _run(capsys, "query", str(part), "--topic", "old", "--partition", "0", "--timestamp",
                           "1600000000006")
     assert (code, out.count("offset: 6 ")) == ((1, 0) if mtime == "after the records" else (0, 1))
@@ -317,6 +328,49 @@ def test_a_time_lookup_over_v0_messages_answers_as_kafka(tmp_path: Path, capsys,
                f".timeindex; its file's mtime, {T0}, taken) reaches it" in err
         assert err.rstrip().endswith("offset 6 (timestamp 1600000000006) of a later segment is the first "
                                      "record at or after it (--offset 6 reads from there)")
+    # dump --begin seeks as a consumer does (ListOffsets), so prints none there either, and says why in
+    # the same words; a window whose records are all before that first later record has nothing to say
+    code, out, err = _run(capsys, "dump", str(part), "--begin", "1600000000006")
+    assert code == (1 if mtime == "after the records" else 0)
+    assert out.count("| offset: ") == (0 if mtime == "after the records" else 2)
+    if mtime == "after the records":
+        lines = err.splitlines()
+        assert lines[0] == ("segstore dump: old/0: no message stored from 2020-09-13T12:26:40.006Z "
+                            "(1600000000006)")
+        assert lines[1].startswith("segstore dump: old-0: nothing dumped from 1600000000006, as Kafka 3.8 "
+                                   "ListOffsets answers it: its lookup searches only the first segment ")
+        assert lines[1].endswith("offset 6 (timestamp 1600000000006) of a later segment is the first record "
+                                 "at or after it") and len(lines) == 2
+        code, _, err = _run(capsys, "dump", str(part), "--begin", "1600000000004", "--end", "1600000000004")
+        assert code == 1 and "nothing dumped from 1600000000004, as Kafka 3.8" in err
+        code, _, err = _run(capsys, "dump", str(part), "--begin", "1600000000002", "--end", "1600000000003")
+        assert code == 1 and err.count("\n") == 1 and "Kafka 3.8" not in err
+    else:
+        assert err == ""
+    if mtime == "after the records":     # a follow from --begin starts at the log end, and says why
+        monkeypatch.setattr(cli, "_reader_gone", lambda out, seconds: True)      # one look, then done
+        code, out, err = _run(capsys, "dump", str(part), "--begin", "1600000000006", "--follow")
+        assert (code, out) == (0, "")
+        assert err.startswith("segstore dump: old-0: following from offset 8, as Kafka 3.8 ListOffsets "
+                              "answers it: ") and err.count("\n") == 1
+
+
+def test_a_dump_from_a_time_notes_a_partition_the_lookup_passes_over(tmp_path: Path, capsys) -> None:
+    """A log directory's dump --begin prints the partitions whose lookup finds records and notes on stderr
+    each one whose lookup answers none though records are that new (segment 0 of v0 messages measured by
+    its file's mtime, Kafka 3.8 UnifiedLog.searchOffsetInLocalLog), exit 0: it passed over it silently."""
+    from kafka_messages import v0_then_v2_segments
+
+    logs = tmp_path / "logs"
+    (logs / "old-0").mkdir(parents=True)
+    v0_then_v2_segments(logs / "old-0")
+    os.utime(logs / "old-0" / f"{0:020d}.log", ns=(T0 * 1_000_000, T0 * 1_000_000))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append(Message("new", b"v", partition=0, timestamp=T_V2 + 10))
+    code, out, err = _run(capsys, "dump", str(logs), "--begin", str(T_V2 + 6))
+    assert code == 0 and out.count("| offset: ") == 1
+    assert err.startswith("segstore dump: note: old-0: nothing dumped from 1600000000006, as Kafka 3.8 "
+                          "ListOffsets answers it: ") and err.count("\n") == 1
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -11,6 +11,7 @@ as a file store without queues.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import cli_run
@@ -60,6 +61,40 @@ def test_a_stray_entry_under_consumequeue_is_skipped_as_the_broker_skips_it(stor
         assert store.verify() == []
     with segstore.open(str(store_path), "rocketmq", "a", **CONFIG) as store:    # a writer too
         store.append({"topic": "T", "queue_id": 0, "body": b"after"})
+    assert len(_dump(store_path)) == 61
+
+
+def test_a_topic_directory_named_by_bytes_that_are_not_utf8_is_named_once(store_path):
+    """4.9.7 loadConsumeQueue lists ``consumequeue/`` through java.io.File, which decodes each name (a
+    U+FFFD for a malformed sequence) and builds the topic's path from that text: ``T\\xff`` becomes a
+    path with EF BF BD, no directory, so ``fileTopic.listFiles()`` is null and none of its queues loads.
+    verify listed every entry of it as a stranger's (60 lines of ``found (T\\udcff, ...)``); it names
+    the directory once, its bytes escaped, and the messages of T then lack their entries, as they do for
+    the broker.  Readers hold no such topic; recover rebuilds T's queues and leaves the directory."""
+    with segstore.open(str(store_path), "rocketmq", "a", **CONFIG) as store:   # a store with queues still
+        store.append({"topic": "U", "queue_id": 0, "body": b"u"})
+    root = store_path / "consumequeue"
+    os.rename(bytes(root / "T"), bytes(root) + b"/T\xff")
+    (root / "Fine").mkdir()
+    os.rename(bytes(root / "Fine"), bytes(root) + b"/README\xfe")     # no queue in it: a stray
+    code, out, _ = cli_run("verify", store_path)
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 1 + 60
+    bad = os.fsdecode(bytes(root) + b"/T\xff")
+    assert lines[0] == (f"{bad}: expected a topic directory name that is UTF-8 text, found the bytes "
+                        "'T\\xff', holding queues 0, 1: the broker loads none of them (4.9.7 "
+                        "DefaultMessageStore.loadConsumeQueue: java.io.File decodes the name, a U+FFFD for "
+                        "each malformed sequence, and finds no directory of that text), nor does segstore; "
+                        "rename it to the topic its entries are of, or remove it (segstore recover rebuilds "
+                        "a topic's missing entries from the commitlog)")
+    assert all("expected an entry for the message at commitlog offset" in line for line in lines[1:])
+    assert not any("\udcff" in line for line in lines[1:])
+    with segstore.open(str(store_path), "rocketmq") as store:
+        assert store.topics() == ["U"]
+    code, out, _ = cli_run("recover", store_path)
+    assert code == 0 and "consumequeue T/0: rebuilt 30 entries" in out
+    code, out, _ = cli_run("verify", store_path)
+    assert (code, out.splitlines()[1:]) == (1, [])      # the directory alone, still there
     assert len(_dump(store_path)) == 61
 
 

@@ -270,6 +270,10 @@ def test_cut_files_raise_typed_errors_and_opening_to_append_resizes_them(store_d
         with _open(store_dir):
             pass
     assert path in str(err.value)
+    # it said "recover resizes it, keeping every message", though the messages past 5000 bytes are gone
+    assert str(err.value).endswith("segstore recover resizes it, extending it with zeros and keeping the "
+                                   "messages it holds whole (a message its end tore is saved aside; those "
+                                   "past it are lost)")
     # MappedFileQueue.load refuses the file; a writer (recovery) extends it, keeping every byte
     with _open(store_dir, "a") as store:
         assert any(line.startswith(f"{path}: extended from 5000") for line in store.recovery_lines)

@@ -449,17 +449,19 @@ def _text(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass")
 
 
-def _none_for_time(part: Partition, timestamp: int) -> list[DumpLine]:
-    """Why a time lookup of ``part`` found no offset where a later record is at or after ``timestamp``
-    (none otherwise: no record is): the segment the broker searches alone
-    (``Partition.time_lookup_segment``) holds none, its largest timestamp measured by its file's mtime
-    (a segment of v0 messages, or without ``.timeindex``)."""
-    if timestamp < 0:
-        return []
-    first = part.first_offset_from_time(timestamp)
-    seg = part.time_lookup_segment(timestamp)
-    if first is None or seg is None:
-        return []
+def _time_miss(part: Partition, begin: int, end: int | None = None) -> tuple[str, int] | None:
+    """Why the broker's time lookup of ``part`` (``Partition.offset_for_time``) answers no offset where a
+    later record is at or after ``begin`` (and at or before ``end``, where given): the words, from ``as
+    Kafka 3.8 ListOffsets answers it``, and that record's offset; None where the lookup answers one, or no
+    such record is stored.  The segment the broker searches alone (``Partition.time_lookup_segment``)
+    holds none, its largest timestamp measured by its file's mtime (a segment of v0 messages, or without
+    ``.timeindex``).  ``query --timestamp`` and ``dump --begin`` both say it."""
+    if begin < 0 or part.offset_for_time(begin) is not None:
+        return None
+    first = part.first_offset_from_time(begin)
+    seg = part.time_lookup_segment(begin)
+    if first is None or seg is None or (end is not None and first.timestamp > end):
+        return None
     try:
         known = seg.max_timestamp_so_far().timestamp >= 0
     except CorruptDataError:
@@ -467,11 +469,20 @@ def _none_for_time(part: Partition, timestamp: int) -> list[DumpLine]:
     largest = ("its largest timestamp" if known else
                "its largest timestamp (no record timestamp known: v0 messages, or no .timeindex; its "
                f"file's mtime, {files.mtime_ms(seg.path)}, taken)")
-    return [DumpLine(
-        f"{part.topic}-{part.partition}: none, as Kafka 3.8 ListOffsets answers it: its lookup searches only "
-        f"the first segment whose largest timestamp reaches {timestamp}, segment {seg.base}, where "
-        f"{largest} reaches it but no record does; offset {first.offset} (timestamp {first.timestamp}) of a "
-        f"later segment is the first record at or after it (--offset {first.offset} reads from there)")]
+    return (f"as Kafka 3.8 ListOffsets answers it: its lookup searches only the first segment whose largest "
+            f"timestamp reaches {begin}, segment {seg.base}, where {largest} reaches it but no record does; "
+            f"offset {first.offset} (timestamp {first.timestamp}) of a later segment is the first record at "
+            "or after it"), first.offset
+
+
+def _none_for_time(part: Partition, timestamp: int) -> list[DumpLine]:
+    """``query --timestamp``'s line where the lookup found no offset though a later record is at or after
+    ``timestamp`` (:func:`_time_miss`; none otherwise: no record is)."""
+    miss = _time_miss(part, timestamp)
+    if miss is None:
+        return []
+    reason, offset = miss
+    return [DumpLine(f"{part.topic}-{part.partition}: none, {reason} (--offset {offset} reads from there)")]
 
 
 def _metadata_image(log_dir: str) -> kraft.MetadataImage | None:
@@ -1801,6 +1812,20 @@ class KafkaStore(Store):
         found = self._time_lookup_partition(topic, partition, timestamp).offset_for_time(timestamp)
         return None if found is None else found.offset
 
+    def time_lookup_miss(self, topic: str, partition: int, begin: int, end: int | None = None) -> str | None:
+        """Why :meth:`offset_for_time` of ``begin`` answers None though a record stored at or after it (and
+        at or before ``end``, where given) is there, in words from ``as Kafka 3.8 ListOffsets answers it``;
+        None where it answers an offset or no such record is stored (:func:`_time_miss`): what ``dump
+        --begin`` says of a partition it printed nothing of, as ``query --timestamp`` does.
+
+        :raises ConfigError: as :meth:`offset_for_time`; an ``end`` that is no time in ms either.
+        :raises NotFoundError: the store holds no such partition.
+        """
+        part = self._time_lookup_partition(topic, partition, begin)
+        self._check_time("end", end)
+        miss = _time_miss(part, begin, end)
+        return None if miss is None else miss[0]
+
     def first_offset_from_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp`` (None: none), every
         segment searched (``Partition.first_offset_from_time``): where a filter on the record time may
@@ -2307,10 +2332,17 @@ class KafkaStore(Store):
 
         self._check_open()
         damage: list[str] = []
-        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage),
-                                            transactional_id,
+        logs = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage)
+        found = txnstate.transaction_states(logs, transactional_id,
                                             where=self._batch_words(txnstate.TRANSACTION_TOPIC))
-        return found + [{"transactional_id": None, "error": line, "damage": True} for line in damage]
+        # said, as consumer_groups says it of __consumer_offsets: the header alone read as "no transaction"
+        # over a log directory of transactional batches whose coordinator's log is elsewhere
+        missing = [] if logs else [{"transactional_id": None, "note": (
+            f"no {txnstate.TRANSACTION_TOPIC} partition here: the transaction coordinator's state is not in "
+            "this log directory (transactions --producers lists each partition's producers and open "
+            "transactions; --find-hanging those open too long)")}]
+        return [*found, *({"transactional_id": None, "error": line, "damage": True} for line in damage),
+                *missing]
 
     def producers(self, topic: str | None = None, partition: int | None = None, *,
                   now_ms: int | None = None) -> dict[tuple[str, int], list[dict[str, Any]]]:

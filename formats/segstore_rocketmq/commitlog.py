@@ -276,11 +276,15 @@ class CommitLog:
                                        f"{self.file_size}, found {name}", path)
             if size != self.file_size:
                 if not self.writable:
-                    error = TruncatedDataError if size < self.file_size else CorruptDataError
-                    raise error(f"expected a commitlog file of {self.file_size} bytes "
-                                f"(mappedFileSizeCommitLog), found {size}: the broker refuses to load it "
-                                f"(MappedFileQueue.load); segstore recover resizes it, keeping every message",
-                                path, min(size, self.file_size))
+                    short = size < self.file_size
+                    # a short file lost what its missing bytes held: recover keeps what it still holds
+                    kept = ("extending it with zeros and keeping the messages it holds whole (a message its "
+                            "end tore is saved aside; those past it are lost)" if short else
+                            "cutting the bytes past that size (saved aside) and keeping every message")
+                    raise (TruncatedDataError if short else CorruptDataError)(
+                        f"expected a commitlog file of {self.file_size} bytes (mappedFileSizeCommitLog), "
+                        f"found {size}: the broker refuses to load it (MappedFileQueue.load); segstore "
+                        f"recover resizes it, {kept}", path, min(size, self.file_size))
                 if last_data is None:
                     last_data = self._last_holding_data(names)
                 self.repairs += self._fix_size(path, base, size, last=i >= last_data)

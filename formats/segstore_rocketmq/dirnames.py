@@ -44,10 +44,24 @@ ROCKSDB_MARKER, ROCKSDB_MANIFEST = "CURRENT", "MANIFEST-"
 class QueueDirs(NamedTuple):
     """The queue directories under a ``consumequeue/``-style root, ``(topic, queue id, directory)``
     each, and whether the root holds a RocksDB database instead (RocketMQ 5.2+): a ``CURRENT`` file
-    and a ``MANIFEST-*`` file (as files they are no topics: a topic of those names is a directory)."""
+    and a ``MANIFEST-*`` file (as files they are no topics: a topic of those names is a directory).
+    ``unloadable``: the topic directories whose names are not UTF-8, which the broker loads no queue
+    of (:func:`queue_dirs`), with the queue ids they would hold, ``(directory, ids)`` each: no queue of
+    ``queues``."""
 
     queues: list[tuple[str, int, str]]
     rocksdb: bool
+    unloadable: list[tuple[str, list[int]]]
+
+
+def utf8_name(name: str) -> bool:
+    """Whether a directory entry's name (``os.listdir``'s str, bytes that are not UTF-8 kept as
+    ``surrogateescape`` characters) is UTF-8 text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def queue_dirs(root: str) -> QueueDirs:
@@ -55,16 +69,20 @@ def queue_dirs(root: str) -> QueueDirs:
     ``DefaultMessageStore.loadConsumeQueue`` finds them: a topic entry that is no directory (its
     ``listFiles()`` is null) is skipped, and so is a queue entry whose name ``Integer.parseInt``
     refuses (``NumberFormatException``: ``continue``).  The broker starts and serves the store beside
-    such strays (a README, an editor's backup), so readers do too.  A negative queue id (``-1``,
-    which the broker loads) is listed: the caller decides.  A queue's directory is the one the broker
-    reads, ``TOPIC/`` + the queue id as Java writes it (``ConsumeQueue``'s constructor: ``storePath +
-    File.separator + topic + File.separator + queueId``), whatever name parsed to the id: ``00`` or
-    ``+0`` beside ``0`` is never read, and one alone stands for a queue with no directory yet; so does
-    a file of the queue's own name (``MappedFileQueue.load``: ``listFiles()`` of a file is null, a
-    queue without files).
+    such strays (a README, an editor's backup), so readers do too.  So is a topic directory whose name
+    is not UTF-8 (``QueueDirs.unloadable``): ``java.io.File.listFiles`` decodes the name (under a UTF-8
+    or ASCII ``sun.jnu.encoding``, a U+FFFD or ``?`` for each malformed sequence), and the path of that
+    text names no directory, so ``fileTopic.listFiles()`` is null and none of its queues loads.  A
+    negative queue id (``-1``, which the broker loads) is listed: the caller decides.  A queue's
+    directory is the one the broker reads, ``TOPIC/`` + the queue id as Java writes it
+    (``ConsumeQueue``'s constructor: ``storePath + File.separator + topic + File.separator +
+    queueId``), whatever name parsed to the id: ``00`` or ``+0`` beside ``0`` is never read, and one
+    alone stands for a queue with no directory yet; so does a file of the queue's own name
+    (``MappedFileQueue.load``: ``listFiles()`` of a file is null, a queue without files).
     """
     queues = []
     strays = []
+    unloadable = []
     for topic in files.list_dir(root):
         directory = os.path.join(root, topic)
         if not files.is_dir(directory):
@@ -72,10 +90,15 @@ def queue_dirs(root: str) -> QueueDirs:
             continue
         names = set(files.list_dir(directory))
         ids = {queue_id for queue_id in map(parse_int, names) if queue_id is not None}
-        queues += [(topic, queue_id, os.path.join(directory, str(queue_id))) for queue_id in sorted(ids)
-                   if str(queue_id) in names and files.is_dir(os.path.join(directory, str(queue_id)))]
+        held = [(topic, queue_id, os.path.join(directory, str(queue_id))) for queue_id in sorted(ids)
+                if str(queue_id) in names and files.is_dir(os.path.join(directory, str(queue_id)))]
+        if not utf8_name(topic):
+            if held:
+                unloadable.append((directory, [queue_id for _, queue_id, _ in held]))
+            continue
+        queues += held
     rocksdb = ROCKSDB_MARKER in strays and any(name.startswith(ROCKSDB_MANIFEST) for name in strays)
-    return QueueDirs(queues, rocksdb)
+    return QueueDirs(queues, rocksdb, unloadable)
 
 
 def is_rocketmq_store(path: str) -> bool:

@@ -121,6 +121,7 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
+    BACKUP_SUFFIX,
     ConsumerOffsets,
     TopicConfigs,
     read_delay_offsets,
@@ -640,6 +641,9 @@ class RocketMQStore(LifecycleMixin, Store):
                                 self.path)
         self._commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: topic directories under ``consumequeue/`` whose names are not UTF-8, with the queue ids they
+        #: hold: the broker loads none of them, nor does the store (``verify`` names each)
+        self.unloadable_queues: list[tuple[str, list[int]]] = []
         #: ``consumequeue_ext/`` of a filter-enabled broker, read-only (see .consumequeue_ext)
         self.queue_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.index: IndexService | None = None
@@ -753,6 +757,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raise UnsupportedOperationError(
                 "expected consume-queue directories (RocketMQ's file store), found a RocksDB consume-queue "
                 "store (RocketMQ 5.2+ storeType=defaultRocksDB, RocksDBConsumeQueueStore): not covered", root)
+        self.unloadable_queues = found.unloadable
         for topic, queue_id, directory in found.queues:
             if queue_id < 0:    # the broker loads it (Integer.parseInt), segstore holds no such queue
                 raise CorruptDataError(f"expected queue directories named by a queue id of at least 0, "
@@ -1666,6 +1671,12 @@ class RocketMQStore(LifecycleMixin, Store):
         # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
         owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
                  if (pair := topic_and_group(name)) is not None]
+        if not owned:       # said, as a Kafka log directory without __consumer_offsets says it
+            path = self.consumer_offsets.path
+            held = files.exists(path) or files.exists(path + BACKUP_SUFFIX)
+            where = ("config/consumerOffset.json holds no offsets" if held
+                     else "no config/consumerOffset.json here")
+            notes.append(f"{where}: no consumer group committed offsets")
         for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue

@@ -475,6 +475,8 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
     where it lies), vectorized per :data:`ENTRY_CHUNK` entries; the entries found wrong (and
     extension addresses, which are few) are then reported one by one."""
     topics: dict[str, int] = {}
+    for directory, ids in store.unloadable_queues:
+        problems.append(_unloadable_topic_dir(directory, ids))
     for (topic, qid), cq in sorted(store.queues.items()):
         if cq.empty_tail is not None:
             problems.append(Problem(cq.empty_tail, 0, f"expected a consume-queue file of {cq.file_size} "
@@ -508,6 +510,24 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                         f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
+
+
+def _unloadable_topic_dir(directory: str, ids: list[int]) -> Problem:
+    """A topic directory of consume queues whose name is not UTF-8, once (not each entry as a stranger's:
+    no topic is named so): RocketMQ 4.9.7 ``DefaultMessageStore.loadConsumeQueue`` lists it through
+    ``java.io.File``, which decodes the name, and that text's path names no directory
+    (:func:`.dirnames.queue_dirs`), so the broker loads none of its queues; neither does segstore.  The
+    messages its entries point at are checked against their own topics' queues (entries missing there
+    are problems of their own)."""
+    name = repr(os.fsencode(os.path.basename(directory)))[1:]
+    listed = ", ".join(map(str, ids))
+    return Problem(directory, None, (
+        f"expected a topic directory name that is UTF-8 text, found the bytes {name}, holding queue"
+        f"{'s' if len(ids) > 1 else ''} {listed}: the broker loads none of them (4.9.7 "
+        "DefaultMessageStore.loadConsumeQueue: java.io.File decodes the name, a U+FFFD for each malformed "
+        "sequence, and finds no directory of that text), nor does segstore; rename it to the topic its "
+        "entries are of, or remove it (segstore recover rebuilds a topic's missing entries from the "
+        "commitlog)"))
 
 
 def _misnamed_queue_file(cq, seg, problems: list[Problem]) -> None:

@@ -128,8 +128,11 @@ def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
         for name in extra:
             layout = extra_layout_class(name, store.format)(store, options, writable=True,
                                                             open_streams=False)
-            for directory in layout.drop():
+            removed = layout.drop()
+            for directory in removed:
                 out.write(f"removed {directory}\n")
+            if not removed:     # said, as a native one's line: a silent exit 0 looked like a drop
+                out.write(f"{args.path}: {name}: not built, nothing to drop\n")
     return EXIT_OK
 
 
@@ -137,7 +140,7 @@ def add_commands(subparsers: Any) -> None:
     """Register ``index`` with its ``build``, ``verify`` and ``drop`` subcommands."""
     parser = subparsers.add_parser("index", help="build, verify or drop extra index layouts "
                                                  f"({', '.join(LAYOUT_NAMES)})")
-    actions = parser.add_subparsers(dest="index_command", required=True)
+    actions = parser.add_subparsers(dest="index_command", required=True, metavar="{build,verify,drop}")
     for name, func, text in (
             ("build", cmd_build, "build (or rebuild) extra indexes from a scan; broker files stay untouched"),
             ("verify", cmd_verify, "check indexes against the log; exit 1 with a path:pos line per problem"),
