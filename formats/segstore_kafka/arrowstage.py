@@ -32,16 +32,15 @@ no row is too large for a batch alone (refused by the append).  Elsewhere :func:
 None and the caller appends the rows (``append_arrow``), as it would without this.
 
 The manifest (JSON) says, per topic, the config the bytes were encoded under
-(:func:`config_key`), and per batch ``[topic, partition, bytes, last of its group]`` in the order
+(:func:`config_key`), and per batch ``[topic, partition, last of its group]`` in the order
 ``append_arrow`` appends them; :func:`usable` refuses it where the partition's config differs now.
 """
 
 from __future__ import annotations
 
 import struct
-import threading
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any
 
 from segstore.errors import SegstoreError
@@ -81,70 +80,70 @@ def encode(batches: list[pa.RecordBatch], config_for: Callable[[str], KafkaConfi
     """The batches ``append_arrow`` of ``batches`` (its input batches, in order) writes with topics
     configured by ``config_for``, at base offset 0 and leader epoch 0; None where the rows or the
     configs are not such that setting those two fields makes them what it writes (above), or where
-    ``append_arrow`` refuses the rows (the caller's append then says why).  ``pool``: the input batches
-    are encoded on its threads (the C encoder walks the rows without the GIL), put together in order.
-    Pure; thread-safe.  ``O(bytes)`` in C, a Python step per batch written.
+    ``append_arrow`` refuses the rows before writing any (the caller's append then says why).
+
+    Every input batch is planned and checked here (the cuts, so the manifest, are known then); the
+    encoding itself runs on ``pool``'s threads where given (the C encoder walks the rows without the
+    GIL), each input batch a task: the chunks then come in order as they are made (an iterator,
+    consumed once by :func:`commit`, which writes the first while the next are made).  The rows'
+    buffers must stay valid until then (a mapped file stays mapped while its buffers live).
+    ``O(bytes)`` in C, a Python step per batch written.
     """
-    lock = threading.Lock()
-    known: dict[str, KafkaConfig] = {}
+    from .partition import encode_columns
 
-    def config_of(topic: str) -> KafkaConfig:
-        with lock:      # config_for may read a store, which is not thread-safe
-            if topic not in known:
-                known[topic] = config_for(topic)
-            return known[topic]
-
-    def one(batch: pa.RecordBatch) -> tuple[dict[str, Any], list[list[Any]], list[bytearray]] | None:
-        try:
-            return _encode_batch(batch, config_of)
-        except SegstoreError:
-            return None
-
-    parts = list(pool.map(one, batches) if pool is not None else map(one, batches))
     configs: dict[str, Any] = {}
+    known: dict[str, KafkaConfig] = {}
     listed: list[list[Any]] = []
-    chunks: list[bytearray] = []
-    for part in parts:
-        if part is None:
-            return None
-        configs.update(part[0])
-        listed += part[1]
-        chunks += part[2]
+    planned: list[tuple[arrowappend.Plan, list[tuple[KafkaConfig, Any]]]] = []
+    try:
+        for batch in batches:
+            names = batch.schema.names
+            if "partition" not in names or batch.column("partition").null_count or "timestamp" not in names:
+                return None         # a row's partition or time would be the append's
+            plan = arrowappend.plan(batch)
+            if (plan.timestamps < 0).any():
+                return None
+            runs: list[tuple[KafkaConfig, Any]] = []
+            for topic, partition, rows in plan.groups:
+                config = known[topic] if topic in known else known.setdefault(topic, config_for(topic))
+                key = configs.setdefault(topic, config_key(config))
+                if key is None:
+                    return None
+                limit = arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes,
+                                                config.codec != "none")
+                if (plan.sizes[rows] > limit).any():
+                    return None     # a lone row the append checks against max.message.bytes
+                for run in arrowappend.cuts(rows, plan.sizes, plan.batch_ids, limit):
+                    runs.append((config, run))
+                    listed.append([topic, partition, False])
+                listed[-1][2] = True        # the last of its group: retention applied after it
+            planned.append((plan, runs))
+    except SegstoreError:
+        return None
+
+    def encoded(plan: arrowappend.Plan, runs: list[tuple[KafkaConfig, Any]]) -> list[bytearray]:
+        columns = plan.columns(0)
+        # bytearrays, set in place at the commit: each copy is made here, and the encoder's bytes
+        # freed at once for the next batch's (no new pages)
+        return [bytearray(encode_columns(config, columns, run, base_offset=0, leader_epoch=0, now=0))
+                for config, run in runs]
+
+    chunks: Iterable[bytearray]
+    if pool is None:
+        chunks = [chunk for plan, runs in planned for chunk in encoded(plan, runs)]
+    else:
+        chunks = _in_order([pool.submit(encoded, plan, runs) for plan, runs in planned])
     return EncodedArrow({"version": VERSION, "configs": configs, "batches": listed}, chunks)
 
 
-def _encode_batch(batch: pa.RecordBatch, config_for: Callable[[str], KafkaConfig],
-                  ) -> tuple[dict[str, Any], list[list[Any]], list[bytearray]] | None:
-    """:func:`encode` of one input batch: its topics' config keys, its manifest rows and its chunks."""
-    from .partition import encode_columns
-
-    names = batch.schema.names
-    if "partition" not in names or batch.column("partition").null_count or "timestamp" not in names:
-        return None         # a row's partition or time would be the append's
-    plan = arrowappend.plan(batch)
-    if (plan.timestamps < 0).any():
-        return None
-    columns = plan.columns(0)
-    configs: dict[str, Any] = {}
-    listed: list[list[Any]] = []
-    chunks: list[bytearray] = []
-    for topic, partition, rows in plan.groups:
-        config = config_for(topic)
-        key = configs.setdefault(topic, config_key(config))
-        if key is None:
-            return None
-        limit = arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes,
-                                        config.codec != "none")
-        if (plan.sizes[rows] > limit).any():
-            return None     # a lone row the append checks against max.message.bytes
-        for run in arrowappend.cuts(rows, plan.sizes, plan.batch_ids, limit):
-            # a bytearray, set in place at the commit: the copy is made here, beside the tasks, and
-            # the encoder's bytes freed at once for the next batch's (no new pages)
-            data = bytearray(encode_columns(config, columns, run, base_offset=0, leader_epoch=0, now=0))
-            chunks.append(data)
-            listed.append([topic, partition, len(data), False])
-        listed[-1][3] = True        # the last of its group: retention applied after it
-    return configs, listed, chunks
+def _in_order(futures: list[Future[list[bytearray]]]) -> Iterator[bytearray]:
+    """The chunks of ``futures`` in order, each waited for; those not reached are cancelled."""
+    try:
+        for future in futures:
+            yield from future.result()
+    finally:
+        for future in futures:
+            future.cancel()
 
 
 def usable(store: KafkaStore, manifest: dict[str, Any]) -> bool:
@@ -155,10 +154,10 @@ def usable(store: KafkaStore, manifest: dict[str, Any]) -> bool:
     if manifest.get("version") != VERSION:
         return False
     batches = manifest["batches"]
-    store.check_destinations(sorted({(str(t), int(p)) for t, p, _, _ in batches}))
+    store.check_destinations(sorted({(str(t), int(p)) for t, p, _ in batches}))
     configs = manifest["configs"]
     seen: set[tuple[str, int]] = set()
-    for topic, partition, _, _ in batches:
+    for topic, partition, _ in batches:
         if (topic, partition) in seen:
             continue
         seen.add((topic, partition))
@@ -177,11 +176,10 @@ def commit(store: KafkaStore, encoded: EncodedArrow) -> int:
     appended = 0
     now: int | None = None
     listed = encoded.manifest["batches"]
-    for (topic, partition, size, last), batch in zip(listed, encoded.chunks, strict=True):
+    for (topic, partition, last), batch in zip(listed, encoded.chunks, strict=True):
         part = store.partition_of(topic, partition, create=True)
         if now is None:
             now = part.clock()      # as append_arrow takes it once per group
-        assert len(batch) == size
         BASE_OFFSET.pack_into(batch, BASE_OFFSET_AT, part.next_offset)
         LEADER_EPOCH.pack_into(batch, LEADER_EPOCH_AT, part.append_epoch)     # as append_columns
         done = part.append_encoded(batch, now_ms=now, check_times=False)

@@ -289,9 +289,11 @@ def _take_prepared(job_dir: str, *, wait: bool = True) -> dict[str, Prepared]:
     global _preparing
     kept, _preparing = _preparing, None
     if kept is None or kept.job_dir != job_dir or not wait:
-        if kept is not None:
-            for future in kept.futures.values():
-                future.cancel()
+        for future in kept.futures.values() if kept is not None else ():
+            if not future.cancel() and future.done() and future.exception() is None:
+                ahead = future.result()
+                if ahead is not None:
+                    ahead.drop()
         return {}
     done = {path: future.result() for path, future in kept.futures.items()}
     return {path: ahead for path, ahead in done.items() if ahead is not None}

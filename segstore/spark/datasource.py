@@ -789,9 +789,12 @@ class StagedJob:
         :raises SegstoreError: what the store's check raises for the rows' topics and partitions.
         """
         ahead = prepared.get(part.path) if prepared else None
-        if ahead is None or ahead.size != files.file_size(part.path):
+        if ahead is None:
             return None
-        return ahead.encoded if store.check_encoded_arrow(ahead.encoded.manifest) else None
+        if ahead.size == files.file_size(part.path) and store.check_encoded_arrow(ahead.encoded.manifest):
+            return ahead.encoded
+        ahead.drop()
+        return None
 
     def _check(self, store: Store, part: StagedWrite) -> None:
         """Raise what appending ``part`` would raise for its rows' topics and partitions, writing nothing
@@ -852,6 +855,12 @@ class Prepared:
 
     size: int
     encoded: EncodedArrow
+
+    def drop(self) -> None:
+        """Stop making the chunks not made yet (an encoding not taken)."""
+        close = getattr(self.encoded.chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def prepare_staged(options: WriteOptions, path: str, pool: Executor | None = None) -> Prepared | None:
