@@ -12,15 +12,10 @@ import importlib
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import UnsupportedOperationError
-from .store import DumpLine, EncodedArrow, Store
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
-    import pyarrow as pa
+from .store import DumpLine, Store
 
 __all__ = ["WRITE_CHUNK", "DumpLine", "FileDumpOptions", "FormatPlugin", "NativeIndexes", "chunks"]
 
@@ -222,19 +217,6 @@ class FormatPlugin(abc.ABC):
             :class:`DumpLine` s with ``problem=True``).
         """
         raise UnsupportedOperationError(f"{self.name} files cannot be dumped one by one", path)
-
-    def encode_arrow(self, path: str, table: pa.Table, config: Mapping[str, Any], *,
-                     pool: Executor | None = None) -> EncodedArrow | None:
-        """The rows of ``table`` (``Store.append_arrow``'s input) encoded ahead of an append to the store
-        at ``path`` (opened with ``config``; it may not exist yet), for its
-        :meth:`Store.check_encoded_arrow` and :meth:`Store.append_encoded_arrow` to append at their
-        end: work a writer does as each task's rows come in, beside the tasks still running, that its
-        one commit after the last task would otherwise do alone.  None: this
-        format encodes nothing ahead, or not these rows (the caller appends them with
-        ``append_arrow``).  ``pool``: threads the format may encode on.  Opens no store for writing; pure
-        otherwise.
-        """
-        return None
 
     def conversion(self) -> Any:
         """This format's side of ``segstore convert``: a ``segstore.convert.interchange.FormatConversion``

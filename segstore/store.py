@@ -90,21 +90,6 @@ def check_isolation(level: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class EncodedArrow:
-    """Rows of a columnar append encoded ahead of it, by a format that can
-    (:meth:`.plugin.FormatPlugin.encode_arrow`): the bytes it would write but for what only the
-    append knows (where each partition's log ends), and the format's ``manifest`` of them (JSON
-    values) that :meth:`Store.check_encoded_arrow` and :meth:`Store.append_encoded_arrow` read.
-    The caller keeps the two (the Spark writer's driver, as each task's staged file comes in).
-    ``chunks``: one per record batch the format writes, in its manifest's order, perhaps still being
-    made (an iterator that waits for each: consumed once); the append sets the fields only it knows
-    in place (so each is a ``bytearray``, used once)."""
-
-    manifest: dict[str, Any]
-    chunks: Iterable[bytearray]
-
-
-@dataclass(frozen=True, slots=True)
 class DumpLine:
     """One line of a dump or a query answer: ``text`` for a terminal, ``data`` for ``--json``.
 
@@ -390,26 +375,6 @@ class Store(abc.ABC):
 
         :raises InvalidMessageError: (or :class:`InvalidTopicError`) as the append would.
         """
-
-    def check_encoded_arrow(self, manifest: dict[str, Any]) -> bool:
-        """Whether rows encoded ahead (:meth:`.plugin.FormatPlugin.encode_arrow`, ``manifest``)
-        are what :meth:`append_arrow` of them would write here now, so that
-        :meth:`append_encoded_arrow` may append them; False: append the rows instead (this format
-        encodes nothing ahead, or the store changed since).  Writes nothing.
-
-        :raises InvalidMessageError: (or :class:`InvalidTopicError`) what :meth:`check_destinations`
-            raises for the rows' topics and partitions.
-        """
-        return False
-
-    def append_encoded_arrow(self, encoded: EncodedArrow) -> int:
-        """Append rows encoded ahead as :meth:`append_arrow` of them appends, after
-        :meth:`check_encoded_arrow` of its manifest said True; returns the rows appended.  Its chunks
-        are written with the fields only the append knows set in them: append an encoding once.
-
-        :raises UnsupportedOperationError: the format encodes nothing ahead.
-        """
-        raise UnsupportedOperationError(f"{self.format} stores take no rows encoded ahead", self.path)
 
     def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
         """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :mod:`segstore.columns`' schema

@@ -1303,9 +1303,9 @@ class Partition:
                                 "without segments", self.path)
         return active
 
-    def append_encoded(self, data: bytes | bytearray, *, now_ms: int | None = None,
-                       keep_offsets: bool = False, new_segment: bool = False, check_times: bool = True,
-                       segment_base: int | None = None, log_start: int | None = None) -> Appended:
+    def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
+                       new_segment: bool = False, check_times: bool = True, segment_base: int | None = None,
+                       log_start: int | None = None) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
 
         ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's

@@ -121,32 +121,6 @@ class KafkaFormat(FormatPlugin):
                            static=static_layer(config))
         return attach(store, indexes, layout_options)
 
-    def encode_arrow(self, path: str, table: Any, config: Mapping[str, Any], *, pool: Any = None) -> Any:
-        """:meth:`FormatPlugin.encode_arrow`: the record batches ``append_arrow`` of ``table`` writes, at
-        base offset 0 (:func:`.arrowstage.encode`, its input batches on ``pool``'s threads where given),
-        each topic's config as the store at ``path`` has it (opened to read), or, where there is no
-        store yet, as ``config`` makes it (a store whose config differs at the append takes the rows
-        instead: :func:`.arrowstage.usable`)."""
-        from segstore.errors import NotFoundError, SegstoreError
-        from segstore.layouts import split_options
-
-        from . import arrowstage
-        from .partition import KafkaConfig
-
-        batches = [b for b in table.to_batches() if b.num_rows]
-        try:
-            store = self.open(path, "r", **config)
-        except NotFoundError:
-            try:
-                defaults = KafkaConfig.from_mapping(split_options(dict(config))[2])
-            except SegstoreError:
-                return None
-            return arrowstage.encode(batches, lambda topic: defaults, pool=pool)
-        except SegstoreError:
-            return None
-        with store:
-            return arrowstage.encode(batches, store.topic_config, pool=pool)
-
     def config_from_file(self, entries: Sequence[tuple[str, str, int]], path: str,
                          overrides: Mapping[str, Any]) -> dict[str, Any]:
         """A ``server.properties`` as the 3.8 broker applies it (:func:`.brokerconfig.from_properties`):

@@ -705,7 +705,7 @@ class LogSegment:
                 or self.offset_index.is_full or self.time_index.is_full
                 or max_offset - self.base > 0x7FFFFFFF)
 
-    def append(self, data: bytes | bytearray, *, last_offset: int, max_timestamp: int,
+    def append(self, data: bytes, *, last_offset: int, max_timestamp: int,
                offset_of_max_timestamp: int) -> int:
         """Append one batch's bytes; returns its position.  Indexes per Kafka's interval rule.
 

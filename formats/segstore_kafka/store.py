@@ -53,7 +53,6 @@ from segstore.store import (
     READ_UNCOMMITTED,
     AppendResult,
     DumpLine,
-    EncodedArrow,
     Problem,
     QueryRequest,
     QueryResult,
@@ -1323,25 +1322,6 @@ class KafkaStore(Store):
             if batch.num_rows:
                 self._checked_plan(batch, widths)
 
-    def topic_config(self, topic: str) -> KafkaConfig:
-        """The config an append to ``topic`` here writes under (its partitions', or a new one's)."""
-        return self._part.config if self._part is not None else self._log_dir.config_for(topic)
-
-    def check_encoded_arrow(self, manifest: dict[str, Any]) -> bool:
-        """:meth:`Store.check_encoded_arrow` (:func:`.arrowstage.usable`)."""
-        from . import arrowstage
-
-        self._check_writable()
-        return arrowstage.usable(self, manifest)
-
-    def append_encoded_arrow(self, encoded: EncodedArrow) -> int:
-        """:meth:`Store.append_encoded_arrow` (:func:`.arrowstage.commit`): ``O(bytes)`` written, a Python
-        step per batch."""
-        from . import arrowstage
-
-        self._check_writable()
-        return arrowstage.commit(self, encoded)
-
     def batch_records_limit(self, topic: str) -> int:
         """The records bytes (uncompressed, upper bound) one batch of ``topic`` may hold here, as
         :meth:`append_arrow` cuts its batches (``arrowappend.batch_limit``: about 1 MiB, less where
@@ -1349,7 +1329,7 @@ class KafkaStore(Store):
         keeps each call's batch under."""
         from . import arrowappend
 
-        config = self.topic_config(topic)
+        config = self._part.config if self._part is not None else self._log_dir.config_for(topic)
         return arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes, config.codec != "none")
 
     def check_destinations(self, destinations: Iterable[tuple[str, int]]) -> None:

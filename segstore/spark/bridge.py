@@ -20,11 +20,7 @@ Spark as they are.
 - batch writes (the JVM side's writer; its tasks stage Arrow files themselves):
   ``write_begin`` (``{"options", "schema", "overwrite", "local"}`` -> ``{"root", "jobDir"}``),
   ``write_commit`` (``{"options", "root", "jobDir", "staged"}``) and ``write_abort``
-  (``{"options", "root", "jobDir"}``) -> ``{}``: :class:`.datasource.StagedJob`'s; and, on the
-  connection the commit then goes over, ``write_prepare`` (``{"options", "jobDir", "staged": [partition,
-  path, rows]}`` -> ``{"prepared"}``) as each task's file comes in: its rows encoded ahead and kept
-  in this process for that job's ``write_commit`` (:func:`.datasource.prepare_staged`), which a
-  ``write_abort`` or another job's ``write_begin`` drops.
+  (``{"options", "root", "jobDir"}``) -> ``{}``: :class:`.datasource.StagedJob`'s.
 
 Driver requests cost one store open each (planning opens it again, as the Python
 source does); reads are ``O(records)`` in Arrow and C.  Not thread-safe: one request
@@ -35,10 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import uuid
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -55,13 +49,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .. import files, overlap
-from ..errors import ConfigError, SegstoreError
+from ..errors import ConfigError
 from ..store import Store
 from . import planning
 from .datasource import (
     TIME_COLUMNS,
-    Prepared,
     SegstoreStreamReader,
     StagedJob,
     StagedWrite,
@@ -71,10 +63,9 @@ from .datasource import (
     check_write_schema,
     local_staging_root,
     open_store,
-    prepare_staged,
     read_slices,
 )
-from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .options import ReadOptions, parse_read_options, parse_write_options
 from .schema import arrow_schema, spark_schema
 
 _COMPARISONS: dict[str, type[Filter]] = {
@@ -253,59 +244,6 @@ def stream_plan(request: Mapping[str, Any]) -> dict[str, Any]:
     return {"partitions": [_spec(p, request["options"], plan_id) for p in partitions]}
 
 
-#: Bytes of staged files whose rows one process keeps encoded ahead of their job's commit: past them a
-#: file's rows are left to the commit, which appends them as it did before (about the encoding's size:
-#: 1,000,000 rows of 100-byte values staged 130 MB).
-PREPARE_BUDGET = 1 << 30
-
-
-class _Preparing:
-    """The files of one job being encoded ahead in this process (:func:`write_prepare`), by staged path;
-    ``size``: their bytes.  One job at a time: the driver's JVM sends a job's requests over one connection."""
-
-    def __init__(self, job_dir: str) -> None:
-        self.job_dir = job_dir
-        self.futures: dict[str, Future[Prepared | None]] = {}
-        self.size = 0
-
-
-_preparing: _Preparing | None = None
-#: (one file at a time, the batches of it on every core): made at the first prepare of a process.
-_pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
-
-
-def _prepare_pools() -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
-    global _pools
-    if _pools is None:
-        threads = max(1, min(4, overlap.cores()))
-        _pools = (ThreadPoolExecutor(1, thread_name_prefix="segstore-prepare"),
-                  ThreadPoolExecutor(threads, thread_name_prefix="segstore-encode"))
-    return _pools
-
-
-def _take_prepared(job_dir: str, *, wait: bool = True) -> dict[str, Prepared]:
-    """The encodings made for ``job_dir`` (none for another job), no longer kept here; ``wait``: for those
-    still being made (else they are dropped as they end)."""
-    global _preparing
-    kept, _preparing = _preparing, None
-    if kept is None or kept.job_dir != job_dir or not wait:
-        for future in kept.futures.values() if kept is not None else ():
-            if not future.cancel() and future.done() and future.exception() is None:
-                ahead = future.result()
-                if ahead is not None:
-                    ahead.drop()
-        return {}
-    done = {path: future.result() for path, future in kept.futures.items()}
-    return {path: ahead for path, ahead in done.items() if ahead is not None}
-
-
-def _prepare(options: WriteOptions, path: str, pool: ThreadPoolExecutor) -> Prepared | None:
-    try:
-        return prepare_staged(options, path, pool)
-    except SegstoreError:
-        return None     # a file gone (an abort), a store that does not open: the commit appends its rows
-
-
 def _job(request: Mapping[str, Any]) -> StagedJob:
     return StagedJob(parse_write_options(request["options"]), str(request["root"]), str(request["jobDir"]))
 
@@ -318,7 +256,6 @@ def write_begin(request: Mapping[str, Any]) -> dict[str, Any]:
     check_append_mode(options, bool(request.get("overwrite")))
     check_write_schema(StructType.fromJson(json.loads(request["schema"])), options)
     check_destination(options)
-    _take_prepared("", wait=False)      # what an earlier job left here (its commit never came) goes
     job = StagedJob.start(options, uuid.uuid4().hex,
                           local_root=local_staging_root() if request.get("local") else None)
     return {"root": job.root, "jobDir": job.job_dir}
@@ -326,43 +263,13 @@ def write_begin(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_commit(request: Mapping[str, Any]) -> dict[str, Any]:
     """Append the files the tasks staged (``staged``: ``[partition, path, rows]`` each) to the store, in
-    partition order, then remove the staging (:meth:`.datasource.StagedJob.commit`), those this process
-    encoded ahead (:func:`write_prepare`) as encoded."""
-    prepared = _take_prepared(str(request["jobDir"]))
-    _job(request).commit([StagedWrite(int(p), str(path), int(rows)) for p, path, rows in request["staged"]],
-                         prepared)
+    partition order, then remove the staging (:meth:`.datasource.StagedJob.commit`)."""
+    _job(request).commit([StagedWrite(int(p), str(path), int(rows)) for p, path, rows in request["staged"]])
     return {}
 
 
-def write_prepare(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"prepared"}``: whether the rows of one task's staged file (``staged``: ``[partition, path, rows]``)
-    are being encoded here, on this process's threads, for its job's ``write_commit`` over the same
-    connection (:func:`.datasource.prepare_staged`; the driver's JVM asks as each task commits, while the
-    others run).  Answers at once; the commit waits for the encodings.  False where the file is past
-    :data:`PREPARE_BUDGET`, and the commit appends the rows of any file whose encoding gave none (a
-    format that encodes nothing ahead, rows it does not encode).  Reads the file; writes nothing."""
-    global _preparing
-    job_dir = str(request["jobDir"])
-    _, path, rows = request["staged"]
-    path = str(path)
-    if _preparing is None or _preparing.job_dir != job_dir:
-        _take_prepared("", wait=False)
-        _preparing = _Preparing(job_dir)
-    job = _preparing
-    if not int(rows) or path in job.futures or os.path.dirname(path) != job_dir:
-        return {"prepared": path in job.futures}
-    size = files.file_size(path)
-    if job.size + size > PREPARE_BUDGET:
-        return {"prepared": False}
-    one_file, batches = _prepare_pools()
-    job.futures[path] = one_file.submit(_prepare, parse_write_options(request["options"]), path, batches)
-    job.size += size
-    return {"prepared": True}
-
-
 def write_abort(request: Mapping[str, Any]) -> dict[str, Any]:
-    """Remove a failed job's staging (and drop what this process encoded of it); the store is not touched."""
-    _take_prepared(str(request["jobDir"]), wait=False)
+    """Remove a failed job's staging; the store is not touched."""
     _job(request).clean()
     return {}
 

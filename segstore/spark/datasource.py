@@ -27,8 +27,7 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Executor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,10 +70,9 @@ from ..errors import (
     UnsupportedOperationError,
     WrongFormatError,
 )
-from ..plugin import FormatPlugin
 from ..records import Message
 from ..search import Bound, search
-from ..store import EncodedArrow, Store
+from ..store import Store
 from . import planning
 from .options import (
     READ_UNCOMMITTED,
@@ -743,14 +741,10 @@ class StagedJob:
                     raise
         files.remove_dir_if_empty(self.root)     # other jobs may still be staging there
 
-    def commit(self, staged: list[StagedWrite], prepared: Mapping[str, Prepared] | None = None) -> None:
+    def commit(self, staged: list[StagedWrite]) -> None:
         """Append every staged file to the store, in partition order, then :meth:`clean`.
 
-        ``prepared``: staged files (by path) whose rows the driver encoded ahead, while the other tasks
-        ran (:func:`prepare_staged`); each is appended as encoded where the store takes the encoding
-        (:meth:`Store.check_encoded_arrow`: the bytes ``append_arrow`` of its rows writes, offsets set
-        here), its rows otherwise.  Every file is checked before the first is appended (that check, or
-        :meth:`_check`: a null topic without the
+        Every file is checked before the first is appended (:meth:`_check`: a null topic without the
         ``topic`` option, a topic or partition the format refuses, a Kafka key whose partition the
         log directory does not hold), so such a refusal appends
         nothing, and a store the commit created is removed again (``files.RemovedOnFailure``).  Each
@@ -765,36 +759,14 @@ class StagedJob:
             options = self.options
             with files.RemovedOnFailure(options.path), \
                     open_store(options.path, options.format, options.config, mode="a") as store:
-                encoded = [self._take_prepared(store, part, prepared) for part in parts]
-                for part, ahead in zip(parts, encoded, strict=True):
-                    if ahead is None:
-                        self._check(store, part)
-                for part, ahead in zip(parts, encoded, strict=True):
-                    if ahead is None:
-                        self._append(store, part)
-                    else:
-                        store.append_encoded_arrow(ahead)
+                for part in parts:
+                    self._check(store, part)
+                for part in parts:
+                    self._append(store, part)
                     removals.submit(files.remove, part.path)
         finally:
             removals.shutdown()
             self.clean()      # what a removal failed to delete, this deletes or reports
-
-    @staticmethod
-    def _take_prepared(store: Store, part: StagedWrite,
-                       prepared: Mapping[str, Prepared] | None) -> EncodedArrow | None:
-        """``part``'s rows as the driver encoded them ahead (:func:`prepare_staged`), where that encoding is
-        of this very file (its size then) and the store appends it as it is now
-        (:meth:`Store.check_encoded_arrow`); None: its rows are checked and appended instead.
-
-        :raises SegstoreError: what the store's check raises for the rows' topics and partitions.
-        """
-        ahead = prepared.get(part.path) if prepared else None
-        if ahead is None:
-            return None
-        if ahead.size == files.file_size(part.path) and store.check_encoded_arrow(ahead.encoded.manifest):
-            return ahead.encoded
-        ahead.drop()
-        return None
 
     def _check(self, store: Store, part: StagedWrite) -> None:
         """Raise what appending ``part`` would raise for its rows' topics and partitions, writing nothing
@@ -846,58 +818,6 @@ class StagedJob:
                 chunk = []
         if chunk:
             store.append_batch(chunk)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A staged file's rows encoded ahead of the commit (:func:`prepare_staged`): the file's size when
-    it was read (the commit takes the encoding only for a file of that size), and the encoding."""
-
-    size: int
-    encoded: EncodedArrow
-
-    def drop(self) -> None:
-        """Stop making the chunks not made yet (an encoding not taken)."""
-        close = getattr(self.encoded.chunks, "close", None)
-        if close is not None:
-            close()
-
-
-def prepare_staged(options: WriteOptions, path: str, pool: Executor | None = None) -> Prepared | None:
-    """The rows of the staged file ``path`` encoded as the store's format appends them
-    (:meth:`.plugin.FormatPlugin.encode_arrow`), in memory, for :meth:`StagedJob.commit` to append
-    with offsets set: the driver's work as each task ends, while the others still run, that the one
-    commit after the last task would otherwise do.  None where the format encodes nothing ahead or not
-    these rows, where the columns do not convert, or where no format is named and there is no store to
-    detect one from (the commit appends the rows).  ``pool``: threads the format encodes on.  Opens no
-    store for writing; the file is only read.  ``O(rows)`` in Arrow and the format's C encoder; memory:
-    about the file's size.
-    """
-    format_name = options.format
-    if format_name is None:
-        if not files.exists(options.path):
-            return None
-        try:
-            format_name = registry.detect(options.path)
-        except SegstoreError:
-            return None
-    plugin = registry.get(format_name)
-    if type(plugin).encode_arrow is FormatPlugin.encode_arrow:
-        return None         # a format that encodes nothing ahead: no columns made for nothing
-    size = files.file_size(path)
-    staged = files.MappedFile(path)
-    try:
-        table = pa.ipc.open_stream(pa.py_buffer(staged.view())).read_all()
-        try:
-            columns = staged_columns(table, options)
-        except ConfigError:
-            columns = None      # the commit's check says so, naming the task
-        encoded = (None if columns is None
-                   else plugin.encode_arrow(options.path, columns, dict(options.config), pool=pool))
-        del table, columns
-    finally:
-        staged.close()
-    return None if encoded is None else Prepared(size, encoded)
 
 
 def staged_name(partition_id: int, attempt: int) -> str:

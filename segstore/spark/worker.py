@@ -102,7 +102,7 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
             "stream_initial": bridge.stream_initial, "stream_snapshot": bridge.stream_snapshot,
             "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan,
             "write_begin": bridge.write_begin, "write_commit": bridge.write_commit,
-            "write_prepare": bridge.write_prepare, "write_abort": bridge.write_abort, "ping": _ping}
+            "write_abort": bridge.write_abort, "ping": _ping}
 
 
 def _ping(request: Mapping[str, Any]) -> dict[str, Any]:

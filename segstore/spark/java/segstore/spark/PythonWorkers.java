@@ -246,43 +246,6 @@ final class PythonWorkers {
     }
 
     /**
-     * A connection held for a write job's requests, one after the other (its files' {@code write_prepare}
-     * and then its {@code write_commit}, which takes what they kept in that child): as {@link #call} takes
-     * one for a write, a reused one checked with a {@code ping} first and replaced where that fails.
-     * The caller closes it when the job is done ({@link #callHeld}).
-     */
-    WorkerConnection borrowForWrite() throws IOException {
-        WorkerConnection connection = borrow();
-        if (connection.reused) {
-            try {
-                connection.call(PING);
-            } catch (IOException e) {
-                connection = replace(connection);     // a child gone while idle: nothing was asked
-            }
-        }
-        return connection;
-    }
-
-    /**
-     * One exchange on a held connection ({@link #borrowForWrite}), never asked twice. An error reply is
-     * thrown as {@link SegstoreException} (the connection serves the next request); a child that ended in
-     * the middle is named as {@link #call} names it, in the {@link IOException} thrown (the connection is
-     * then of no use).
-     */
-    JsonNode callHeld(WorkerConnection connection, JsonNode request) throws IOException {
-        try {
-            return connection.call(request);
-        } catch (IOException e) {
-            String reason = exitOf(connection.pid());
-            if (reason == null) {
-                throw e;
-            }
-            throw new IOException("segstore's worker child (pid " + connection.pid() + ") ended in the middle "
-                    + "of the driver's " + request.path("op").asText("") + " request: " + reason, e);
-        }
-    }
-
-    /**
      * Why the worker child {@code pid} ended, as its server noted it ({@code exit-PID} beside the socket,
      * segstore/spark/worker.py {@code note_exit}), or null: none noted within two seconds (the server
      * reaps its children at least once a second), or it ended cleanly. The note is removed once read.
