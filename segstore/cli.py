@@ -1803,8 +1803,9 @@ def _spec_format(spec: Any, spec_path: str) -> str:
     if isinstance(spec, dict) and "messages" in spec:
         return "rocketmq"
     found = "neither" if isinstance(spec, dict) else json_shown(spec)
+    # (no "pass --format": a spec of neither shape is refused whatever format writes it)
     raise InvalidMessageError("expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found "
-                              f"{found}; pass --format", spec_path)
+                              f"{found}", spec_path)
 
 
 def check_store_path(path: str) -> None:
@@ -2028,7 +2029,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                 number, pos, message = found
                 raise kind(f"line {number}: {message}", shown, pos) from err
             raise
-    out.write(f"{args.path}: appended {count} messages\n")
+    out.write(f"{args.path}: appended {count} message{'' if count == 1 else 's'}\n")
     if opened_before is not None:
         for topic, partition, producer, start in sorted(_open_transactions(args.path, fmt) - opened_before):
             sys.stderr.write(

@@ -121,8 +121,8 @@ def test_a_spec_nested_past_the_recursion_limit_is_a_data_error(tmp_path):
      "messages[0].queueId"),
     ('{"messages": [', "expected a JSON spec, found invalid JSON (Expecting value: line 1 column 15 "
                        "(char 14))"),
-    ("[1]", "expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found an array [1]; pass "
-            "--format")])
+    ("[1]", "expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found an array [1]"),
+    ('{"partitions": []}', "expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found neither")])
 def test_a_spec_that_does_not_read_is_the_inputs_problem_as_a_line_is(tmp_path, text, said):
     spec = tmp_path / "spec.json"
     spec.write_text(text)

@@ -864,3 +864,12 @@ def test_an_integer_of_thousands_of_digits_before_a_syntax_error_is_named(tmp_pa
     code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
     assert code == 1
     assert err.endswith("found a number of 4400 digits\n"), err
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_the_summary_counts_in_the_singular_for_one_message(tmp_path, capsys, count):
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"topic": "T", "body": f"m{i}"}) + "\n" for i in range(count)))
+    code, out, err = run(capsys, "write", tmp_path / "s", "--input", lines)
+    said = "1 message" if count == 1 else f"{count} messages"
+    assert (code, out, err) == (0, f"{tmp_path / 's'}: appended {said}\n", "")
