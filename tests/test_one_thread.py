@@ -9,9 +9,9 @@ batch's build), :func:`~segstore.overlap.pipelined` (a conversion's reading besi
 
 Every path is run here with the overlap on (``ENABLED``, as on a machine of 2 cores or more), the
 threads it starts and the pool steps it submits recorded.  Two threads are no workers and are
-allowed: a RocketMQ store open for append has the broker's flusher (4.9.7 ``CommitLog``'s
-``FlushRealTimeService``, asleep between flushes), and a Kafka log dir's close syncs its partitions'
-files on a few threads (waiting on the disk, ``LogDir.close``).
+allowed: a RocketMQ store open for append has the broker's flusher (4.9.7's
+``FlushRealTimeService`` and ``FlushConsumeQueueService``, asleep between flushes), and a Kafka log
+dir's close syncs its partitions' files on a few threads (waiting on the disk, ``LogDir.close``).
 """
 
 from __future__ import annotations
