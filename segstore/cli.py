@@ -2996,8 +2996,10 @@ def _thread_count(text: str) -> int:
 
 def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--threads", type=_thread_count, metavar="N",
-                   help=f"{what} on N threads, 1 to {overlap.MAX_THREADS} (default: the cores this process "
-                        "may use where it may use 3 or more, else 1); the output is the same with any N")
+                   help=f"{what} on N threads, 1 to {overlap.MAX_THREADS}, 1 being the calling thread alone "
+                        "(default: $SEGSTORE_THREADS, else the cores this process may use where it may use "
+                        "3 or more, else one range with a second core's help); the output is the same with "
+                        "any N")
 
 
 def _decompress_flag(p: argparse.ArgumentParser) -> None:

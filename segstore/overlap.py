@@ -29,11 +29,19 @@ index checks of a ``verify`` beside its commitlog walk).
 :func:`pipelined` is the looser chain of a conversion: its source runs in a thread of its own, up
 to a bounded number of items ahead, also while the consumer holds an item (a conversion's reading
 costs unevenly from item to item, its writing evenly: a queued item evens them out).
+
+:func:`overlapped`, :func:`shared` and :func:`pipelined` take the thread count their caller was asked
+for, as it was given (``threads``; None: the default): one thread asked for (``threads=1``, or
+``$SEGSTORE_THREADS=1`` or :func:`asked_for` ``(1)`` for a call given none) keeps them on the calling
+thread (:func:`overlaps`), so that ``threads=1`` is one thread busy.  The default keeps them on a
+second core, also on 2 cores where it reads one range (:func:`default_threads`).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import itertools
 import os
 import threading
@@ -96,12 +104,13 @@ class _Thread(threading.Thread):
 
 
 def start_thread(target: Callable[[], object], name: str) -> threading.Thread:
-    """A daemon thread running ``target``, started: for every thread segstore starts.
+    """A daemon thread running ``target``, started: for every thread segstore starts.  ``target`` runs
+    in a copy of this thread's context (so :func:`asked_for` holds on the thread too).
 
     :raises OutOfMemoryError: the thread could not start (no memory for its stack, or for its first
         objects), instead of ``RuntimeError`` or of waiting forever (see :class:`_Thread`).
     """
-    thread = _Thread(target=target, name=name, daemon=True)
+    thread = _Thread(target=contextvars.copy_context().run, args=(target,), name=name, daemon=True)
     try:
         thread.start()
     except RuntimeError as err:     # pthread_create failed: no room for the stack
@@ -173,9 +182,10 @@ class _Step(Generic[U]):
 
 class _Pool:
     """The steps' pool: up to ``size`` daemon threads (:func:`start_thread`), one more started when a
-    step is submitted and none is idle.  A thread is started before its step is queued, so a failed
-    start queues nothing (no step left behind to run later, after its caller has gone on); it raises
-    only where the pool has no thread at all, else the step waits for one of those."""
+    step is submitted and none is idle; a step runs in a copy of its submitter's context.  A thread is
+    started before its step is queued, so a failed start queues nothing (no step left behind to run
+    later, after its caller has gone on); it raises only where the pool has no thread at all, else
+    the step waits for one of those."""
 
     def __init__(self, size: int) -> None:
         import queue
@@ -202,7 +212,8 @@ class _Pool:
                     if self._threads == 0:
                         raise
         step: _Step[U] = _Step()
-        self._queue.put((step, fn, args))
+        # in the submitter's context (:func:`asked_for`), as on its own thread
+        self._queue.put((step, contextvars.copy_context().run, (fn, *args)))
         return step
 
     def _work(self) -> None:
@@ -237,10 +248,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
+def overlapped(source: Iterator[T], build: Callable[[T], U], threads: int | None = None) -> Iterator[U]:
     """``build(item)`` for each item of ``source``, in order (``source`` closed with the generator);
     ``next(source)`` for the following item runs in a worker thread while ``build`` runs on this
-    one (when :data:`ENABLED`).
+    one (when :func:`overlaps` ``(threads)``: ``threads`` is the count the caller was given, None
+    where it was given none; one thread asked for runs both on this one).
 
     ``source`` must not share mutable state with ``build``'s item (a walk that reuses one rows
     buffer for every region cannot be overlapped).  Thread-safety: as ``source`` and ``build``;
@@ -248,7 +260,7 @@ def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
     """
     ahead: _Step[Any] | None = None
     try:
-        if not ENABLED:
+        if not overlaps(threads):
             for item in source:
                 yield build(item)
             return
@@ -272,11 +284,12 @@ def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
             close()
 
 
-def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
+def shared(fn: Callable[[T], U], items: list[T], threads: int | None = None) -> list[U]:
     """``[fn(item) for item in items]``, this thread and a pool thread taking the next item in turn
-    (when :data:`ENABLED` and there are two items or more): for independent steps that are mostly
-    C releasing the GIL (encoding the record batches a write has queued).  Whichever thread is
-    freer takes more (the pool thread may share its core with the other step of an overlap).
+    (when :func:`overlaps` ``(threads)``, ``threads`` as :func:`overlapped`'s, and there are two items
+    or more): for independent steps that are mostly C releasing the GIL (encoding the record batches
+    a write has queued).  Whichever thread is freer takes more (the pool thread may share its core
+    with the other step of an overlap).
 
     ``fn`` must be safe to call from two threads at once on different items.  A thread stops at
     the first exception it gets; the one of the earliest item is raised here once both threads are
@@ -284,7 +297,7 @@ def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
     raises, and it never waits for one to be free: called from a pool thread too (every one busy),
     this thread runs all the items.  ``O(len(items))`` besides ``fn``.
     """
-    if not ENABLED or len(items) < 2:
+    if len(items) < 2 or not overlaps(threads):
         return [fn(item) for item in items]
     results: list[Any] = [None] * len(items)
     errors: dict[int, BaseException] = {}
@@ -494,13 +507,15 @@ def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | 
 
 
 def default_threads(available: int) -> int:
-    """The threads a read takes by default on ``available`` cores: all of them from 3 cores on,
-    one on 1 or 2.  On 2 cores the one-thread paths already run on both (the walk of the next
-    region beside the build of this one, :func:`overlapped`), and splitting by ranges measured
-    0.66-1.98x of them (benchmarks/bench_parallel.py, 500k and 4M messages: RocketMQ ``verify``
-    gains 1.5-2x, most other paths 0.8-1.3x, several lose): a range split cost up to 1.8x the CPU
-    (imports inside a first split, since gone; page faults of a second thread's buffers; smaller
-    batches: benchmarks/NOTES.md, "Threads"), which only more cores pay back."""
+    """The threads a read splits into by default on ``available`` cores: all of them from 3 cores on,
+    one on 1 or 2.  On 2 cores that one range still runs on both (the default keeps the overlap: the
+    walk of the next region beside the build of this one, :func:`overlapped`; a conversion's reading
+    beside its writing, :func:`pipelined`), and splitting by ranges measured 0.66-1.98x of it
+    (benchmarks/bench_parallel.py, 500k and 4M messages: RocketMQ ``verify`` gains 1.5-2x, most other
+    paths 0.8-1.3x, several lose): a range split cost up to 1.8x the CPU (imports inside a first
+    split, since gone; page faults of a second thread's buffers; smaller batches:
+    benchmarks/NOTES.md, "Threads"), which only more cores pay back.  An explicit ``threads=1`` is
+    not this default: it is one thread, the overlap off too (:func:`overlaps`)."""
     return available if available > 2 else 1
 
 
@@ -511,31 +526,88 @@ def default_threads(available: int) -> int:
 #: than this takes this many.
 MAX_THREADS = 256
 
+#: The thread count :func:`asked_for` gives the calls in its block (None: none given).
+_ASKED: contextvars.ContextVar[int | None] = contextvars.ContextVar("segstore_threads", default=None)
+
+
+@contextlib.contextmanager
+def asked_for(threads: int | None) -> Iterator[None]:
+    """Within the block, ``threads`` is the count of every path that takes one and is given none, as
+    ``$SEGSTORE_THREADS`` (which it wins over) but for the calls this thread makes in the block and
+    the threads segstore starts for them (:func:`start_thread`, the pool's steps), not another
+    thread's: for a call that runs paths which take no count of their own (``convert(threads=N)``:
+    its reading and writing, the recovery at a destination's open, a verify).  None changes nothing.
+    Thread-safe (a context variable).
+
+    :raises ConfigError: ``threads`` below 1 or above :data:`MAX_THREADS`.
+    """
+    if threads is None:
+        yield
+        return
+    token = _ASKED.set(thread_count(threads))
+    try:
+        yield
+    finally:
+        _ASKED.reset(token)
+
+
+def _asked(threads: int | None) -> int | None:
+    """The thread count asked for, unchecked: ``threads``; where None, :func:`asked_for`'s, else
+    ``$SEGSTORE_THREADS`` (checked); None where none was (the default).  ``O(1)``.
+
+    :raises ConfigError: ``$SEGSTORE_THREADS`` not a whole number from 1 to :data:`MAX_THREADS`.
+    """
+    if threads is not None:
+        return threads
+    scoped = _ASKED.get()
+    if scoped is not None:
+        return scoped
+    given = os.environ.get("SEGSTORE_THREADS")
+    if not given:
+        return None
+    try:
+        count = int(given)
+    except ValueError:
+        raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
+    if count < 1:     # named: the caller passed no threads, the environment did
+        raise ConfigError(f"expected SEGSTORE_THREADS of at least 1, found {given!r}")
+    if count > MAX_THREADS:
+        raise ConfigError(f"expected SEGSTORE_THREADS of at most {MAX_THREADS}, found {given!r}")
+    return count
+
 
 def thread_count(threads: int | None) -> int:
-    """``threads`` checked (1 to :data:`MAX_THREADS`); when None the default: ``$SEGSTORE_THREADS``
-    when set (as ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else
-    :func:`default_threads` of :func:`cores` (at most :data:`MAX_THREADS`).
+    """``threads`` checked (1 to :data:`MAX_THREADS`); when None the default: :func:`asked_for`'s
+    count, else ``$SEGSTORE_THREADS`` when set (as ``OMP_NUM_THREADS``: for what takes no argument, a
+    store's recovery at open), else :func:`default_threads` of :func:`cores` (at most
+    :data:`MAX_THREADS`).  ``O(1)``; thread-safe.
 
     :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1 or above :data:`MAX_THREADS`.
     """
-    if threads is None:
-        given = os.environ.get("SEGSTORE_THREADS")
-        if not given:
-            return min(default_threads(cores()), MAX_THREADS)
-        try:
-            threads = int(given)
-        except ValueError:
-            raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
-        if threads < 1:     # named: the caller passed no threads, the environment did
-            raise ConfigError(f"expected SEGSTORE_THREADS of at least 1, found {given!r}")
-        if threads > MAX_THREADS:
-            raise ConfigError(f"expected SEGSTORE_THREADS of at most {MAX_THREADS}, found {given!r}")
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(f"expected threads of at least 1, found {cut(threads)}")
-    if threads > MAX_THREADS:
-        raise ConfigError(f"expected threads of at most {MAX_THREADS}, found {cut(threads)}")
-    return threads
+    asked = _asked(threads)
+    if asked is None:
+        return min(default_threads(cores()), MAX_THREADS)
+    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
+        raise ConfigError(f"expected threads of at least 1, found {cut(asked)}")
+    if asked > MAX_THREADS:
+        raise ConfigError(f"expected threads of at most {MAX_THREADS}, found {cut(asked)}")
+    return asked
+
+
+def overlaps(threads: int | None = None) -> bool:
+    """Whether a call given ``threads`` (as it was given; None: none) may run a second thread beside
+    its own (:func:`overlapped`, :func:`shared`, :func:`pipelined`): :data:`ENABLED`, and one thread
+    was not asked for (``threads=1``; given none, :func:`asked_for` or ``$SEGSTORE_THREADS`` of 1).
+    The default is not such a request, though it reads one range on 2 cores (:func:`thread_count`
+    gives 1 there): pass the count as given, not as :func:`thread_count` resolved it.  ``O(1)``;
+    thread-safe.
+
+    :raises ConfigError: as :func:`_asked`.
+    """
+    if not ENABLED:
+        return False
+    asked = _asked(threads)
+    return not (asked == 1 and not isinstance(asked, bool))
 
 
 class _Raised:
@@ -548,9 +620,10 @@ class _Raised:
 
 
 def pipelined(source: Iterator[T], build: Callable[[T], U], ahead: int = 1,
-              name: str = "segstore-pipeline") -> Iterator[U]:
+              name: str = "segstore-pipeline", threads: int | None = None) -> Iterator[U]:
     """``build(item)`` for each item of ``source``, in order (``source`` closed with the generator),
-    ``next(source)`` running in a thread of its own (when :data:`ENABLED`): it makes the next item
+    ``next(source)`` running in a thread of its own (when :func:`overlaps` ``(threads)``, ``threads``
+    as :func:`overlapped`'s; else on this one, in turn with ``build``): it makes the next item
     while ``build`` runs and while the caller holds a result, and waits once ``ahead`` made items
     are queued.  Up to ``ahead + 2`` items are alive at once (one built, ``ahead`` queued, one made).
 
@@ -565,7 +638,7 @@ def pipelined(source: Iterator[T], build: Callable[[T], U], ahead: int = 1,
     ``source`` is closed on this thread.  Thread-safety: ``source`` runs on one thread, ``build``
     on the caller's; they must not share mutable state.
     """
-    if not ENABLED:
+    if not overlaps(threads):
         try:
             for item in source:
                 yield build(item)

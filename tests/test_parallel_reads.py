@@ -905,8 +905,8 @@ def test_ahead_runs_within_its_window_and_nothing_once_closed(threads):
 
 
 def test_the_default_thread_count_splits_only_from_three_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On 2 cores the one-thread path already uses both (benchmarks/bench_parallel.py: the split
-    measured 0.78-1.37x of it), so the default splits only where there are more."""
+    """On 2 cores the default's one range already uses both, with the overlap (benchmarks/bench_parallel.py:
+    the split measured 0.78-1.37x of it), so the default splits only where there are more."""
     assert [overlap.default_threads(n) for n in (1, 2, 3, 16)] == [1, 1, 3, 16]
     monkeypatch.delenv("SEGSTORE_THREADS", raising=False)
     monkeypatch.setattr(overlap, "cores", lambda: 2)

@@ -1839,6 +1839,9 @@ class RocketMQStore(LifecycleMixin, Store):
         ``threads`` (default: see segstore.overlap.thread_count) walks the commitlog (not a queue) by
         byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
         order and the same error at the same place as one thread, batches cut where the ranges are.
+        With one range by default (2 cores) the walk of the next region runs on a second thread beside
+        the build of this one (:func:`segstore.overlap.overlapped`); one thread asked for (``threads=1``,
+        ``$SEGSTORE_THREADS=1``) runs both on this one.
 
         The ``value`` column holds each body as stored, compressed where its producer compressed it
         (``sysFlag`` 0x1), as the broker serves it.  With ``decompress``, as consumers read it
@@ -1864,7 +1867,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_positions(start, end)
         check_batch_rows(batch_rows)
         committed = check_isolation(isolation) == READ_COMMITTED
-        threads = thread_count(threads)
+        asked, threads = threads, thread_count(threads)     # asked: threads=1 keeps the overlap off
         schema = project(ROCKETMQ_SCHEMA, columns)
         if decompress and {"value", "sysFlag"} & set(schema.names):
             from . import bodycodec
@@ -1896,7 +1899,8 @@ class RocketMQStore(LifecycleMixin, Store):
             if topic is not None or start is not None or end is not None:
                 raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
                                   "or a byte range (start, end) too")
-            for made in overlapped(self._queue_ranges_rows(queues, batch_rows, fill), lambda r: build(*r)):
+            for made in overlapped(self._queue_ranges_rows(queues, batch_rows, fill), lambda r: build(*r),
+                                   asked):
                 yield from made
             return
         if topic is not None and partition is not None:     # both or neither (checked above)
@@ -1910,8 +1914,10 @@ class RocketMQStore(LifecycleMixin, Store):
                 for made in regions:
                     yield from made
         else:
-            # the walk of the next region overlaps the build of this one (segstore.overlap)
-            for made in overlapped(self._region_rows(start, end, batch_rows, fill=fill), lambda r: build(*r)):
+            # the walk of the next region overlaps the build of this one (segstore.overlap), but where
+            # one thread was asked for
+            for made in overlapped(self._region_rows(start, end, batch_rows, fill=fill), lambda r: build(*r),
+                                   asked):
                 yield from made
         if end is None:
             self._check_queue_ends()

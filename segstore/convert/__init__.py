@@ -48,7 +48,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
             topics: Iterable[str] | None = None, compression: str = "none",
             config: Mapping[str, Any] | None = None, resume: bool = False, verify: bool = False,
             force: bool = False, skip_corrupt: bool = False, progress: bool | None = None,
-            timestamp: str = "born", decompress_bodies: bool = False) -> ConversionReport:
+            timestamp: str = "born", decompress_bodies: bool = False,
+            threads: int | None = None) -> ConversionReport:
     """Convert the store at ``src`` into a new store of format ``to`` at ``dst``.
 
     :param to: a registered format: ``"kafka"`` (``dst`` becomes a log directory of
@@ -68,14 +69,22 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         as consumers read them, with their sysFlag's 0x1 cleared: an export for Kafka consumers,
         which is not converted back (the inflated messages no longer fit their commitlog places).
         By default the bodies are copied as stored, and the way back is exact.
+    :param threads: the thread count of everything the conversion runs (its reading, its writing, the
+        recovery of a resumed destination, the verify), 1 to 256, as ``SEGSTORE_THREADS`` gives it
+        (which it wins over) for this call alone; by default ``SEGSTORE_THREADS``, else as the reads'
+        default (docs/cli.md, "Threads").  1 runs everything on the calling thread (no reading thread
+        beside the writing, no second encoding thread); the same bytes with any count.
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
     :raises ConversionOptionError: with ``force``, a ``dst`` that is neither a store of format ``to`` nor
         an empty directory (naming it and what it holds); a ``src`` or ``dst`` that is not a path (or holds a
-        NUL byte, refused before any call to the system),
+        NUL byte, refused before any call to the system), ``threads`` that is not a whole number from 1
+        to 256,
         ``topics`` that are not names (one name alone is taken as ``[name]``), a ``config`` that is not
         a mapping.
     """
+    from segstore.overlap import asked_for, thread_count
+
     from .pipeline import run  # the plugins load here, not when the CLI builds its parser
 
     paths = []
@@ -94,10 +103,16 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     if config is not None and not isinstance(config, Mapping):
         raise ConversionOptionError(f"expected config as a mapping of name to value ({{'segment.bytes': "
                                     f"1048576}}), found {type(config).__name__} {cut(config)}")
-    return run(paths[0], paths[1], to=to, topics=names,
-               compression=compression, config=dict(config or {}), resume=resume, verify=verify,
-               force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp,
-               decompress_bodies=decompress_bodies)
+    if threads is not None:
+        try:
+            thread_count(threads)
+        except ConfigError as err:      # an argument of the call, as the others (exit 2)
+            raise ConversionOptionError(err.message) from None
+    with asked_for(threads):    # the count of every path the run takes, on every thread it starts
+        return run(paths[0], paths[1], to=to, topics=names,
+                   compression=compression, config=dict(config or {}), resume=resume, verify=verify,
+                   force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp,
+                   decompress_bodies=decompress_bodies)
 
 
 __all__ = ["COMPRESSIONS", "convert", "parse_config"]

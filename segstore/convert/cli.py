@@ -6,7 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from segstore import registry
-from segstore.cli import check_store_path, resolve_store, store_config
+from segstore.cli import _threads_flag, check_store_path, resolve_store, store_config
 
 from . import COMPRESSIONS, convert
 
@@ -17,7 +17,7 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
                      config=store_config(args, args.to), resume=args.resume, verify=args.verify,
                      force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,
-                     decompress_bodies=args.decompress_bodies)
+                     decompress_bodies=args.decompress_bodies, threads=args.threads)
     for line in report.lines():
         out.write(line + "\n")
     return 0
@@ -48,4 +48,5 @@ def add_cli(subparsers: Any) -> None:
                    help="replace an existing DST: a store of the --to format or an empty directory")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="report corrupt source regions and continue past them")
+    _threads_flag(p, "read, write and verify")
     p.set_defaults(func=_cmd_convert)
