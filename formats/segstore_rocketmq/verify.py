@@ -113,7 +113,7 @@ def _tail_damage(seg, pos: int) -> str:
     return f" ({_damage(seg.path, seg.file.view(), pos, seg.base)})"
 
 
-def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], threads: int = 1
+def _verify_commitlog(store, problems: list[Problem], missing: _MissingEntries, threads: int = 1
                       ) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
     ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps) and what
@@ -231,6 +231,53 @@ def _marked(bits: np.ndarray | None, lo: int, n: int) -> np.ndarray:
     return np.unpackbits(bits[lo >> 3:(lo + n + 7) >> 3], bitorder="little", count=n).view(bool)
 
 
+class _MissingEntries:
+    """The walked messages lacking their consume-queue entry, as runs: consecutive offsets of one queue
+    (a queue directory deleted lacks all of its entries) are one problem naming how many, their queue
+    offsets and commitlog offsets, as ``recover`` rebuilds them (``rebuilt N entries from queue offset
+    O``), not a line per message (a lost queue of a million messages printed a million lines).
+
+    Runs are kept as ``[first offset, last offset, first commitlog offset, last commitlog offset]``;
+    adding a batch's messages of one queue is ``O(its messages)`` in numpy, a list item per run.
+    Not thread-safe (the walk's batches are checked in turn)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, int], list[list[int]]] = {}
+
+    def add(self, key: tuple[str, int], offsets: np.ndarray, phys: np.ndarray) -> None:
+        """Messages of queue ``key`` without an entry, in commitlog order."""
+        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+        starts, ends = np.r_[0, breaks], np.r_[breaks, len(offsets)] - 1
+        runs = self.runs.setdefault(key, [])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            first = int(offsets[a])
+            if runs and runs[-1][1] + 1 == first:
+                runs[-1][1], runs[-1][3] = int(offsets[b]), int(phys[b])
+            else:
+                runs.append([first, int(offsets[b]), int(phys[a]), int(phys[b])])
+
+    def problems(self, store) -> list[Problem]:
+        """One problem per run, in commitlog order of their first messages."""
+        found = []
+        for (topic, qid), runs in self.runs.items():
+            cq = store.queues.get((topic, qid))
+            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
+            where = (cq.directory if cq is not None
+                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
+            for first, last, first_phy, last_phy in runs:
+                if first == last:
+                    what = (f"expected an entry for the message at commitlog offset {first_phy} "
+                            f"({topic}/{qid} offset {first}), found none")
+                else:
+                    what = (f"expected entries for the {last - first + 1} messages at commitlog offsets "
+                            f"{first_phy} to {last_phy} ({topic}/{qid} offsets {first} to {last}), found "
+                            "none: consumers of the queue miss them (segstore recover rebuilds them "
+                            "from the commitlog)")
+                found.append((first_phy, Problem(where, first * CQ_DTYPE.itemsize, what)))
+        found.sort(key=lambda item: item[0])
+        return [problem for _, problem in found]
+
+
 class _Coverage:
     """One pass over the walk, a batch at a time, against the queues and the index (a lockstep).
 
@@ -287,7 +334,7 @@ class _Coverage:
         """The bits of consume-queue file ``j`` of queue ``key`` the walk confirmed (None: none)."""
         return self.queue_bits.get((*key, j))
 
-    def check(self, batch: Walked, missing: list[Problem]) -> None:
+    def check(self, batch: Walked, missing: _MissingEntries) -> None:
         self._check_queues(batch, missing)
         self._confirm_index(batch)
         self._count_unindexed(batch)
@@ -357,13 +404,14 @@ class _Coverage:
                 "index file; segstore recover puts them)")))
         return problems
 
-    def _check_queues(self, batch: Walked, missing: list[Problem]) -> None:
+    def _check_queues(self, batch: Walked, missing: _MissingEntries) -> None:
         store = self.store
         if not store.queues:
             # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
             return
         ok = ~batch.has_queue_entry(self.batch_topics)
-        for (number, qid), mine in batch.groups().items():
+        groups = batch.groups()
+        for (number, qid), mine in groups.items():
             key = (batch.topics[number], qid)
             if key not in store.queues:
                 continue
@@ -405,21 +453,11 @@ class _Coverage:
                     found[i] = _unit(ext, int(stored[other][i])) is None
                 seen[other] = found
             ok[mine] = seen
-        for m in np.flatnonzero(~ok).tolist():
-            topic, qid = batch.topics[int(batch.topic[m])], int(batch.queue_id[m])
-            offset = int(batch.queue_offset[m])
-            cq = store.queues.get((topic, qid))
-            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
-            where = (cq.directory if cq is not None
-                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
-            missing.append(
-                Problem(
-                    where,
-                    offset * CQ_DTYPE.itemsize,
-                    f"expected an entry for the message at commitlog offset {int(batch.phy[m])} "
-                    f"({topic}/{qid} offset {offset}), found none",
-                )
-            )
+        lost = ~ok
+        for (number, qid), mine in groups.items():
+            mine = mine[lost[mine]]
+            if len(mine):
+                missing.add((batch.topics[number], qid), batch.queue_offset[mine], batch.phy[mine])
 
     def _run_confirmed(self, key: tuple[str, int], batch: Walked, mine: np.ndarray, offsets: np.ndarray,
                        firsts: np.ndarray, lens: np.ndarray, segs: list) -> bool:
@@ -1010,7 +1048,7 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
     """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean); the
     commitlog decoded on ``threads`` threads (the same problems with any number)."""
     problems: list[Problem] = []
-    missing: list[Problem] = []
+    missing = _MissingEntries()
     for cq in store.queues.values():    # a reader's open took the early files of each queue as full
         cq.count_every_file()
     # the index files' own structure (chains, slots, keys put again) needs no walk: with several
@@ -1020,7 +1058,7 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
         with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
             w, cover = _verify_commitlog(store, problems, missing, threads)
         _verify_queues(store, w, cover, problems)
-        problems.extend(missing)
+        problems.extend(missing.problems(store))
         _verify_queue_exts(store, problems)
     except BaseException:
         if structure is not None:
