@@ -508,6 +508,70 @@ class _Coverage:
             _mark(bits, lo + np.flatnonzero(good))
 
 
+class _IntoLostFiles:
+    """Entries of one consume-queue or index file pointing into commitlog files lost between others
+    (``CommitLog.missing``), as runs of consecutive slots: a lost file of a million messages left a line
+    per entry (the basic fixture's middle file: 336 lines beside the one naming the file); each run is
+    one problem, how many, their offsets and commitlog offsets.  Other entries pointing at no valid
+    message stay a problem each.  ``O(entries added)`` in numpy, a list item per run; not thread-safe
+    (one file's entries are checked in turn)."""
+
+    def __init__(self, missing: list[tuple[str, int, int]]) -> None:
+        self.starts = np.array([start for _, start, _ in missing], np.int64)
+        self.ends = np.array([end for _, _, end in missing], np.int64)
+        #: [first slot, last slot, first commitlog offset, last, the lost range's index]
+        self.runs: list[list[int]] = []
+
+    def take(self, slots: np.ndarray, phys: np.ndarray) -> np.ndarray:
+        """Keep the entries (``slots`` ascending, ``phys`` their offsets) pointing into a lost range;
+        returns which they were."""
+        if not len(self.starts) or not len(slots):
+            return np.zeros(len(slots), bool)
+        gap = np.searchsorted(self.starts, phys, side="right") - 1
+        inside = (gap >= 0) & (phys < self.ends[np.maximum(gap, 0)])
+        for i in np.flatnonzero(inside).tolist():
+            slot, phy, g = int(slots[i]), int(phys[i]), int(gap[i])
+            last = self.runs[-1] if self.runs else None
+            if last is not None and last[1] + 1 == slot and last[4] == g:
+                last[1], last[3] = slot, phy
+            else:
+                self.runs.append([slot, slot, phy, phy, g])
+        return inside
+
+    def _said(self, one: str, many: str, after: str, shift: int = 0) -> list[tuple[int, str]]:
+        """``(first slot, text)`` per run: ``one`` or ``many`` formatted with ``first`` and ``last`` (the
+        slots plus ``shift``), ``n``, ``first_phy``, ``last_phy`` and ``lost`` (the range's words);
+        ``after`` ends a run of several."""
+        said = []
+        for first, last, first_phy, last_phy, g in self.runs:
+            lost = (f"in the commitlog files lost from physical offset {int(self.starts[g])} to "
+                    f"{int(self.ends[g])}")
+            words = {"first": first + shift, "last": last + shift, "n": last - first + 1,
+                     "first_phy": first_phy, "last_phy": last_phy, "lost": lost}
+            said.append((first, one.format(**words) if first == last else many.format(**words) + after))
+        return said
+
+    def index_problems(self, f) -> list[Problem]:
+        """One problem per run of index file ``f``'s entries (numbered from 1) pointing into lost files."""
+        return [Problem(f.path, f.entry_pos(first), text) for first, text in self._said(
+            "expected index entry {first} to point at a valid message, found commitlog offset {first_phy}, "
+            "{lost}",
+            "expected index entries {first} to {last} to point at valid messages, found {n} pointing into "
+            "commitlog offsets {first_phy} to {last_phy}, {lost}",
+            ": their messages are gone with those files (segstore recover cuts the index there and rebuilds "
+            "it from the commitlog)")]
+
+    def problems(self, path: str, topic: str, qid: int, first_offset: int) -> list[Problem]:
+        """One problem per run of a consume-queue file's entries (``first_offset``: its first slot's)."""
+        queue = f"{topic}/{qid}".replace("{", "{{").replace("}", "}}")
+        return [Problem(path, first * CQ_DTYPE.itemsize, text) for first, text in self._said(
+            f"expected the entry of {queue} offset {{first}} to point at a valid message, found commitlog "
+            "offset {first_phy}, {lost}",
+            f"expected the entries of {queue} offsets {{first}} to {{last}} to point at valid messages, "
+            "found {n} pointing into commitlog offsets {first_phy} to {last_phy}, {lost}",
+            ": their messages are gone with those files", first_offset)]
+
+
 def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
     """Every entry the walk did not confirm (``cover``) against the message at its offset (decoded
     where it lies), vectorized per :data:`ENTRY_CHUNK` entries; the entries found wrong (and
@@ -532,12 +596,14 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                 _misnamed_queue_file(cq, seg, problems)
             entries = seg.entries
             confirmed = cover.queue_confirmed((topic, qid), j)
+            lost = _IntoLostFiles(store.commitlog.missing)
             for lo in range(0, len(entries), ENTRY_CHUNK):
                 chunk = entries[lo:lo + ENTRY_CHUNK]
                 todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
                 if len(todo):
                     _check_entries(store, w, topics, topic, qid, cq, ext, seg, lo + todo, chunk[todo],
-                                   problems)
+                                   problems, lost)
+            problems.extend(lost.problems(seg.file.path, topic, qid, seg.first_offset))
             at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
             if at_byte is not None:
                 at_byte -= at_byte % CQ_DTYPE.itemsize
@@ -584,8 +650,10 @@ def _misnamed_queue_file(cq, seg, problems: list[Problem]) -> None:
 
 
 def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg,
-                   slots: np.ndarray, rows: np.ndarray, problems: list[Problem]) -> None:
-    """Entries ``rows`` (in slots ``slots``, ascending) of one consume-queue file against their messages."""
+                   slots: np.ndarray, rows: np.ndarray, problems: list[Problem],
+                   lost: _IntoLostFiles) -> None:
+    """Entries ``rows`` (in slots ``slots``, ascending) of one consume-queue file against their messages;
+    those pointing into lost commitlog files (live ones, without an extension address) go to ``lost``."""
     phys = rows["offset"].astype(np.int64)
     stored = rows["tags_code"].astype(np.int64)
     resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
@@ -611,7 +679,9 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
                              int(resolved[i])):
             wrong[i] = False
     live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
-    for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
+    gone = ~found & live & ~addressed
+    gone[gone] = lost.take(slots[gone].astype(np.int64), phys[gone])
+    for i in np.flatnonzero((~found | wrong | addressed) & live & ~gone).tolist():
         pos = int(slots[i]) * CQ_DTYPE.itemsize
         phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
         expected = f"{topic}/{qid} offset {int(claimed[i])}"
@@ -737,11 +807,13 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
                 )
             )
         entries = f.entries
+        lost = _IntoLostFiles(store.commitlog.missing)
         for lo in range(0, len(entries), ENTRY_CHUNK):
             chunk = entries[lo:lo + ENTRY_CHUNK]
             todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
             if len(todo):
-                _check_index_entries(store, w, f, lo + todo, chunk[todo], problems)
+                _check_index_entries(store, w, f, lo + todo, chunk[todo], problems, lost)
+        problems.extend(lost.index_problems(f))
         bad_slots = _bad_slots(f)
         if len(bad_slots):
             s = int(bad_slots[0])
@@ -951,9 +1023,9 @@ def _check_header_times(store, w: Walk, f, problems: list[Problem]) -> None:
 
 
 def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.ndarray,
-                         problems: list[Problem]) -> None:
+                         problems: list[Problem], lost: _IntoLostFiles) -> None:
     """Entries ``entries`` (at ``at_slots`` of ``f.entries``, ascending) against the messages they
-    point at."""
+    point at; those pointing into lost commitlog files go to ``lost`` (by entry number)."""
     numbers = at_slots + 1
     phys = entries["phy_offset"].astype(np.int64)
     hashes = entries["hash"].astype(np.int64)
@@ -962,6 +1034,9 @@ def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.nd
     carried = found.copy()
     carried[found] = walked.carries_hash(at[found], hashes[found])
     links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
+    gone = ~found
+    gone[gone] = lost.take(numbers[gone].astype(np.int64), phys[gone])
+    carried |= gone
     for i in np.flatnonzero(~carried | links_bad).tolist():
         n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
         pos = f.entry_pos(n)
