@@ -225,3 +225,28 @@ def test_entries_pointing_into_a_lost_middle_file_are_one_line_per_run(tmp_path,
     assert counts == [n for n in index_counts if n]
     assert all(lost in line for line in index_lines)
     assert len(lines) == 1 + len(expected) + len(index_lines)
+
+
+def test_entries_past_a_lost_last_file_are_counted_as_recover_drops_them(tmp_path, capsys):
+    """The basic store's last commitlog file deleted (a tail lost): 170 lines, one per entry pointing past
+    the data's end; now a run per consume-queue file and per index file, and each queue's counts add up to
+    the entries ``recover`` then drops ("dropped N entries at or past the commitlog end"), as 4.9.7
+    ``CommitLog.recoverNormally`` has ``truncateDirtyLogicFiles`` drop them at the broker's start."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    end = 524288
+    (store / "commitlog" / f"{end:020d}").unlink()
+    rc = cli.main(["verify", str(store)])
+    lines = capsys.readouterr().out.splitlines()
+    entries = [line for line in lines if "/consumequeue/" in line or "/index/" in line]
+    assert rc == 1 and all(f"at or past the commitlog's end {end}" in line for line in entries)
+    assert [line for line in lines if line not in entries] == [
+        line for line in lines if "/checkpoint:" in line]       # the checkpoint's times, past the end too
+    counted: dict[str, int] = {}
+    for line in entries:
+        if "/consumequeue/" in line:
+            queue = line.split(" to point at ")[0].split(" offset")[0].split()[-1]
+            counted[queue] = counted.get(queue, 0) + int(line.split(", found ")[1].split()[0])
+    assert cli.main(["recover", str(store)]) == 0
+    dropped = {line.split(":")[0].split()[-1]: int(line.split("dropped ")[1].split()[0])
+               for line in capsys.readouterr().out.splitlines() if "dropped" in line}
+    assert dropped == counted and sum(counted.values()) > len(lines)

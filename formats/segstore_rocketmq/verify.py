@@ -510,25 +510,34 @@ class _Coverage:
 
 class _IntoLostFiles:
     """Entries of one consume-queue or index file pointing into commitlog files lost between others
-    (``CommitLog.missing``), as runs of consecutive slots: a lost file of a million messages left a line
-    per entry (the basic fixture's middle file: 336 lines beside the one naming the file); each run is
-    one problem, how many, their offsets and commitlog offsets.  Other entries pointing at no valid
-    message stay a problem each.  ``O(entries added)`` in numpy, a list item per run; not thread-safe
-    (one file's entries are checked in turn)."""
+    (``CommitLog.missing``) or at or past the commitlog's data end (its last files or tail lost), as runs
+    of consecutive slots: a lost file of a million messages left a line per entry (the basic fixture's
+    middle file: 336 lines beside the one naming the file); each run is one problem, how many, their
+    offsets and commitlog offsets, as ``recover`` names the entries it drops past the end.  Other
+    entries pointing at no valid message stay a problem each.  ``O(entries added)`` in numpy, a list
+    item per run; not thread-safe (one file's entries are checked in turn)."""
 
-    def __init__(self, missing: list[tuple[str, int, int]]) -> None:
+    def __init__(self, missing: list[tuple[str, int, int]], end: int) -> None:
         self.starts = np.array([start for _, start, _ in missing], np.int64)
-        self.ends = np.array([end for _, _, end in missing], np.int64)
-        #: [first slot, last slot, first commitlog offset, last, the lost range's index]
+        self.ends = np.array([stop for _, _, stop in missing], np.int64)
+        self.end = end
+        #: [first slot, last slot, first commitlog offset, last, the lost range's index (len(starts):
+        #: past the end)]
         self.runs: list[list[int]] = []
 
     def take(self, slots: np.ndarray, phys: np.ndarray) -> np.ndarray:
-        """Keep the entries (``slots`` ascending, ``phys`` their offsets) pointing into a lost range;
-        returns which they were."""
-        if not len(self.starts) or not len(slots):
-            return np.zeros(len(slots), bool)
-        gap = np.searchsorted(self.starts, phys, side="right") - 1
-        inside = (gap >= 0) & (phys < self.ends[np.maximum(gap, 0)])
+        """Keep the entries (``slots`` ascending, ``phys`` their offsets) pointing into a lost range or
+        past the end; returns which they were."""
+        if not len(slots):
+            return np.zeros(0, bool)
+        past = phys >= self.end
+        if len(self.starts):
+            gap = np.searchsorted(self.starts, phys, side="right") - 1
+            inside = (gap >= 0) & (phys < self.ends[np.maximum(gap, 0)]) & ~past
+        else:
+            gap, inside = np.zeros(len(phys), np.int64), np.zeros(len(phys), bool)
+        gap[past] = len(self.starts)
+        inside |= past
         for i in np.flatnonzero(inside).tolist():
             slot, phy, g = int(slots[i]), int(phys[i]), int(gap[i])
             last = self.runs[-1] if self.runs else None
@@ -538,28 +547,31 @@ class _IntoLostFiles:
                 self.runs.append([slot, slot, phy, phy, g])
         return inside
 
-    def _said(self, one: str, many: str, after: str, shift: int = 0) -> list[tuple[int, str]]:
+    def _said(self, one: str, many: str, after: tuple[str, str], shift: int = 0) -> list[tuple[int, str]]:
         """``(first slot, text)`` per run: ``one`` or ``many`` formatted with ``first`` and ``last`` (the
         slots plus ``shift``), ``n``, ``first_phy``, ``last_phy`` and ``lost`` (the range's words);
-        ``after`` ends a run of several."""
+        ``after`` ends a run of several: its first a run into lost files, its second one past the end."""
         said = []
         for first, last, first_phy, last_phy, g in self.runs:
-            lost = (f"in the commitlog files lost from physical offset {int(self.starts[g])} to "
+            past = g == len(self.starts)
+            lost = (f"at or past the commitlog's end {self.end}" if past else
+                    f"in the commitlog files lost from physical offset {int(self.starts[g])} to "
                     f"{int(self.ends[g])}")
             words = {"first": first + shift, "last": last + shift, "n": last - first + 1,
                      "first_phy": first_phy, "last_phy": last_phy, "lost": lost}
-            said.append((first, one.format(**words) if first == last else many.format(**words) + after))
+            said.append((first, one.format(**words) if first == last
+                         else many.format(**words) + after[past]))
         return said
 
     def index_problems(self, f) -> list[Problem]:
         """One problem per run of index file ``f``'s entries (numbered from 1) pointing into lost files."""
+        rebuilt = "segstore recover cuts the index there and rebuilds it from the commitlog"
         return [Problem(f.path, f.entry_pos(first), text) for first, text in self._said(
             "expected index entry {first} to point at a valid message, found commitlog offset {first_phy}, "
             "{lost}",
             "expected index entries {first} to {last} to point at valid messages, found {n} pointing into "
             "commitlog offsets {first_phy} to {last_phy}, {lost}",
-            ": their messages are gone with those files (segstore recover cuts the index there and rebuilds "
-            "it from the commitlog)")]
+            (f": their messages are gone with those files ({rebuilt})", f" ({rebuilt})"))]
 
     def problems(self, path: str, topic: str, qid: int, first_offset: int) -> list[Problem]:
         """One problem per run of a consume-queue file's entries (``first_offset``: its first slot's)."""
@@ -569,7 +581,9 @@ class _IntoLostFiles:
             "offset {first_phy}, {lost}",
             f"expected the entries of {queue} offsets {{first}} to {{last}} to point at valid messages, "
             "found {n} pointing into commitlog offsets {first_phy} to {last_phy}, {lost}",
-            ": their messages are gone with those files", first_offset)]
+            (": their messages are gone with those files",
+             ": the broker's next start drops them (4.9.7 CommitLog.recoverNormally and recoverAbnormally: "
+             "truncateDirtyLogicFiles), as segstore recover does"), first_offset)]
 
 
 def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
@@ -596,7 +610,7 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                 _misnamed_queue_file(cq, seg, problems)
             entries = seg.entries
             confirmed = cover.queue_confirmed((topic, qid), j)
-            lost = _IntoLostFiles(store.commitlog.missing)
+            lost = _IntoLostFiles(store.commitlog.missing, w.end)
             for lo in range(0, len(entries), ENTRY_CHUNK):
                 chunk = entries[lo:lo + ENTRY_CHUNK]
                 todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
@@ -807,7 +821,7 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
                 )
             )
         entries = f.entries
-        lost = _IntoLostFiles(store.commitlog.missing)
+        lost = _IntoLostFiles(store.commitlog.missing, w.end)
         for lo in range(0, len(entries), ENTRY_CHUNK):
             chunk = entries[lo:lo + ENTRY_CHUNK]
             todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
