@@ -454,6 +454,8 @@ class _Coverage:
                 seen[other] = found
             ok[mine] = seen
         lost = ~ok
+        if not lost.any():      # a sound batch: nothing to group
+            return
         for (number, qid), mine in groups.items():
             mine = mine[lost[mine]]
             if len(mine):
