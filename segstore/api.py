@@ -21,7 +21,7 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         (creates the store if missing, takes the writer lock, recovers a crash).
     :raises NotFoundError: ``mode="r"`` and nothing exists at ``path`` (reading never creates a store).
     :raises WrongFormatError: the format is detected and no (or more than one) format recognises ``path``;
-        or ``format`` is given and ``path`` holds a store of another format.
+        or ``format`` is given and ``path`` holds a store of another format; ``path`` is a file.
     :param storage_options: for a URL path (``s3://bucket/store``, ``hdfs://...``, ``file://...``):
         the fsspec filesystem's options (credentials, ``client_kwargs``...), a dict or its JSON
         text; used for every path under the URL's ``scheme://authority`` in this process.
@@ -47,6 +47,10 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
             files.set_storage_options(path, options)
     if mode == "r" and not files.exists(path):
         raise NotFoundError("expected a store directory to read, found no such file or directory", path)
+    if not files.is_url(path) and files.exists(path) and not files.is_dir(path):
+        # a segment or commitlog file: each format's own open answered differently ("found nothing",
+        # a file in the way of commitlog/), detection "pass --format"
+        raise registry.not_a_directory(path)
     if format is None:
         if mode == "a" and not _has_content(path):
             format = "rocketmq"

@@ -3569,6 +3569,35 @@ def _nul_argument(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: The options that take a time (:func:`time_ms`), and the whole numbers of ms that read as seconds since
+#: the epoch: 10 digits, 2001-09-09 to 2286-11-20 as seconds, but January to April 1970 as ms
+_TIME_OPTIONS = ("--begin", "--end", "--timestamp", "--now-ms", "--to-datetime")
+_SECONDS_LIKE = range(10**9, 10**10)
+
+
+def _seconds_notes(argv: Sequence[str]) -> list[str]:
+    """A note for each time option given a number that reads as seconds since the epoch (``--begin
+    1700000000``, what ``date +%s`` prints): the brokers' times and Kafka's tools take ms, so it is taken
+    as ms, a time in 1970 (a dump from it is the whole store), and the note says what it was taken as and
+    the ms the seconds would be.  What the command does is unchanged.  ``O(arguments)``."""
+    notes = []
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name not in _TIME_OPTIONS:
+            continue
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) not in _SECONDS_LIKE:
+            continue
+        as_ms = (_EPOCH + timedelta(milliseconds=int(text))).isoformat(timespec="milliseconds")
+        as_s = (_EPOCH + timedelta(seconds=int(text))).isoformat()
+        notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
+                     f"{as_ms.replace('+00:00', 'Z')}; as seconds ({as_s.replace('+00:00', 'Z')}) it "
+                     f"is {name} {int(text) * 1000}")
+    return notes
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     refused = _nul_argument(argv)
@@ -3584,6 +3613,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
     if unknown:
         shown = " ".join(arg if len(arg) <= MAX_SHOWN else cut(arg) for arg in unknown)   # not 70,000 chars
         args._parser.error(f"unrecognized arguments: {shown}")
+    for note in _seconds_notes(argv):
+        sys.stderr.write(f"segstore {args.command}: {note}\n")
     try:
         with progress.reporting(progress_sink(args, out, progress_stream)):
             return args.func(args, out)

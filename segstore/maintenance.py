@@ -37,7 +37,7 @@ _KNOWN = frozenset({
     "log_start_offset", "rolled_at", "removed_files", "deleted_segments", "min_offset_before", "min_offset",
     "commitlog_files", "consume_queue_files", "index_files", "runs", "triggers", "first_dirty_offset",
     "first_uncleanable_offset", "end_offset", "groups", "records_read", "records_kept", "bytes_before",
-    "bytes_after", "passes", "map_full",
+    "bytes_after", "passes", "map_full", "limits",
 })
 
 
@@ -124,7 +124,8 @@ def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_
     label = f"{command} (dry run)" if dry_run else command
     if not changed:
         where = _count(len(results), unit) if per_partition else path
-        out.write(f"{label}: nothing to {'clean' if command == 'compact' else 'delete'} in {where}\n")
+        out.write(f"{label}: nothing to {'clean' if command == 'compact' else 'delete'} in {where}"
+                  f"{_no_limits(results)}\n")
         return
     if per_partition:
         summary = (f"{_count(changed, unit)} {'would change' if dry_run else 'changed'}, "
@@ -132,6 +133,19 @@ def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_
         out.write(f"{label}: {summary}{'; nothing was changed' if dry_run else ''}\n")
     elif dry_run:
         out.write(f"{label}: nothing was changed\n")
+
+
+def _no_limits(results: list[dict[str, Any]]) -> str:
+    """Why a Kafka retention run deleted nothing where no partition it ran on has a limit (its results'
+    ``limits`` all -1): segstore's default ``retention.ms`` is -1 where the broker's is 7 days, so old
+    data on a log dir without a topic config for it is kept, which "nothing to delete" alone hid."""
+    limits = [result["limits"] for result in results if isinstance(result.get("limits"), dict)]
+    if not limits or any(value >= 0 for each in limits for value in each.values()):
+        return ""
+    where = "each" if len(limits) > 1 else "it"
+    return (f": retention.ms and retention.bytes are -1 (keep forever) on {where}, segstore's default where "
+            "no topic config, --config or --config-file sets them (the broker's retention.ms is 604800000, "
+            "7 days)")
 
 
 def _config_notes(store: Any, args: argparse.Namespace) -> None:

@@ -174,16 +174,16 @@ _AROUND_DEPTH = 3
 
 
 def _store_around(path: str) -> tuple[str, str] | None:
-    """``(format, directory)`` of the one store of a known format ``path`` (a directory no format takes)
-    lies inside, :data:`_AROUND_DEPTH` levels up at most; None where there is none (or the path is a
-    URL or a file)."""
+    """``(format, directory)`` of the one store of a known format ``path`` (a directory no format takes, or
+    a file) lies inside, :data:`_AROUND_DEPTH` levels up at most; None where there is none (or the path
+    is a URL)."""
     import os
 
     from . import files
 
-    if files.is_url(path) or not files.is_dir(path):
+    if files.is_url(path):
         return None
-    here = os.path.abspath(path)
+    here = os.path.abspath(path)     # a file's first parent is its directory
     for _ in range(_AROUND_DEPTH):
         parent = os.path.dirname(here)
         if parent == here:
@@ -249,6 +249,16 @@ def _shown_stores(held: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return sorted(shown, key=held.index)
 
 
+def not_a_directory(path: str) -> WrongFormatError:
+    """The error for a ``path`` that is a file where a store directory is asked for (``segstore.open``
+    of a segment or commitlog file): it names the store the file belongs to, where one is around it,
+    and that ``segstore dump FILE`` reads a single file."""
+    around = _store_around(path)
+    of = f" of the {around[0]} store {around[1]}; pass that store's directory" if around is not None else ""
+    return WrongFormatError(f"not a store of any known format ({names_words()}): expected a store directory, "
+                            f"found a file{of} (segstore dump FILE reads a single file)", path)
+
+
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 
@@ -264,6 +274,8 @@ def detect(path: str) -> str:
         return matches[0]
     if not names():
         raise WrongFormatError(f"not a store of any known format ({NONE_INSTALLED})", path)
+    if not matches and not files.is_url(path) and not files.is_dir(path):
+        raise not_a_directory(path)
     if not matches:
         around = _store_around(path)
         if around is not None:

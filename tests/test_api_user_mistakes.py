@@ -10,7 +10,13 @@ import re
 import pytest
 
 import segstore
-from segstore.errors import ConfigError, InvalidMessageError, OffsetOutOfRangeError, StoreClosedError
+from segstore.errors import (
+    ConfigError,
+    InvalidMessageError,
+    OffsetOutOfRangeError,
+    StoreClosedError,
+    WrongFormatError,
+)
 
 SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
                   "maxHashSlotNum": 100, "maxIndexNum": 400}
@@ -786,3 +792,28 @@ def test_a_kafka_value_of_a_lone_surrogate_is_named_briefly(tmp_path):
         with pytest.raises(InvalidMessageError, match=said):
             s.append({"topic": "orders", "partition": 0, "value": "a\ud800" + "b" * 70_000})
         assert s.offset_range("orders", 0) == (0, 0)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("mode", ["r", "a"])
+def test_open_of_a_file_of_a_store_names_the_store_alike_in_every_way(tmp_path, fmt, given, mode):
+    """``segstore.open`` of a segment or commitlog file (a first try at opening "this log"): detection said
+    "pass --format" (a command-line hint, and no format helps), Kafka's open "found nothing", RocketMQ's
+    "a file in the way" of ``commitlog/``, mode "a" on Kafka the same.  Each now says what it is, the file
+    of which store, as the command line's ``expected a store directory, found a file``; nothing written."""
+    store_dir = tmp_path / "s"
+    with segstore.open(store_dir, format=fmt, mode="a", **(SMALL_ROCKETMQ if fmt == "rocketmq" else {})) as s:
+        s.append(ONE[fmt])
+    if fmt == "kafka":
+        store_dir = store_dir / "orders-0"
+        one = store_dir / f"{0:020d}.log"
+    else:
+        one = store_dir / "commitlog" / f"{0:020d}"
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(WrongFormatError) as raised:
+        segstore.open(one, format=fmt if given else None, mode=mode)
+    assert str(raised.value) == (f"{one}: not a store of any known format (kafka, rocketmq): expected a "
+                                 f"store directory, found a file of the {fmt} store {store_dir}; pass that "
+                                 "store's directory (segstore dump FILE reads a single file)")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

@@ -103,6 +103,30 @@ def test_retention_prints_what_it_deletes_and_a_summary(tmp_path, capsys):
     assert out.splitlines() == ["retention: nothing to delete in 2 partitions"]
 
 
+def test_retention_that_keeps_old_data_for_want_of_a_limit_says_so(tmp_path, capsys):
+    """The fixture's records are of 2023: a first ``segstore retention LOGDIR --dry-run`` said only
+    "nothing to delete in 2 partitions", as though nothing were old, where it is segstore's default
+    ``retention.ms`` of -1 (the broker's 7 days, ``LogConfig.DEFAULT_RETENTION_MS`` in 3.8.0) that keeps
+    them; the line says so, and a limit given deletes them (JSON results carry each partition's limits)."""
+    logdir = tmp_path / "logs"
+    copy_writable(KAFKA_PART, logdir / "topic-0")
+    copy_writable(KAFKA_PART, logdir / "other-0")
+    later = str(10**13)     # past every record's time, whatever the clock says
+    code, out, _ = run(capsys, "retention", logdir, "--dry-run", "--now-ms", later)
+    assert (code, out.splitlines()) == (0, [
+        "retention (dry run): nothing to delete in 2 partitions: retention.ms and retention.bytes are -1 "
+        "(keep forever) on each, segstore's default where no topic config, --config or --config-file sets "
+        "them (the broker's retention.ms is 604800000, 7 days)"])
+    code, out, _ = run(capsys, "retention", logdir, "--dry-run", "--now-ms", later, "--json")
+    assert {tuple(json.loads(line)["limits"].values()) for line in out.splitlines()} == {(-1, -1)}
+    code, out, _ = run(capsys, "retention", logdir, "--dry-run", "--now-ms", later,
+                       "--config", "retention.ms=604800000")
+    assert code == 0 and out.splitlines()[-1] == ("retention (dry run): 2 partitions would change, "
+                                                  "0 unchanged; nothing was changed")
+    code, out, _ = run(capsys, "retention", logdir, "--dry-run", "--config", "retention.bytes=100000000")
+    assert out.splitlines() == ["retention (dry run): nothing to delete in 2 partitions"]   # a limit: no hint
+
+
 def test_delete_records_and_compact_print_human_text(tmp_path, capsys):
     part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
     code, out, _ = run(capsys, "delete-records", part, "--before", "100", "--dry-run")

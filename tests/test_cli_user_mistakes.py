@@ -480,3 +480,21 @@ def test_index_without_its_action_names_the_actions():
     assert err.rstrip().endswith("segstore index: error: the following arguments are required: "
                                  "{build,verify,drop}")
     assert "index_command" not in cli_run("index", "bild", "x")[2]
+
+
+@pytest.mark.parametrize("option", ["--begin", "--begin="])
+def test_a_time_in_seconds_is_taken_as_ms_and_said_so(option):
+    """``--begin 1700000000`` (``date +%s``: seconds) is ms to both brokers and Kafka's tools, January 1970:
+    the dump was the whole partition without a word, as if every record were newer.  It still is (the
+    same answer as Kafka's --time would give), with a note on stderr naming the ms the seconds would be;
+    ms (13 digits) and ISO times get none."""
+    part = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    argv = [option + "1700000000"] if option.endswith("=") else [option, "1700000000"]
+    code, out, err = cli_run("dump", part, "--json", *argv)
+    assert code == 0 and len(out.splitlines()) == 300
+    assert err == ("segstore dump: note: --begin 1700000000 is taken as milliseconds since the epoch, "
+                   "1970-01-20T16:13:20.000Z; as seconds (2023-11-14T22:13:20Z) it is --begin "
+                   "1700000000000\n")
+    for fine in ("1700000000000", "2023-11-14T22:13:20Z"):
+        code, out, err = cli_run("dump", part, "--json", "--begin", fine)
+        assert (code, len(out.splitlines()), err) == (0, 300, "")

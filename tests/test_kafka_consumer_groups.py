@@ -495,6 +495,30 @@ def test_a_v1_tombstone_removes_a_v0_commit_of_the_same_partition(tmp_path, caps
     assert (code, out) == (0, "")
 
 
+def test_offsets_partitions_holding_no_group_say_so(tmp_path, capsys):
+    """A log dir whose ``__consumer_offsets`` partitions hold no live group (an empty partition, as the
+    real KRaft dir's 47 of 50 are; a group deleted: DeleteGroups' offset and group tombstones) printed
+    nothing at all, exit 0, where a log dir without the topic says why on stderr: it says so too (the
+    tool's empty answer is the same, the reason a line of stderr)."""
+    logs = tmp_path / "logs"
+    (logs / f"{OFFSETS}-0").mkdir(parents=True)
+    for name in (f"{0:020d}.log", f"{0:020d}.index", f"{0:020d}.timeindex"):
+        (logs / f"{OFFSETS}-0" / name).write_bytes(b"")
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v", partition=0, timestamp=T0)])
+    said = f"no consumer group in the 1 {OFFSETS} partition here: none committed offsets, or each was deleted"
+    for argv in ([], ["--json"], ["--list"]):
+        code, out, err = _run(capsys, "consumers", logs, *argv)
+        assert (code, out.strip()) == (0, "[]" if argv == ["--json"] else "") and said in err
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        _records(store, [group_metadata("gone", generation=1), offset_commit("gone", "t", 0, 1)])
+        _records(store, [offset_commit("gone", "t", 0, None), group_metadata("gone", tombstone=True)])
+    code, out, err = _run(capsys, "consumers", logs)
+    assert (code, out) == (0, "") and said in err
+    code, out, err = _run(capsys, "consumers", logs, "--group", "gone")     # a group asked for: as before
+    assert code == 1 and said not in err
+
+
 # -- records the coordinator cannot read, damaged files, bad arguments -----------------------------------
 
 

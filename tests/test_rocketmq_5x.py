@@ -183,7 +183,7 @@ def test_a_batch_cq_topic_needs_no_consume_queue_and_recovery_makes_none(tmp_pat
     # without the attribute the same messages do need entries (the check still works)
     topics.write_text(text)
     code, out, _ = _run(capsys, "verify", path)
-    assert code == 1 and "expected an entry for the message" in out
+    assert code == 1 and "expected entries for the 3 messages" in out
 
 
 # -- timer store ------------------------------------------------------------------------------------

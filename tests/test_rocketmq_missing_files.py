@@ -187,3 +187,66 @@ def test_recover_rebuilds_lost_queues_from_the_first_offset_retention_left(tmp_p
                                   CQ_DTYPE)[:first - base // CQ_DTYPE.itemsize]
             assert (slots["offset"] == 0).all() and (slots["size"] == PRE_BLANK_SIZE).all()
         assert store.verify() == []
+
+
+def test_entries_pointing_into_a_lost_middle_file_are_one_line_per_run(tmp_path, capsys):
+    """The basic store's middle commitlog file deleted: verify printed the file, then one line per
+    consume-queue entry and per index entry pointing into it (336 lines of 337 for 144 messages): each
+    consume-queue file's run of such entries is one line now (how many, the queue offsets and commitlog
+    offsets, the lost range), each index file's too."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    lo, hi = 262144, 524288
+    with segstore.open(str(store)) as s:
+        per_file = s.config.mappedFileSizeConsumeQueue // 20
+        runs: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+        for key in s.queues:
+            for m in s.read(*key):
+                if lo <= m.physical_offset < hi:
+                    runs.setdefault((*key, m.queue_offset // per_file), []).append(
+                        (m.queue_offset, m.physical_offset))
+        index_counts = [int(np.count_nonzero((phys >= lo) & (phys < hi)))
+                        for phys in (f.entries["phy_offset"] for f in s.index.files)]
+    (store / "commitlog" / f"{lo:020d}").unlink()
+    rc = cli.main(["verify", str(store)])
+    lines = capsys.readouterr().out.splitlines()
+    lost = f"in the commitlog files lost from physical offset {lo} to {hi}"
+    expected = set()
+    for (topic, qid, n), held in runs.items():
+        (first, first_phy), (last, last_phy) = held[0], held[-1]
+        assert last - first + 1 == len(held)
+        path = store / "consumequeue" / topic / str(qid) / f"{n * per_file * 20:020d}"
+        expected.add(f"{path}:{(first % per_file) * 20}: expected the entries of {topic}/{qid} offsets "
+                     f"{first} to {last} to point at valid messages, found {len(held)} pointing into "
+                     f"commitlog offsets {first_phy} to {last_phy}, {lost}: their messages are gone with "
+                     "those files")
+    assert rc == 1 and expected <= set(lines)
+    index_lines = [line for line in lines if "/index/" in line]
+    counts = [int(line.split(", found ")[1].split()[0]) for line in index_lines]
+    assert counts == [n for n in index_counts if n]
+    assert all(lost in line for line in index_lines)
+    assert len(lines) == 1 + len(expected) + len(index_lines)
+
+
+def test_entries_past_a_lost_last_file_are_counted_as_recover_drops_them(tmp_path, capsys):
+    """The basic store's last commitlog file deleted (a tail lost): 170 lines, one per entry pointing past
+    the data's end; now a run per consume-queue file and per index file, and each queue's counts add up to
+    the entries ``recover`` then drops ("dropped N entries at or past the commitlog end"), as 4.9.7
+    ``CommitLog.recoverNormally`` has ``truncateDirtyLogicFiles`` drop them at the broker's start."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    end = 524288
+    (store / "commitlog" / f"{end:020d}").unlink()
+    rc = cli.main(["verify", str(store)])
+    lines = capsys.readouterr().out.splitlines()
+    entries = [line for line in lines if "/consumequeue/" in line or "/index/" in line]
+    assert rc == 1 and all(f"at or past the commitlog's end {end}" in line for line in entries)
+    assert [line for line in lines if line not in entries] == [
+        line for line in lines if "/checkpoint:" in line]       # the checkpoint's times, past the end too
+    counted: dict[str, int] = {}
+    for line in entries:
+        if "/consumequeue/" in line:
+            queue = line.split(" to point at ")[0].split(" offset")[0].split()[-1]
+            counted[queue] = counted.get(queue, 0) + int(line.split(", found ")[1].split()[0])
+    assert cli.main(["recover", str(store)]) == 0
+    dropped = {line.split(":")[0].split()[-1]: int(line.split("dropped ")[1].split()[0])
+               for line in capsys.readouterr().out.splitlines() if "dropped" in line}
+    assert dropped == counted and sum(counted.values()) > len(lines)

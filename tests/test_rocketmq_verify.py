@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
 
 import pytest
-from conftest import FIXTURES, copy_writable
+from conftest import FIXTURES, cli_run, copy_writable
 from rocketmq_crash_writer import CONFIG, message
 from segstore_rocketmq import recovery as rec
 
@@ -118,15 +119,64 @@ def test_consume_queue_damage_is_named_and_rebuilt(store_dir):
 
 def test_a_lost_queue_directory_is_named_by_the_queue(store_dir):
     """The entries a queue without a directory lacks are named at ``consumequeue/TOPIC/QUEUEID:POS``, as
-    any other queue's (they used to be named at the topic's directory, a position in no file)."""
+    any other queue's (they used to be named at the topic's directory, a position in no file): once, as
+    the run of messages they are (they used to be a line per message)."""
     queue_dir = os.path.join(store_dir, "consumequeue", "Crash", "1")
+    with _open(store_dir) as store:
+        phys = [m.physical_offset for m in store.read("Crash", 1)]
     for name in files.list_dir(queue_dir):
         os.remove(os.path.join(queue_dir, name))
     os.rmdir(queue_dir)
     with _open(store_dir) as store:
         problems = store.verify()
-    assert [(p.path, p.pos) for p in problems] == [(queue_dir, 20 * n) for n in range(N // 2)]
-    assert "(Crash/1 offset 0), found none" in problems[0].message
+    assert [(p.path, p.pos) for p in problems] == [(queue_dir, 0)]
+    assert (f"expected entries for the {len(phys)} messages at commitlog offsets {phys[0]} to {phys[-1]} "
+            f"(Crash/1 offsets 0 to {len(phys) - 1}), found none") in problems[0].message
+
+
+def test_a_lost_queue_of_the_broker_fixture_is_one_line_as_recover_rebuilds_it(tmp_path):
+    """A consume-queue directory of the 4.9.7 broker's store deleted: ``verify`` printed a line per message
+    (45 for TopicA/1, whose messages lie in all three commitlog files, so the walk's batches each found
+    some); it prints one naming the run, the count ``recover`` then rebuilds (``ConsumeQueue`` entries are
+    rebuilt from the commitlog, 4.9.7 ``CommitLogDispatcherBuildConsumeQueue``), and ``--json`` holds one
+    problem."""
+    store_dir = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        phys = [m.physical_offset for m in store.read("TopicA", 1)]
+        files_held = {p // store.commitlog.file_size for p in phys}
+    assert len(files_held) > 1      # the run crosses the walk's batches
+    queue_dir = store_dir / "consumequeue" / "TopicA" / "1"
+    shutil.rmtree(queue_dir)
+    code, out, _ = cli_run("verify", store_dir)
+    assert code == 1 and out.splitlines() == [
+        f"{queue_dir}:0: expected entries for the {len(phys)} messages at commitlog offsets {phys[0]} to "
+        f"{phys[-1]} (TopicA/1 offsets 0 to {len(phys) - 1}), found none: consumers of the queue miss them "
+        "(segstore recover rebuilds them from the commitlog)"]
+    code, out, _ = cli_run("verify", "--json", store_dir)
+    assert code == 1 and [(p["path"], p["pos"]) for p in json.loads(out)["problems"]] == [(str(queue_dir), 0)]
+    code, out, _ = cli_run("recover", store_dir)
+    assert code == 0 and f"consumequeue TopicA/1: rebuilt {len(phys)} entries from queue offset 0" in out
+
+
+def test_missing_entries_apart_are_runs_apart(tmp_path):
+    """Entries pointing elsewhere in two places of one queue file (their commitlog offset 1, inside the
+    first message): two runs of missing entries (beside the entries found wrong there), not one spanning
+    the entries in place between them."""
+    store_dir = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        phys = [m.physical_offset for m in store.read("TopicB", 2)]
+    assert len(phys) >= 12
+    queue_file = store_dir / "consumequeue" / "TopicB" / "2" / f"{0:020d}"
+    for first in (2, 8):
+        for n in range(first, first + 3):
+            files.write_bytes(str(queue_file), (1).to_bytes(8, "big"), 20 * n)
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        missing = [p for p in store.verify() if "found none" in p.message]
+    assert [(p.pos, p.message) for p in missing] == [
+        (20 * first, f"expected entries for the 3 messages at commitlog offsets {phys[first]} to "
+                     f"{phys[first + 2]} (TopicB/2 offsets {first} to {first + 2}), found none: consumers "
+                     "of the queue miss them (segstore recover rebuilds them from the commitlog)")
+        for first in (2, 8)]
 
 
 @pytest.mark.parametrize("slot", [5, 17])

@@ -530,6 +530,11 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
     if expired:
         minutes = retention_ms // 60000
         lines.append(f"offsets expired at {now} (offsets.retention.minutes={minutes}): {expired}")
+    if logs and group is None and not groups:
+        # said, as a log dir without the topic says it: an empty table alone reads as a failed read
+        held = f"{len(logs)} {OFFSETS_TOPIC} partition{'' if len(logs) == 1 else 's'}"
+        lines.append(f"no consumer group in the {held} here: none committed offsets, or each was deleted, "
+                     "its offsets expired or of another protocol type")
     members = [GroupMember(group_id, m.member_id, m.host, m.client_id, m.instance_id,
                            tuple(sorted(m.assigned)))
                for group_id in sorted(groups)

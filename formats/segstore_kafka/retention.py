@@ -166,10 +166,14 @@ class RetentionResult:
     removed_files: list[str] = field(default_factory=list)
     #: why the partition was left alone (None: the rules ran)
     skipped: str | None = None
+    #: a retention run's limits, ``{"retention.ms": ..., "retention.bytes": ...}`` as the partition's config
+    #: gave them (-1: none); None for DeleteRecords and a partition left alone
+    limits: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         skipped = {} if self.skipped is None else {"skipped": self.skipped}
-        return {"topic": self.topic, "partition": self.partition, **skipped,
+        limits = {} if self.limits is None else {"limits": dict(self.limits)}
+        return {"topic": self.topic, "partition": self.partition, **skipped, **limits,
                 "high_watermark": self.high_watermark,
                 "log_start_offset_before": self.log_start_offset_before,
                 "log_start_offset": self.log_start_offset, "rolled_at": self.rolled_at,
@@ -201,7 +205,9 @@ def delete_old_segments(part: Partition, *, now_ms: int | None = None, hw: int |
                           log_end_offset=part.next_offset, high_watermark=hw,
                           retention_bytes=part.config.retention_bytes, retention_ms=part.config.retention_ms,
                           now_ms=now, delete_policy=_delete_policy(part))
-    return _apply(part, plan, hw, dry_run)
+    result = _apply(part, plan, hw, dry_run)
+    result.limits = {"retention.ms": part.config.retention_ms, "retention.bytes": part.config.retention_bytes}
+    return result
 
 
 def delete_records(part: Partition, before: int, *, hw: int | None = None,

@@ -113,7 +113,7 @@ def _tail_damage(seg, pos: int) -> str:
     return f" ({_damage(seg.path, seg.file.view(), pos, seg.base)})"
 
 
-def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], threads: int = 1
+def _verify_commitlog(store, problems: list[Problem], missing: _MissingEntries, threads: int = 1
                       ) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
     ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps) and what
@@ -231,6 +231,53 @@ def _marked(bits: np.ndarray | None, lo: int, n: int) -> np.ndarray:
     return np.unpackbits(bits[lo >> 3:(lo + n + 7) >> 3], bitorder="little", count=n).view(bool)
 
 
+class _MissingEntries:
+    """The walked messages lacking their consume-queue entry, as runs: consecutive offsets of one queue
+    (a queue directory deleted lacks all of its entries) are one problem naming how many, their queue
+    offsets and commitlog offsets, as ``recover`` rebuilds them (``rebuilt N entries from queue offset
+    O``), not a line per message (a lost queue of a million messages printed a million lines).
+
+    Runs are kept as ``[first offset, last offset, first commitlog offset, last commitlog offset]``;
+    adding a batch's messages of one queue is ``O(its messages)`` in numpy, a list item per run.
+    Not thread-safe (the walk's batches are checked in turn)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, int], list[list[int]]] = {}
+
+    def add(self, key: tuple[str, int], offsets: np.ndarray, phys: np.ndarray) -> None:
+        """Messages of queue ``key`` without an entry, in commitlog order."""
+        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+        starts, ends = np.r_[0, breaks], np.r_[breaks, len(offsets)] - 1
+        runs = self.runs.setdefault(key, [])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            first = int(offsets[a])
+            if runs and runs[-1][1] + 1 == first:
+                runs[-1][1], runs[-1][3] = int(offsets[b]), int(phys[b])
+            else:
+                runs.append([first, int(offsets[b]), int(phys[a]), int(phys[b])])
+
+    def problems(self, store) -> list[Problem]:
+        """One problem per run, in commitlog order of their first messages."""
+        found = []
+        for (topic, qid), runs in self.runs.items():
+            cq = store.queues.get((topic, qid))
+            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
+            where = (cq.directory if cq is not None
+                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
+            for first, last, first_phy, last_phy in runs:
+                if first == last:
+                    what = (f"expected an entry for the message at commitlog offset {first_phy} "
+                            f"({topic}/{qid} offset {first}), found none")
+                else:
+                    what = (f"expected entries for the {last - first + 1} messages at commitlog offsets "
+                            f"{first_phy} to {last_phy} ({topic}/{qid} offsets {first} to {last}), found "
+                            "none: consumers of the queue miss them (segstore recover rebuilds them "
+                            "from the commitlog)")
+                found.append((first_phy, Problem(where, first * CQ_DTYPE.itemsize, what)))
+        found.sort(key=lambda item: item[0])
+        return [problem for _, problem in found]
+
+
 class _Coverage:
     """One pass over the walk, a batch at a time, against the queues and the index (a lockstep).
 
@@ -287,7 +334,7 @@ class _Coverage:
         """The bits of consume-queue file ``j`` of queue ``key`` the walk confirmed (None: none)."""
         return self.queue_bits.get((*key, j))
 
-    def check(self, batch: Walked, missing: list[Problem]) -> None:
+    def check(self, batch: Walked, missing: _MissingEntries) -> None:
         self._check_queues(batch, missing)
         self._confirm_index(batch)
         self._count_unindexed(batch)
@@ -357,13 +404,14 @@ class _Coverage:
                 "index file; segstore recover puts them)")))
         return problems
 
-    def _check_queues(self, batch: Walked, missing: list[Problem]) -> None:
+    def _check_queues(self, batch: Walked, missing: _MissingEntries) -> None:
         store = self.store
         if not store.queues:
             # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
             return
         ok = ~batch.has_queue_entry(self.batch_topics)
-        for (number, qid), mine in batch.groups().items():
+        groups = batch.groups()
+        for (number, qid), mine in groups.items():
             key = (batch.topics[number], qid)
             if key not in store.queues:
                 continue
@@ -405,21 +453,13 @@ class _Coverage:
                     found[i] = _unit(ext, int(stored[other][i])) is None
                 seen[other] = found
             ok[mine] = seen
-        for m in np.flatnonzero(~ok).tolist():
-            topic, qid = batch.topics[int(batch.topic[m])], int(batch.queue_id[m])
-            offset = int(batch.queue_offset[m])
-            cq = store.queues.get((topic, qid))
-            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
-            where = (cq.directory if cq is not None
-                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
-            missing.append(
-                Problem(
-                    where,
-                    offset * CQ_DTYPE.itemsize,
-                    f"expected an entry for the message at commitlog offset {int(batch.phy[m])} "
-                    f"({topic}/{qid} offset {offset}), found none",
-                )
-            )
+        lost = ~ok
+        if not lost.any():      # a sound batch: nothing to group
+            return
+        for (number, qid), mine in groups.items():
+            mine = mine[lost[mine]]
+            if len(mine):
+                missing.add((batch.topics[number], qid), batch.queue_offset[mine], batch.phy[mine])
 
     def _run_confirmed(self, key: tuple[str, int], batch: Walked, mine: np.ndarray, offsets: np.ndarray,
                        firsts: np.ndarray, lens: np.ndarray, segs: list) -> bool:
@@ -470,6 +510,84 @@ class _Coverage:
             _mark(bits, lo + np.flatnonzero(good))
 
 
+class _IntoLostFiles:
+    """Entries of one consume-queue or index file pointing into commitlog files lost between others
+    (``CommitLog.missing``) or at or past the commitlog's data end (its last files or tail lost), as runs
+    of consecutive slots: a lost file of a million messages left a line per entry (the basic fixture's
+    middle file: 336 lines beside the one naming the file); each run is one problem, how many, their
+    offsets and commitlog offsets, as ``recover`` names the entries it drops past the end.  Other
+    entries pointing at no valid message stay a problem each.  ``O(entries added)`` in numpy, a list
+    item per run; not thread-safe (one file's entries are checked in turn)."""
+
+    def __init__(self, missing: list[tuple[str, int, int]], end: int) -> None:
+        self.starts = np.array([start for _, start, _ in missing], np.int64)
+        self.ends = np.array([stop for _, _, stop in missing], np.int64)
+        self.end = end
+        #: [first slot, last slot, first commitlog offset, last, the lost range's index (len(starts):
+        #: past the end)]
+        self.runs: list[list[int]] = []
+
+    def take(self, slots: np.ndarray, phys: np.ndarray) -> np.ndarray:
+        """Keep the entries (``slots`` ascending, ``phys`` their offsets) pointing into a lost range or
+        past the end; returns which they were."""
+        if not len(slots):
+            return np.zeros(0, bool)
+        past = phys >= self.end
+        if len(self.starts):
+            gap = np.searchsorted(self.starts, phys, side="right") - 1
+            inside = (gap >= 0) & (phys < self.ends[np.maximum(gap, 0)]) & ~past
+        else:
+            gap, inside = np.zeros(len(phys), np.int64), np.zeros(len(phys), bool)
+        gap[past] = len(self.starts)
+        inside |= past
+        for i in np.flatnonzero(inside).tolist():
+            slot, phy, g = int(slots[i]), int(phys[i]), int(gap[i])
+            last = self.runs[-1] if self.runs else None
+            if last is not None and last[1] + 1 == slot and last[4] == g:
+                last[1], last[3] = slot, phy
+            else:
+                self.runs.append([slot, slot, phy, phy, g])
+        return inside
+
+    def _said(self, one: str, many: str, after: tuple[str, str], shift: int = 0) -> list[tuple[int, str]]:
+        """``(first slot, text)`` per run: ``one`` or ``many`` formatted with ``first`` and ``last`` (the
+        slots plus ``shift``), ``n``, ``first_phy``, ``last_phy`` and ``lost`` (the range's words);
+        ``after`` ends a run of several: its first a run into lost files, its second one past the end."""
+        said = []
+        for first, last, first_phy, last_phy, g in self.runs:
+            past = g == len(self.starts)
+            lost = (f"at or past the commitlog's end {self.end}" if past else
+                    f"in the commitlog files lost from physical offset {int(self.starts[g])} to "
+                    f"{int(self.ends[g])}")
+            words = {"first": first + shift, "last": last + shift, "n": last - first + 1,
+                     "first_phy": first_phy, "last_phy": last_phy, "lost": lost}
+            said.append((first, one.format(**words) if first == last
+                         else many.format(**words) + after[past]))
+        return said
+
+    def index_problems(self, f) -> list[Problem]:
+        """One problem per run of index file ``f``'s entries (numbered from 1) pointing into lost files."""
+        rebuilt = "segstore recover cuts the index there and rebuilds it from the commitlog"
+        return [Problem(f.path, f.entry_pos(first), text) for first, text in self._said(
+            "expected index entry {first} to point at a valid message, found commitlog offset {first_phy}, "
+            "{lost}",
+            "expected index entries {first} to {last} to point at valid messages, found {n} pointing into "
+            "commitlog offsets {first_phy} to {last_phy}, {lost}",
+            (f": their messages are gone with those files ({rebuilt})", f" ({rebuilt})"))]
+
+    def problems(self, path: str, topic: str, qid: int, first_offset: int) -> list[Problem]:
+        """One problem per run of a consume-queue file's entries (``first_offset``: its first slot's)."""
+        queue = f"{topic}/{qid}".replace("{", "{{").replace("}", "}}")
+        return [Problem(path, first * CQ_DTYPE.itemsize, text) for first, text in self._said(
+            f"expected the entry of {queue} offset {{first}} to point at a valid message, found commitlog "
+            "offset {first_phy}, {lost}",
+            f"expected the entries of {queue} offsets {{first}} to {{last}} to point at valid messages, "
+            "found {n} pointing into commitlog offsets {first_phy} to {last_phy}, {lost}",
+            (": their messages are gone with those files",
+             ": the broker's next start drops them (4.9.7 CommitLog.recoverNormally and recoverAbnormally: "
+             "truncateDirtyLogicFiles), as segstore recover does"), first_offset)]
+
+
 def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
     """Every entry the walk did not confirm (``cover``) against the message at its offset (decoded
     where it lies), vectorized per :data:`ENTRY_CHUNK` entries; the entries found wrong (and
@@ -494,12 +612,14 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                 _misnamed_queue_file(cq, seg, problems)
             entries = seg.entries
             confirmed = cover.queue_confirmed((topic, qid), j)
+            lost = _IntoLostFiles(store.commitlog.missing, w.end)
             for lo in range(0, len(entries), ENTRY_CHUNK):
                 chunk = entries[lo:lo + ENTRY_CHUNK]
                 todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
                 if len(todo):
                     _check_entries(store, w, topics, topic, qid, cq, ext, seg, lo + todo, chunk[todo],
-                                   problems)
+                                   problems, lost)
+            problems.extend(lost.problems(seg.file.path, topic, qid, seg.first_offset))
             at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
             if at_byte is not None:
                 at_byte -= at_byte % CQ_DTYPE.itemsize
@@ -546,8 +666,10 @@ def _misnamed_queue_file(cq, seg, problems: list[Problem]) -> None:
 
 
 def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg,
-                   slots: np.ndarray, rows: np.ndarray, problems: list[Problem]) -> None:
-    """Entries ``rows`` (in slots ``slots``, ascending) of one consume-queue file against their messages."""
+                   slots: np.ndarray, rows: np.ndarray, problems: list[Problem],
+                   lost: _IntoLostFiles) -> None:
+    """Entries ``rows`` (in slots ``slots``, ascending) of one consume-queue file against their messages;
+    those pointing into lost commitlog files (live ones, without an extension address) go to ``lost``."""
     phys = rows["offset"].astype(np.int64)
     stored = rows["tags_code"].astype(np.int64)
     resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
@@ -573,7 +695,9 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
                              int(resolved[i])):
             wrong[i] = False
     live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
-    for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
+    gone = ~found & live & ~addressed
+    gone[gone] = lost.take(slots[gone].astype(np.int64), phys[gone])
+    for i in np.flatnonzero((~found | wrong | addressed) & live & ~gone).tolist():
         pos = int(slots[i]) * CQ_DTYPE.itemsize
         phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
         expected = f"{topic}/{qid} offset {int(claimed[i])}"
@@ -699,11 +823,13 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
                 )
             )
         entries = f.entries
+        lost = _IntoLostFiles(store.commitlog.missing, w.end)
         for lo in range(0, len(entries), ENTRY_CHUNK):
             chunk = entries[lo:lo + ENTRY_CHUNK]
             todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
             if len(todo):
-                _check_index_entries(store, w, f, lo + todo, chunk[todo], problems)
+                _check_index_entries(store, w, f, lo + todo, chunk[todo], problems, lost)
+        problems.extend(lost.index_problems(f))
         bad_slots = _bad_slots(f)
         if len(bad_slots):
             s = int(bad_slots[0])
@@ -913,9 +1039,9 @@ def _check_header_times(store, w: Walk, f, problems: list[Problem]) -> None:
 
 
 def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.ndarray,
-                         problems: list[Problem]) -> None:
+                         problems: list[Problem], lost: _IntoLostFiles) -> None:
     """Entries ``entries`` (at ``at_slots`` of ``f.entries``, ascending) against the messages they
-    point at."""
+    point at; those pointing into lost commitlog files go to ``lost`` (by entry number)."""
     numbers = at_slots + 1
     phys = entries["phy_offset"].astype(np.int64)
     hashes = entries["hash"].astype(np.int64)
@@ -924,6 +1050,9 @@ def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.nd
     carried = found.copy()
     carried[found] = walked.carries_hash(at[found], hashes[found])
     links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
+    gone = ~found
+    gone[gone] = lost.take(numbers[gone].astype(np.int64), phys[gone])
+    carried |= gone
     for i in np.flatnonzero(~carried | links_bad).tolist():
         n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
         pos = f.entry_pos(n)
@@ -1010,7 +1139,7 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
     """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean); the
     commitlog decoded on ``threads`` threads (the same problems with any number)."""
     problems: list[Problem] = []
-    missing: list[Problem] = []
+    missing = _MissingEntries()
     for cq in store.queues.values():    # a reader's open took the early files of each queue as full
         cq.count_every_file()
     # the index files' own structure (chains, slots, keys put again) needs no walk: with several
@@ -1020,7 +1149,7 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
         with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
             w, cover = _verify_commitlog(store, problems, missing, threads)
         _verify_queues(store, w, cover, problems)
-        problems.extend(missing)
+        problems.extend(missing.problems(store))
         _verify_queue_exts(store, problems)
     except BaseException:
         if structure is not None:
