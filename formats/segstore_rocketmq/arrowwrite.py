@@ -765,8 +765,13 @@ def placed(store: Any, laid: LaidOut, start: int, stop: int, end: int) -> tuple[
     sizes = laid.sizes[start:stop]
     file_size = store.config.mappedFileSizeCommitLog
     physical = _physical(sizes, end, file_size)
-    blanks = _placement(end, physical, sizes, file_size)
-    assert blanks is not None       # (_physical places them so)
+    # a BLANK wherever a message does not start where the one before ended (_placement's, without
+    # checking what _physical made so)
+    before = np.empty(len(sizes), np.int64)
+    before[0] = end
+    np.add(physical[:-1], sizes[:-1], out=before[1:])
+    moved = np.flatnonzero(physical != before)
+    blanks = [(int(before[i]), int(physical[i] - before[i])) for i in moved.tolist()]
     msgs = _sliced(laid.fields, start, stop)
     rows, groups, offsets = _queue_plan(store, msgs, laid.queued[start:stop])
     lo = int(laid.at[start])
