@@ -50,6 +50,8 @@ def counted_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     span = int(keys.max()) - low + 1
     if span > COUNTED_SPAN:
         return None
+    if span == 1:       # one key (a write to one queue: pair_groups 223 -> 42 us a write of 8192 rows)
+        return np.array([low], np.int64), np.arange(len(keys)), np.array([0, len(keys)], np.int64)
     shifted = keys - low
     counts = np.bincount(shifted, minlength=span)
     present = np.flatnonzero(counts)

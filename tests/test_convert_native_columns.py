@@ -130,6 +130,49 @@ def test_native_records_are_written_as_the_entry_path(tmp_path_factory: pytest.T
     assert sum(placed) == len(records)          # every row went through the columns
 
 
+def _write_halves(path: Path, version: str, batch, rows: int, before: int, indexed: bool,
+                  prepare: bool) -> object:
+    """``batch`` written as :func:`_write` writes it in columns, in two halves: the first as it is
+    (validating its topics), the second through ``prepare`` first (``prepare``), as a conversion's
+    reading thread prepares it (``segstore.convert.pipeline._convert_columns``), or as it is; what
+    ``prepare`` gave."""
+    config = {} if indexed else {"messageIndexEnable": False}
+    with _store(path, version, **config) as store:
+        store.append_batch([{"topic": "t", "queue_id": i % 2, "body": b"b" * i, "keys": [f"k{i}"],
+                             "born_timestamp": i, "store_timestamp": i} for i in range(before)])
+        writer = arrowwrite.RocketMQArrowWriter(store, Options(peer=PEER, batch_records=rows))
+        writer.present = 0
+        half = batch.num_rows // 2
+        writer.add_batch(batch.slice(0, half))
+        made = writer.prepare([batch.slice(half)], None) if prepare else None
+        writer.add_batch(batch.slice(half), made)
+        writer.flush_all()
+    return made
+
+
+@given(entries(), st.sampled_from(VERSIONS), st.sampled_from([1000, 7, 1]), st.sampled_from([0, 5, 30]),
+       st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_native_records_prepared_on_the_reading_thread_are_written_as_the_entry_path(
+        tmp_path_factory: pytest.TempPathFactory, records: list[Entry], version: str, rows: int, before: int,
+        indexed: bool) -> None:
+    """A batch whose topics the writer has validated is parsed and laid out by ``prepare`` (on a
+    conversion's reading thread: ``lay_out``, offsets 0), the writer only placing it (``placed``:
+    the offsets written in, BLANKs at 4 KiB file ends, queues continued): the files are the ones
+    the writer makes of the batch itself (``native_fields``, ``assign``, ``encode``: the entry
+    path's, above) byte for byte, with and without an index.  (Against the writer given the same
+    halves: the checkpoint's times follow the writes, a write whose last message's time is not
+    positive keeping the one before, as 4.9.7 ``CommitLog.FlushRealTimeService`` keeps it.)"""
+    root = tmp_path_factory.mktemp("prepared")
+    batch = entries_to_batch(records, [1] * len(records))
+    made = _write_halves(root / "p", version, batch, rows, before, indexed, True)
+    _write_halves(root / "w", version, batch, rows, before, indexed, False)
+    assert rocketmq_tree(root / "p") == rocketmq_tree(root / "w")
+    half = len(records) // 2
+    if {r.topic for r in records[half:]} <= {r.topic for r in records[:half]}:
+        assert isinstance(made, arrowwrite.PreparedNative)  # the writer's work was done by prepare
+
+
 @pytest.mark.parametrize("extra", [-2, -1, 0, 1])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_properties_at_the_length_limit_go_as_the_entry_path(tmp_path: Path, extra: int,

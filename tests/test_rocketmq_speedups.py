@@ -6,6 +6,7 @@ import contextlib
 import copy
 import dataclasses
 import errno
+import itertools
 import os
 import threading
 import time
@@ -604,6 +605,34 @@ def test_c_tags_hash_of_bytes_that_are_not_utf8_is_javas(value):
     tags = np.empty(1, np.int64)
     _speedups.tags_hashes(props, np.zeros(1, np.int64), np.array([len(props)], np.int32), tags)
     assert int(tags[0]) == string_hash(java_utf8(value))
+
+
+@needs_c
+@given(st.lists(st.tuples(st.integers(0, 56), st.integers(-(1 << 63), (1 << 63) - 1)), max_size=12))
+@settings(max_examples=150, deadline=None)
+def test_put_be64_writes_as_the_numpy_scatter(writes):
+    """``_speedups.put_be64`` (the offsets ``arrowwrite.placed`` writes into messages laid out before
+    they were placed, QUEUEOFFSET and PHYSICALOFFSET as 4.9.7 ``CommitLog.MessageExtEncoder.encode``
+    writes them: big-endian ``long``) writes what the numpy scatter, its reference, writes; a
+    position less than 8 bytes from the end is a ValueError."""
+    from segstore_rocketmq import _speedups, arrowwrite
+
+    positions = np.array([p for p, _ in writes], np.int64)
+    values = np.array([v for _, v in writes], np.int64)
+    out, expected = np.full(64, 0xAA, np.uint8), np.full(64, 0xAA, np.uint8)
+    _speedups.put_be64(out, positions, values)
+    for p, v in writes:         # one at a time: a later write over an earlier one wins, as in C
+        expected[p:p + 8] = np.frombuffer(v.to_bytes(8, "big", signed=True), np.uint8)
+    assert out.tobytes() == expected.tobytes()
+    starts = sorted(p for p, _ in writes)
+    if all(b - a >= 8 for a, b in itertools.pairwise(starts)):      # (numpy's scatter: writes apart)
+        scattered = np.full(64, 0xAA, np.uint8)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(arrowwrite, "_speedups", None)
+            arrowwrite._put_i64(scattered, positions, values)
+        assert scattered.tobytes() == expected.tobytes()
+    with pytest.raises(ValueError, match="8 bytes inside"):
+        _speedups.put_be64(out, np.array([57], np.int64), np.array([1], np.int64))
 
 
 @needs_c

@@ -711,6 +711,7 @@ static PyMethodDef methods[] = {
      "tag_nulls, "
      "key_nulls)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
+    {"put_be64", put_be64, METH_VARARGS, "put_be64(view, positions, values): int64s written big-endian."},
     {"index_entries", index_entries, METH_VARARGS,
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"topic_codes", topic_codes, METH_VARARGS,

@@ -519,7 +519,8 @@ _NEVER_NULL = ("topic", "partition", "offset", "timestamp", "timestampType", "is
                "producerId", "producerEpoch")
 
 
-def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | None:
+def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any, *, validated_only: bool = False
+                  ) -> Restored | None:
     """The messages ``store``'s append makes of ``batch``'s rows (records of ``peer``'s own, none made by
     ``to_entry``; :func:`.conversion.from_entry`), in columns, their queue and physical offsets 0
     (:func:`assign` places them); None when a row needs the entry path: a topic RocketMQ refuses or
@@ -528,7 +529,10 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
 
     The properties are encoded in one C pass (``_speedups.native_properties``), tested equal to
     :func:`native_properties_reference`.  ``O(rows + key and header bytes)``; reads ``store``'s
-    topics and host (validated topics are added to its cache of plain topics).
+    topics and host (validated topics are added to its cache of plain topics).  ``validated_only``:
+    a topic not in that cache yet gives None too, and the store is only read (what
+    :meth:`RocketMQArrowWriter.prepare` runs on a conversion's reading thread while the writer
+    writes: a dictionary look-up, atomic under the GIL, against the writer's adding to it).
     """
     assert _speedups is not None        # the writer exists only with the accelerator (available())
     n = batch.num_rows
@@ -542,7 +546,12 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
     for code, name in enumerate(entry_topics.dictionary.to_pylist()):
         try:
             topic = escape(name, peer.topics, TOPICS)
-            if topic == SCHEDULE_TOPIC or store.plain_topic_field(topic) is None:
+            if topic == SCHEDULE_TOPIC:
+                return None
+            if validated_only:
+                if topic not in store.plain_topic_fields:
+                    return None
+            elif store.plain_topic_field(topic) is None:
                 return None
         except InvalidTopicError:
             return None
@@ -654,6 +663,18 @@ def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
     n = len(sizes)
     if too_large(msgs, sizes, config):
         return None
+    physical = _physical(sizes, start, file_size)
+    queue_offset = np.zeros(n, np.int64)
+    rows, _, offsets = _queue_plan(store, msgs, _queued(msgs))
+    queue_offset[rows] = offsets
+    return dataclasses.replace(msgs, physical_offset=physical, queue_offset=queue_offset)
+
+
+def _physical(sizes: np.ndarray, start: int, file_size: int) -> np.ndarray:
+    """The physical offsets the store's append gives messages of ``sizes`` from ``start``: each where
+    the last one ended if it fits its file with ``END_FILE_MIN_BLANK_LENGTH`` to spare, else at the
+    next file's start (after a BLANK).  ``O(rows)`` plus a step per file rolled into."""
+    n = len(sizes)
     physical = np.empty(n, np.int64)
     at, i = start, 0
     while i < n:
@@ -663,10 +684,112 @@ def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
         physical[i:i + k] = ends[:k] - sizes[i:i + k]
         i += k
         at = at - at % file_size + file_size        # the next message opens the next file
-    queue_offset = np.zeros(n, np.int64)
-    rows, _, offsets = _queue_plan(store, msgs, _queued(msgs))
-    queue_offset[rows] = offsets
-    return dataclasses.replace(msgs, physical_offset=physical, queue_offset=queue_offset)
+    return physical
+
+
+@dataclass
+class LaidOut:
+    """Messages of the peer's own encoded before they are placed (:func:`lay_out`): the commitlog
+    bytes of each with queue and physical offsets 0, which :func:`placed` writes in once the store's
+    end and queues are known, and what else of :func:`encode` depends on the bytes alone."""
+
+    fields: Restored
+    sizes: np.ndarray
+    #: where each message starts in ``data``, and its end (n + 1)
+    at: np.ndarray
+    data: np.ndarray
+    queued: np.ndarray
+    tags: np.ndarray
+    #: the index entries' hashes, and where each message's start (n + 1); None: the store keeps no index
+    hashes: np.ndarray
+    entry_at: np.ndarray | None
+
+
+#: Where a message's QUEUEOFFSET and PHYSICALOFFSET lie in its header.
+_QUEUE_OFFSET_AT, _PHYSICAL_OFFSET_AT = 20, 28
+assert MESSAGE_HEADER.fields is not None and MESSAGE_HEADER.fields["queue_offset"][1] == _QUEUE_OFFSET_AT \
+    and MESSAGE_HEADER.fields["physical_offset"][1] == _PHYSICAL_OFFSET_AT
+_I64_BYTES = np.arange(8, dtype=np.int64)
+
+
+def lay_out(msgs: Restored, config: Any, indexed: bool) -> LaidOut | None:
+    """:func:`encode`'s work on ``msgs`` (records of the peer's own, :func:`native_fields`) that does
+    not depend on where they land: the layout (one C pass, body CRCs included), TAGS hashes and
+    index entries (``indexed``: the store keeps an index); None when a message is too large (the
+    entry path raises then).  Touches no store: a conversion's reading thread runs it while the
+    writer writes the batches before.  ``O(bytes)``."""
+    c = _speedups
+    assert c is not None
+    sizes, topic_bytes, topic_lengths = _sizes(msgs)
+    if too_large(msgs, sizes, config):
+        return None
+    n = len(sizes)
+    zeros = np.zeros(n, np.int64)
+    unplaced = dataclasses.replace(msgs, physical_offset=zeros, queue_offset=zeros)
+    sys_flag = msgs.sys_flag & ~SYSFLAG_HOST_MASK
+    data, topic_pos, props_pos = _layout(unplaced, sizes, topic_bytes, zeros, sys_flag)
+    prop_lengths = msgs.properties.lengths
+    tags = np.empty(n, np.int64)
+    hashes, entry_at = np.zeros(0, np.int64), None
+    if indexed:
+        counts = np.empty(n, np.int32)
+        hashes = np.empty(int(prop_lengths.sum(dtype=np.int64)) // 2 + n + 1, np.int64)
+        total = c.index_entries(data, topic_pos, topic_lengths, props_pos, prop_lengths,
+                                sys_flag.astype(np.int32), counts, hashes, tags)
+        hashes = hashes[:total]
+        entry_at = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=entry_at[1:])
+    else:
+        c.tags_hashes(data, props_pos, prop_lengths, tags)
+    at = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=at[1:])
+    return LaidOut(msgs, sizes, at, data, _queued(msgs), tags, hashes, entry_at)
+
+
+def _put_i64(data: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
+    """Write ``values`` as big-endian int64s at byte ``positions`` of ``data`` (a uint8 array): one C
+    pass (``_speedups.put_be64``, keeping the GIL; the scatter below, its reference, took 0.44 ms
+    a field of 8192 rows, 0.1 s per 1M messages of the writer's ~0.45 s), else numpy."""
+    put = getattr(_speedups, "put_be64", None)
+    if put is not None:
+        put(data, np.ascontiguousarray(positions, np.int64), np.ascontiguousarray(values, np.int64))
+        return
+    data[positions[:, None] + _I64_BYTES] = values.astype(">i8").view(np.uint8).reshape(-1, 8)
+
+
+def placed(store: Any, laid: LaidOut, start: int, stop: int, end: int) -> tuple[PlainBatch, int]:
+    """Rows ``start:stop`` of ``laid`` placed at ``end`` (the commitlog end) as :func:`assign` and
+    :func:`encode` place and encode them, the same bytes: their offsets written into their laid-out
+    bytes (in place: each row is placed once), their consume-queue rows and index entries.
+    ``O(rows)`` in numpy, plus a dictionary look-up per queue."""
+    sizes = laid.sizes[start:stop]
+    file_size = store.config.mappedFileSizeCommitLog
+    physical = _physical(sizes, end, file_size)
+    # a BLANK wherever a message does not start where the one before ended (_placement's, without
+    # checking what _physical made so)
+    before = np.empty(len(sizes), np.int64)
+    before[0] = end
+    np.add(physical[:-1], sizes[:-1], out=before[1:])
+    moved = np.flatnonzero(physical != before)
+    blanks = [(int(before[i]), int(physical[i] - before[i])) for i in moved.tolist()]
+    msgs = _sliced(laid.fields, start, stop)
+    rows, groups, offsets = _queue_plan(store, msgs, laid.queued[start:stop])
+    lo = int(laid.at[start])
+    data = laid.data[lo:int(laid.at[stop])]
+    heads = laid.at[start:stop] - lo
+    _put_i64(data, heads + _PHYSICAL_OFFSET_AT, physical)
+    _put_i64(data, heads[rows] + _QUEUE_OFFSET_AT, offsets)
+    index = np.zeros(0, np.int64)
+    if laid.entry_at is not None:
+        entry_at = laid.entry_at[start:stop + 1]
+        counts = np.diff(entry_at)
+        index = np.concatenate([laid.hashes[int(entry_at[0]):int(entry_at[-1])], np.repeat(physical, counts),
+                                np.repeat(msgs.store_timestamp, counts)])
+    cq = np.zeros(len(rows), CQ_DTYPE)
+    cq["offset"], cq["size"], cq["tags_code"] = physical[rows], sizes[rows], laid.tags[start:stop][rows]
+    return (PlainBatch(data=data.data, blanks=blanks, results=[], cq_rows=cq.data.cast("B"), queues=groups,
+                       index_entries=index.data.cast("B"), end=int(physical[-1] + sizes[-1]), start=end),
+            int(msgs.store_timestamp[-1]))
 
 
 def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | None:
@@ -932,6 +1055,15 @@ class Prepared:
     nbytes: int
 
 
+@dataclass
+class PreparedNative:
+    """:meth:`RocketMQArrowWriter.prepare`'s result for one batch of the peer's own records: their
+    messages laid out, still to be placed (:func:`placed`), and the batch's source bytes."""
+
+    laid: LaidOut
+    nbytes: int
+
+
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
     """Per row of an ``ENTRY_SCHEMA`` batch, whether its first header is ``rmq.physical_offset`` (it
     was made by ``to_entry``: ``conversion.came_from_rocketmq``).  One C pass
@@ -987,12 +1119,21 @@ class RocketMQArrowWriter(ArrowWriter):
         self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
-        # (the piece, its messages or None, start, stop, whether they are a peer's own records still to
-        # be placed); piece None: the messages alone (prepared)
-        self.pending: list[tuple[pa.RecordBatch | None, Restored | None, int, int, bool]] = []
+        # (the piece, its messages (laid out: prepared) or None, start, stop, whether they are a peer's
+        # own records still to be placed); piece None: the messages alone (prepared)
+        self.pending: list[tuple[pa.RecordBatch | None, Restored | LaidOut | None, int, int, bool]] = []
         self.pending_rows = self.pending_bytes = 0
 
     def add_batch(self, batch: pa.RecordBatch, prepared: Any = None) -> tuple[int, int, int]:
+        """:meth:`ArrowWriter.add_batch`; ``prepared``: :meth:`prepare`'s :class:`PreparedNative` for
+        ``batch``, whose messages are taken as they are."""
+        if isinstance(prepared, PreparedNative):
+            n = batch.num_rows
+            self.seen += n
+            if self.entries.restored or self.entries.native:
+                self.entries.flush()
+            self._pend(batch, prepared.laid, native=True)
+            return n, prepared.nbytes, 0
         held = min(max(self.present - self.seen, 0), batch.num_rows)
         self.seen += batch.num_rows
         batch = batch.slice(held)
@@ -1013,7 +1154,15 @@ class RocketMQArrowWriter(ArrowWriter):
                 self._add_native(piece)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
-    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None) -> Prepared | None:
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None
+                ) -> Prepared | PreparedNative | None:
+        """:meth:`ArrowWriter.prepare`: :meth:`_prepare_native` of one batch as it is (``order`` None),
+        else :meth:`_prepare_rows`.  Safe beside a write."""
+        if order is None:
+            return self._prepare_native(pieces[0])
+        return self._prepare_rows(pieces, order)
+
+    def _prepare_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Prepared | None:
         """The restored messages of the rows of ``pieces`` (each piece's columns parsed as they are;
         :meth:`add_rows` joins them and puts them in ``order``: a merge's order costs a copy of
         the bodies and properties, not of every header), which stand for the rows on their own;
@@ -1021,7 +1170,7 @@ class RocketMQArrowWriter(ArrowWriter):
         rows).  Every row is restored (``ArrowWriter.add_rows``: the merge checked each starts with
         ``rmq.physical_offset``).  Reads only the peer and ``present``, which no write changes: safe
         beside a write.  ``O(rows + header bytes)``."""
-        if order is None or self.present or not len(order):
+        if self.present or not len(order):
             return None
         if len(pieces) > COMBINE_PIECES and len(order) < COMBINE_ROWS * len(pieces):
             # many small pieces (a merge of hundreds of partitions): one copy of their columns costs
@@ -1033,6 +1182,23 @@ class RocketMQArrowWriter(ArrowWriter):
         nbytes = sum(int(piece.column("size").to_numpy().sum()) for piece in pieces)
         return Prepared(cast("list[Restored]", parts), order, nbytes)
 
+    def _prepare_native(self, batch: pa.RecordBatch) -> PreparedNative | None:
+        """:meth:`prepare` of one batch as it is: its messages (:func:`native_fields`) laid out
+        (:func:`lay_out`) when every row is a record of the peer's own (none made by ``to_entry``) to
+        a topic the destination has validated already, else None (:meth:`add_batch` then finds its
+        runs and parses them, and validates the topics: the first batch of each).  Moves the parse
+        and the encoding off the writer, the thread a conversion to RocketMQ waits for (which then
+        only places them).  Reads only the peer, ``present`` and the destination's host, separator,
+        config, validated topics and whether it keeps an index: safe beside a write.
+        ``O(rows + bytes)``."""
+        if self.present or not batch.num_rows or restored_rows(batch).any():
+            return None
+        fields = native_fields(batch, self.peer, self.dest, validated_only=True)
+        laid = None if fields is None else lay_out(fields, self.dest.config, self.dest.index is not None)
+        if laid is None:
+            return None
+        return PreparedNative(laid, int(pc.sum(batch.column("size")).as_py() or 0))
+
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
                  prepared: Prepared | None = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` in ``order``: through :meth:`prepare` (its
@@ -1043,7 +1209,7 @@ class RocketMQArrowWriter(ArrowWriter):
             assert pieces is not None
             if self.present > self.seen or not n:
                 return add_taken(self, pieces, order)
-            prepared = self.prepare(pieces, order)
+            prepared = self._prepare_rows(pieces, order)
             if prepared is None:
                 return add_taken(self, pieces, order)
         self.seen += n
@@ -1075,12 +1241,14 @@ class RocketMQArrowWriter(ArrowWriter):
             return
         self._pend(piece, fields, native=True)
 
-    def _pend(self, piece: pa.RecordBatch | None, fields: Restored | None, native: bool = False) -> None:
+    def _pend(self, piece: pa.RecordBatch | None, fields: Restored | LaidOut | None,
+              native: bool = False) -> None:
         """Queue the rows of ``piece`` (None: the rows are ``fields``, restored messages, alone) for
         :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending;
         ``native``: ``fields`` still to be placed (:func:`assign`), records of the peer's own."""
         if fields is not None:
-            lengths = fields.body.lengths               # in the rows' order already
+            # in the rows' order already
+            lengths = (fields.fields if isinstance(fields, LaidOut) else fields).body.lengths
         else:
             assert piece is not None
             lengths = pc.fill_null(pc.binary_length(piece.column("value")), 0).to_numpy(zero_copy_only=False)
@@ -1101,7 +1269,13 @@ class RocketMQArrowWriter(ArrowWriter):
         """Write the rows pending (each run in columns, or entry by entry if declined)."""
         pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
         for piece, fields, start, stop, native in pending:
-            placed = None
+            if isinstance(fields, LaidOut):
+                if (fields.entry_at is not None) == (self.dest.index is not None):
+                    self._append_placed(placed(self.dest, fields, start, stop, self.dest.commitlog.end),
+                                        stop - start)
+                    continue
+                fields = fields.fields      # (laid out for a store with or without an index: as the others)
+            done = None
             msgs = None if fields is None else _sliced(fields, start, stop)
             if msgs is not None and not native and len(msgs.queue_id):
                 _start_where_restored(self.dest, msgs)
@@ -1109,21 +1283,25 @@ class RocketMQArrowWriter(ArrowWriter):
             if msgs is not None and native:
                 msgs = assign(self.dest, msgs, end)
             if msgs is not None:
-                placed = encode(self.dest, msgs, end)
-            if placed is None and piece is None:
+                done = encode(self.dest, msgs, end)
+            if done is None and piece is None:
                 assert msgs is not None and not native
                 _append_stored(self.dest, restored_messages(msgs))      # as the entry path would
-            elif placed is None:
+            elif done is None:
                 assert piece is not None
                 for entry, size in batch_entries(piece.slice(start, stop - start)):
                     self.entries.add(entry, size)
                 self.entries.flush()
             else:
-                self.dest.append_placed(placed[0], placed[1], stop - start)
-                # a write appends to each queue it touches: with many queues, more rows a write
-                queues = len(placed[0].queues)
-                self.batch = self.base_batch if queues < MANY_QUEUES else \
-                    max(self.base_batch, min(MAX_WRITE_ROWS, ROWS_PER_QUEUE * queues))
+                self._append_placed(done, stop - start)
+
+    def _append_placed(self, done: tuple[PlainBatch, int], count: int) -> None:
+        """Write ``count`` messages encoded and placed (:func:`encode`, :func:`placed`)."""
+        self.dest.append_placed(done[0], done[1], count)
+        # a write appends to each queue it touches: with many queues, more rows a write
+        queues = len(done[0].queues)
+        self.batch = self.base_batch if queues < MANY_QUEUES else \
+            max(self.base_batch, min(MAX_WRITE_ROWS, ROWS_PER_QUEUE * queues))
 
     def flush_all(self) -> None:
         self.flush()
