@@ -455,12 +455,50 @@ def _partition_flag(args: argparse.Namespace) -> str:
     return "--queue" if getattr(args, "queue", None) is not None else "--partition"
 
 
+#: How a format's directories name a topic's queue / partition, and the flag that selects it: Kafka 3.8's
+#: ``TOPIC-PARTITION`` log dir (``UnifiedLog.parseTopicPartitionName`` splits the name at its last ``-``),
+#: RocketMQ 4.9.7's ``consumequeue/TOPIC/QUEUE`` (``DefaultMessageStore.loadConsumeQueue``).
+_DIRECTORY_NAMES = {"kafka": ("-", "--partition"), "rocketmq": ("/", "--queue")}
+
+
+def _directory_name_hint(fmt: str, topic: str | None, partitions: Callable[[str], Iterable[int]],
+                         form: str = "selectors") -> str:
+    """``" (did you mean --topic T --partition N?)"`` for a ``topic`` that is a directory's name
+    (``T-N`` of Kafka, ``T/N`` of RocketMQ) where ``T`` is a topic ``partitions`` gives partitions of
+    (none: not known) and ``N`` one of them; else ``""``.  ``form``: the flags the command has,
+    ``selectors`` (``--topic`` with ``--queue``/``--partition``), ``consumers`` (``consumers --topic``:
+    Kafka's ``T:N``, a RocketMQ topic whole) or ``topic`` (whole topics only: ``convert``).  The one
+    hint every command given a ``--topic`` it does not hold adds.  ``O(partitions of T)``; thread-safe."""
+    named = _DIRECTORY_NAMES.get(fmt)
+    if named is None or topic is None:
+        return ""
+    separator, flag = named
+    base, _, number = topic.rpartition(separator)
+    if not base or not number.isascii() or not number.isdigit() or number != str(int(number)):
+        return ""
+    if int(number) not in set(partitions(base)):
+        return ""
+    if form == "consumers" and fmt == "kafka":
+        return f" (did you mean --topic {base}:{number}?)"
+    if form != "selectors":
+        return f" (did you mean --topic {base}? it takes the topic's every {flag[2:]})"
+    return f" (did you mean --topic {base} {flag} {number}?)"
+
+
+def _store_partitions(store: Store) -> Callable[[str], Iterable[int]]:
+    """The partitions ``store`` holds of a topic (none of a topic it does not hold), for
+    :func:`_directory_name_hint`."""
+    topics = set(store.topics())
+    return lambda topic: store.partitions(topic) if topic in topics else ()
+
+
 def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
     """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold (None: it has all)."""
     topics = store.topics()
     if args.topic is not None and args.topic not in topics:
-        return NotFoundError(f"expected a topic named {cut(args.topic)}, found {_listing('topic', topics)}",
-                             store.path)
+        hint = _directory_name_hint(store.format, args.topic, _store_partitions(store))
+        return NotFoundError(f"expected a topic named {cut(args.topic)}, found {_listing('topic', topics)}"
+                             f"{hint}", store.path)
     partition = _partition(args)
     if partition is None:
         return None
@@ -1105,13 +1143,15 @@ class _Follower:
                 fixed = plugin.fixed_topics(args.path)
                 if refused is None and fixed is not None and args.topic not in fixed:
                     refused = f"its path fixes the topics it holds: {', '.join(sorted(fixed))}"
+            hint = "" if args.topic is None or args.topic in held else \
+                _directory_name_hint(store.format, args.topic, _store_partitions(store))
             if refused is not None:     # waited for, it would never come
                 raise NotFoundError(f"expected a topic named {cut(args.topic)}, found "
                                     f"{_listing('topic', held)} (no message is ever stored under that name: "
-                                    f"{refused})", args.path)
+                                    f"{refused}){hint}", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
                 sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {cut(args.topic)} "
-                                 f"({_listing('topic', held)} now)\n")
+                                 f"({_listing('topic', held)} now){hint}\n")
                 self.waiting_said = True
             stable = getattr(store, "last_stable_offset", None) if committed else None
             # a group's consumer reads up to the high watermark (Kafka; RocketMQ: the queue's end)
@@ -2299,8 +2339,9 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     held = store.partitions(topic) if topic in store.topics() else []
     grouped = {row.partition for row in found.rows if row.topic == topic and row.partition is not None}
     if not held and not grouped:
+        hint = _directory_name_hint(store.format, topic, _consumed_partitions(found, store), form="consumers")
         raise NotFoundError(f"expected consumer group {cut(args.group)} on topic {cut(topic)}, found "
-                            f"{_listing('group', _all_groups(store, found))}", args.path)
+                            f"{_listing('group', _all_groups(store, found))}{hint}", args.path)
     widths = getattr(store, "partition_widths", None)       # Kafka's: the metadata's count where it has one
     count = widths().get(topic, 1) if widths is not None else 1
     elsewhere = sorted(set(range(count)) - set(held) - grouped)
@@ -2617,8 +2658,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             groups = _all_groups(store, found, now_ms=args.now_ms, **options)
             raise NotFoundError(f"expected consumer group {cut(args.group)}, found "
                                 f"{_listing('group', groups)}", args.path)
-    if args.topic is not None:
-        found = _on_topic(args, found)
+        if args.topic is not None:      # (open: a topic no group consumes is named with the store's)
+            found = _on_topic(args, store, found)
     # what was read is shown; damage met makes it exit 1, as dump does
     failed = EXIT_DATA if damaged else EXIT_OK
     if args.list:
@@ -2686,7 +2727,15 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     return EXIT_OK
 
 
-def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups:
+def _consumed_partitions(found: ConsumerGroups, store: Store | None = None) -> Callable[[str], Iterable[int]]:
+    """The partitions of a topic a group of ``found`` committed to, and those ``store`` holds if given
+    (for :func:`_directory_name_hint`: a group's topic may be held on another broker)."""
+    held = _store_partitions(store) if store is not None else lambda topic: ()
+    return lambda topic: {*held(topic), *(row.partition for row in found.rows
+                                          if row.topic == topic and row.partition is not None)}
+
+
+def _on_topic(args: argparse.Namespace, store: Store, found: ConsumerGroups) -> ConsumerGroups:
     """The groups that committed offsets or hold partitions on ``--topic`` (``T:0,1``: those partitions),
     and of their rows only that topic's; members are those groups'.
 
@@ -2697,8 +2746,10 @@ def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups
             and (partitions is None or row.partition in partitions)]
     if not rows:
         where = f"topic {cut(args.topic)}" + ("" if partitions is None else f" partitions {partitions}")
+        hint = "" if partitions is not None else \
+            _directory_name_hint(store.format, args.topic, _consumed_partitions(found), form="consumers")
         raise NotFoundError(f"expected a consumer group on {where}, found "
-                            f"{_listing('group', found.groups())}", args.path)
+                            f"{_listing('group', found.groups())}{hint}", args.path)
     groups = {row.group for row in rows}
     return replace(found, rows=rows, members=[m for m in found.members if m.group in groups])
 
