@@ -1965,8 +1965,7 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
         value = obj.get(name)
         if value is not None and type(value) is not int:     # Kafka's codec said "'float' object cannot..."
             raise InvalidMessageError(f"line {number}: expected a {name} in ms since the epoch (a whole "
-                                      f"number) or an ISO-8601 time, found {type(value).__name__} "
-                                      f"{cut(value)}", shown, pos)
+                                      f"number) or an ISO-8601 time, found {_json_found(value)}", shown, pos)
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
                                       f"the time of the write), found {shown_number(value)}", shown, pos)
@@ -2143,7 +2142,85 @@ def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config:
             high = middle
     message = refusal(high)
     number, pos = recent[high - 1]
-    return None if message is None or (dumped and message != said) else (number, pos, message)
+    if message is None or (dumped and message != said):
+        return None
+    return number, pos, _in_json_terms(message, objs[high - 1])
+
+
+#: The append checkers' Python words (their messages are the library's too, for Python callers) and
+#: what a JSON line holds instead, most specific first.  Both formats take a null value or key.
+_JSON_WORDS = (
+    ("bytes, str or None", "a string or null"),
+    ("a body as bytes or str", "a body as a string or null"),
+    ("a key as a str or UTF-8 bytes", "a key as a string or null"),
+    ("a str or UTF-8 bytes", "a string"),
+    ("a text or a list of texts", "a string or an array of strings"),
+    ("a topic name (str)", "a topic name (a string)"),
+    ("a str header key", "a string header key"),
+    ("a list of (key, value) pairs", "an array of [name, value] pairs"),
+    ("a (key, value) pair", "a [name, value] pair"),
+)
+
+
+def _in_json_terms(message: str, obj: Mapping[str, Any]) -> str:
+    """An append's refusal of JSON line ``obj`` (``write --input``) in JSON's terms: the Python types
+    its checkers name as JSON's (``a string or null``, not ``bytes, str or None``) and what it found,
+    where it is one of the line's values (a type's name or a repr), as :func:`_json_found` shows it
+    (``found an object {"a": "b"}``, not ``found dict``).  A message naming no such value keeps its words but
+    the expectation's.  ``O(fields and headers of the line)``; thread-safe."""
+    expected, said, found = message.rpartition(", found ")
+    if not said:
+        expected = message
+    for python, words in _JSON_WORDS:
+        expected = expected.replace(python, words)
+    if not said:
+        return expected
+    for value in _line_values(expected, obj):
+        forms = {type(value).__name__, cut(value), cut(repr(value)), json_shown(value),
+                 f"{type(value).__name__} {cut(value)}"}
+        if found in forms:
+            scalar = value is None or isinstance(value, (bool, int, float))
+            if scalar and found in (json_shown(value), cut(value)) and found != "None":
+                break           # JSON's words already (``found 41``, ``found the number 5``, ``found true``)
+            return f"{expected}, found {_json_found(value)}"
+    return f"{expected}, found {found}"
+
+
+def _json_found(value: Any) -> str:
+    """A JSON line's ``value`` as a refusal shows it: as :func:`errors.shown` names its kind (``the
+    number 5``, ``null``, ``an object``...), but strings, arrays and objects as JSON text (``"0"``,
+    ``{"a": "b"}``, not Python's ``'0'``, ``{'a': 'b'}``), cut to :data:`MAX_SHOWN` characters."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return json_shown(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except ValueError:      # holding an integer past 4,300 digits
+        return json_shown(value)
+    if len(text) > MAX_SHOWN:
+        text = f"{text[:MAX_SHOWN]}... ({len(text) - MAX_SHOWN} more characters)"
+    kind = "an array " if isinstance(value, list) else "an object " if isinstance(value, dict) else ""
+    return kind + text
+
+
+def _line_values(expected: str, obj: Mapping[str, Any]) -> Iterator[Any]:
+    """The values of JSON line ``obj`` an expectation may be about: its fields the words name (``a body``:
+    ``value``), and for a header's or property's name or value every header pair, name and value."""
+    words = set(re.findall(r"[A-Za-z_]+", expected))
+    if "body" in words:
+        words.add("value")
+    for name in words & set(obj):
+        yield obj[name]
+    if words & {"header", "property"}:
+        pairs = obj.get("headers")
+        if isinstance(pairs, list):
+            for pair in pairs:
+                yield pair
+                if isinstance(pair, list):
+                    yield from pair
+        properties = obj.get("properties")
+        if isinstance(properties, dict):
+            for item in properties.items():
+                yield from item
 #: ``kafka-consumer-groups --describe``'s columns, then the group's state.
 CONSUMER_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                    "HOST", "CLIENT-ID", "STATE")
