@@ -3703,11 +3703,24 @@ _TIME_OPTIONS = ("--begin", "--end", "--timestamp", "--now-ms", "--to-datetime")
 _SECONDS_LIKE = range(10**9, 10**10)
 
 
+def _basic_date(text: str) -> str | None:
+    """``2023-11-14`` for ``20231114``: an 8-digit number that is an ISO 8601 basic date (``YYYYMMDD``, a
+    real month and day), else None."""
+    if len(text) != 8:
+        return None
+    try:
+        return datetime.strptime(text, "%Y%m%d").date().isoformat()
+    except ValueError:
+        return None
+
+
 def _seconds_notes(argv: Sequence[str]) -> list[str]:
     """A note for each time option given a number that reads as seconds since the epoch (``--begin
     1700000000``, what ``date +%s`` prints): the brokers' times and Kafka's tools take ms, so it is taken
     as ms, a time in 1970 (a dump from it is the whole store), and the note says what it was taken as and
-    the ms the seconds would be.  What the command does is unchanged.  ``O(arguments)``."""
+    the ms the seconds would be.  Likewise for an ISO 8601 basic date (``--begin 20231114``, 8 digits of
+    a real date): the note gives the ISO form to write (``--begin 2023-11-14``).  What the command does
+    is unchanged.  ``O(arguments)``."""
     notes = []
     for i, arg in enumerate(argv):
         name, eq, value = arg.partition("=")
@@ -3716,9 +3729,15 @@ def _seconds_notes(argv: Sequence[str]) -> list[str]:
         if not eq:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         text = value.strip()
-        if not (text.isascii() and text.isdigit()) or int(text) not in _SECONDS_LIKE:
+        if not (text.isascii() and text.isdigit()):
             continue
         as_ms = (_EPOCH + timedelta(milliseconds=int(text))).isoformat(timespec="milliseconds")
+        day = _basic_date(text)
+        if day is not None:
+            notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
+                         f"{as_ms.replace('+00:00', 'Z')}; as a date (YYYYMMDD) it is {name} {day}")
+        if int(text) not in _SECONDS_LIKE:
+            continue
         as_s = (_EPOCH + timedelta(seconds=int(text))).isoformat()
         notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
                      f"{as_ms.replace('+00:00', 'Z')}; as seconds ({as_s.replace('+00:00', 'Z')}) it "

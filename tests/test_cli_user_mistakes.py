@@ -483,6 +483,25 @@ def test_index_without_its_action_names_the_actions():
 
 
 @pytest.mark.parametrize("option", ["--begin", "--begin="])
+def test_a_basic_iso_date_is_taken_as_ms_and_said_so(option):
+    """``--begin 20231114`` (ISO 8601's basic date, ``YYYYMMDD``) is ms, 05:37 on 1 January 1970, and the
+    dump was the whole partition without a word.  It still is (both brokers and Kafka's tools read a
+    number as ms), with a note naming the ISO form to write; 8 digits that are no date (month 13, day
+    32, 30 February) get none."""
+    part = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    argv = [option + "20231114"] if option.endswith("=") else [option, "20231114"]
+    code, out, err = cli_run("dump", part, "--json", *argv)
+    assert code == 0 and len(out.splitlines()) == 300
+    assert err == ("segstore dump: note: --begin 20231114 is taken as milliseconds since the epoch, "
+                   "1970-01-01T05:37:11.114Z; as a date (YYYYMMDD) it is --begin 2023-11-14\n")
+    code, out, err = cli_run("dump", part, "--json", "--begin", "2023-11-14")
+    assert (code, err) == (0, "")
+    for not_a_date in ("20231314", "20231132", "20230230", "12345678"):
+        code, out, err = cli_run("dump", part, "--json", "--begin", not_a_date)
+        assert (code, err) == (0, ""), err
+
+
+@pytest.mark.parametrize("option", ["--begin", "--begin="])
 def test_a_time_in_seconds_is_taken_as_ms_and_said_so(option):
     """``--begin 1700000000`` (``date +%s``: seconds) is ms to both brokers and Kafka's tools, January 1970:
     the dump was the whole partition without a word, as if every record were newer.  It still is (the
