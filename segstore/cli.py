@@ -3729,14 +3729,17 @@ def _seconds_notes(argv: Sequence[str]) -> list[str]:
         if not eq:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         text = value.strip()
-        if not (text.isascii() and text.isdigit()):
+        if not (text.isascii() and text.isdigit() and len(text) <= 10):
+            continue
+        day = _basic_date(text)
+        seconds = int(text) in _SECONDS_LIKE
+        if day is None and not seconds:
             continue
         as_ms = (_EPOCH + timedelta(milliseconds=int(text))).isoformat(timespec="milliseconds")
-        day = _basic_date(text)
         if day is not None:
             notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
                          f"{as_ms.replace('+00:00', 'Z')}; as a date (YYYYMMDD) it is {name} {day}")
-        if int(text) not in _SECONDS_LIKE:
+        if not seconds:
             continue
         as_s = (_EPOCH + timedelta(seconds=int(text))).isoformat()
         notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
