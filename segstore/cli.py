@@ -455,12 +455,50 @@ def _partition_flag(args: argparse.Namespace) -> str:
     return "--queue" if getattr(args, "queue", None) is not None else "--partition"
 
 
+#: How a format's directories name a topic's queue / partition, and the flag that selects it: Kafka 3.8's
+#: ``TOPIC-PARTITION`` log dir (``UnifiedLog.parseTopicPartitionName`` splits the name at its last ``-``),
+#: RocketMQ 4.9.7's ``consumequeue/TOPIC/QUEUE`` (``DefaultMessageStore.loadConsumeQueue``).
+_DIRECTORY_NAMES = {"kafka": ("-", "--partition"), "rocketmq": ("/", "--queue")}
+
+
+def _directory_name_hint(fmt: str, topic: str | None, partitions: Callable[[str], Iterable[int]],
+                         form: str = "selectors") -> str:
+    """``" (did you mean --topic T --partition N?)"`` for a ``topic`` that is a directory's name
+    (``T-N`` of Kafka, ``T/N`` of RocketMQ) where ``T`` is a topic ``partitions`` gives partitions of
+    (none: not known) and ``N`` one of them; else ``""``.  ``form``: the flags the command has,
+    ``selectors`` (``--topic`` with ``--queue``/``--partition``), ``consumers`` (``consumers --topic``:
+    Kafka's ``T:N``, a RocketMQ topic whole) or ``topic`` (whole topics only: ``convert``).  The one
+    hint every command given a ``--topic`` it does not hold adds.  ``O(partitions of T)``; thread-safe."""
+    named = _DIRECTORY_NAMES.get(fmt)
+    if named is None or topic is None:
+        return ""
+    separator, flag = named
+    base, _, number = topic.rpartition(separator)
+    if not base or not number.isascii() or not number.isdigit() or number != str(int(number)):
+        return ""
+    if int(number) not in set(partitions(base)):
+        return ""
+    if form == "consumers" and fmt == "kafka":
+        return f" (did you mean --topic {base}:{number}?)"
+    if form != "selectors":
+        return f" (did you mean --topic {base}? it takes the topic's every {flag[2:]})"
+    return f" (did you mean --topic {base} {flag} {number}?)"
+
+
+def _store_partitions(store: Store) -> Callable[[str], Iterable[int]]:
+    """The partitions ``store`` holds of a topic (none of a topic it does not hold), for
+    :func:`_directory_name_hint`."""
+    topics = set(store.topics())
+    return lambda topic: store.partitions(topic) if topic in topics else ()
+
+
 def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
     """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold (None: it has all)."""
     topics = store.topics()
     if args.topic is not None and args.topic not in topics:
-        return NotFoundError(f"expected a topic named {cut(args.topic)}, found {_listing('topic', topics)}",
-                             store.path)
+        hint = _directory_name_hint(store.format, args.topic, _store_partitions(store))
+        return NotFoundError(f"expected a topic named {cut(args.topic)}, found {_listing('topic', topics)}"
+                             f"{hint}", store.path)
     partition = _partition(args)
     if partition is None:
         return None
@@ -1105,13 +1143,15 @@ class _Follower:
                 fixed = plugin.fixed_topics(args.path)
                 if refused is None and fixed is not None and args.topic not in fixed:
                     refused = f"its path fixes the topics it holds: {', '.join(sorted(fixed))}"
+            hint = "" if args.topic is None or args.topic in held else \
+                _directory_name_hint(store.format, args.topic, _store_partitions(store))
             if refused is not None:     # waited for, it would never come
                 raise NotFoundError(f"expected a topic named {cut(args.topic)}, found "
                                     f"{_listing('topic', held)} (no message is ever stored under that name: "
-                                    f"{refused})", args.path)
+                                    f"{refused}){hint}", args.path)
             if args.topic is not None and args.topic not in held and not self.waiting_said:
                 sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {cut(args.topic)} "
-                                 f"({_listing('topic', held)} now)\n")
+                                 f"({_listing('topic', held)} now){hint}\n")
                 self.waiting_said = True
             stable = getattr(store, "last_stable_offset", None) if committed else None
             # a group's consumer reads up to the high watermark (Kafka; RocketMQ: the queue's end)
@@ -1925,8 +1965,7 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
         value = obj.get(name)
         if value is not None and type(value) is not int:     # Kafka's codec said "'float' object cannot..."
             raise InvalidMessageError(f"line {number}: expected a {name} in ms since the epoch (a whole "
-                                      f"number) or an ISO-8601 time, found {type(value).__name__} "
-                                      f"{cut(value)}", shown, pos)
+                                      f"number) or an ISO-8601 time, found {_json_found(value)}", shown, pos)
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
                                       f"the time of the write), found {shown_number(value)}", shown, pos)
@@ -2103,7 +2142,85 @@ def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config:
             high = middle
     message = refusal(high)
     number, pos = recent[high - 1]
-    return None if message is None or (dumped and message != said) else (number, pos, message)
+    if message is None or (dumped and message != said):
+        return None
+    return number, pos, _in_json_terms(message, objs[high - 1])
+
+
+#: The append checkers' Python words (their messages are the library's too, for Python callers) and
+#: what a JSON line holds instead, most specific first.  Both formats take a null value or key.
+_JSON_WORDS = (
+    ("bytes, str or None", "a string or null"),
+    ("a body as bytes or str", "a body as a string or null"),
+    ("a key as a str or UTF-8 bytes", "a key as a string or null"),
+    ("a str or UTF-8 bytes", "a string"),
+    ("a text or a list of texts", "a string or an array of strings"),
+    ("a topic name (str)", "a topic name (a string)"),
+    ("a str header key", "a string header key"),
+    ("a list of (key, value) pairs", "an array of [name, value] pairs"),
+    ("a (key, value) pair", "a [name, value] pair"),
+)
+
+
+def _in_json_terms(message: str, obj: Mapping[str, Any]) -> str:
+    """An append's refusal of JSON line ``obj`` (``write --input``) in JSON's terms: the Python types
+    its checkers name as JSON's (``a string or null``, not ``bytes, str or None``) and what it found,
+    where it is one of the line's values (a type's name or a repr), as :func:`_json_found` shows it
+    (``found an object {"a": "b"}``, not ``found dict``).  A message naming no such value keeps its words but
+    the expectation's.  ``O(fields and headers of the line)``; thread-safe."""
+    expected, said, found = message.rpartition(", found ")
+    if not said:
+        expected = message
+    for python, words in _JSON_WORDS:
+        expected = expected.replace(python, words)
+    if not said:
+        return expected
+    for value in _line_values(expected, obj):
+        forms = {type(value).__name__, cut(value), cut(repr(value)), json_shown(value),
+                 f"{type(value).__name__} {cut(value)}"}
+        if found in forms:
+            scalar = value is None or isinstance(value, (bool, int, float))
+            if scalar and found in (json_shown(value), cut(value)) and found != "None":
+                break           # JSON's words already (``found 41``, ``found the number 5``, ``found true``)
+            return f"{expected}, found {_json_found(value)}"
+    return f"{expected}, found {found}"
+
+
+def _json_found(value: Any) -> str:
+    """A JSON line's ``value`` as a refusal shows it: as :func:`errors.shown` names its kind (``the
+    number 5``, ``null``, ``an object``...), but strings, arrays and objects as JSON text (``"0"``,
+    ``{"a": "b"}``, not Python's ``'0'``, ``{'a': 'b'}``), cut to :data:`MAX_SHOWN` characters."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return json_shown(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except ValueError:      # holding an integer past 4,300 digits
+        return json_shown(value)
+    if len(text) > MAX_SHOWN:
+        text = f"{text[:MAX_SHOWN]}... ({len(text) - MAX_SHOWN} more characters)"
+    kind = "an array " if isinstance(value, list) else "an object " if isinstance(value, dict) else ""
+    return kind + text
+
+
+def _line_values(expected: str, obj: Mapping[str, Any]) -> Iterator[Any]:
+    """The values of JSON line ``obj`` an expectation may be about: its fields the words name (``a body``:
+    ``value``), and for a header's or property's name or value every header pair, name and value."""
+    words = set(re.findall(r"[A-Za-z_]+", expected))
+    if "body" in words:
+        words.add("value")
+    for name in words & set(obj):
+        yield obj[name]
+    if words & {"header", "property"}:
+        pairs = obj.get("headers")
+        if isinstance(pairs, list):
+            for pair in pairs:
+                yield pair
+                if isinstance(pair, list):
+                    yield from pair
+        properties = obj.get("properties")
+        if isinstance(properties, dict):
+            for item in properties.items():
+                yield from item
 #: ``kafka-consumer-groups --describe``'s columns, then the group's state.
 CONSUMER_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                    "HOST", "CLIENT-ID", "STATE")
@@ -2299,8 +2416,9 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     held = store.partitions(topic) if topic in store.topics() else []
     grouped = {row.partition for row in found.rows if row.topic == topic and row.partition is not None}
     if not held and not grouped:
+        hint = _directory_name_hint(store.format, topic, _consumed_partitions(found, store), form="consumers")
         raise NotFoundError(f"expected consumer group {cut(args.group)} on topic {cut(topic)}, found "
-                            f"{_listing('group', _all_groups(store, found))}", args.path)
+                            f"{_listing('group', _all_groups(store, found))}{hint}", args.path)
     widths = getattr(store, "partition_widths", None)       # Kafka's: the metadata's count where it has one
     count = widths().get(topic, 1) if widths is not None else 1
     elsewhere = sorted(set(range(count)) - set(held) - grouped)
@@ -2617,8 +2735,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             groups = _all_groups(store, found, now_ms=args.now_ms, **options)
             raise NotFoundError(f"expected consumer group {cut(args.group)}, found "
                                 f"{_listing('group', groups)}", args.path)
-    if args.topic is not None:
-        found = _on_topic(args, found)
+        if args.topic is not None:      # (open: a topic no group consumes is named with the store's)
+            found = _on_topic(args, store, found)
     # what was read is shown; damage met makes it exit 1, as dump does
     failed = EXIT_DATA if damaged else EXIT_OK
     if args.list:
@@ -2686,7 +2804,15 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     return EXIT_OK
 
 
-def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups:
+def _consumed_partitions(found: ConsumerGroups, store: Store | None = None) -> Callable[[str], Iterable[int]]:
+    """The partitions of a topic a group of ``found`` committed to, and those ``store`` holds if given
+    (for :func:`_directory_name_hint`: a group's topic may be held on another broker)."""
+    held = _store_partitions(store) if store is not None else lambda topic: ()
+    return lambda topic: {*held(topic), *(row.partition for row in found.rows
+                                          if row.topic == topic and row.partition is not None)}
+
+
+def _on_topic(args: argparse.Namespace, store: Store, found: ConsumerGroups) -> ConsumerGroups:
     """The groups that committed offsets or hold partitions on ``--topic`` (``T:0,1``: those partitions),
     and of their rows only that topic's; members are those groups'.
 
@@ -2697,8 +2823,10 @@ def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups
             and (partitions is None or row.partition in partitions)]
     if not rows:
         where = f"topic {cut(args.topic)}" + ("" if partitions is None else f" partitions {partitions}")
+        hint = "" if partitions is not None else \
+            _directory_name_hint(store.format, args.topic, _consumed_partitions(found), form="consumers")
         raise NotFoundError(f"expected a consumer group on {where}, found "
-                            f"{_listing('group', found.groups())}", args.path)
+                            f"{_listing('group', found.groups())}{hint}", args.path)
     groups = {row.group for row in rows}
     return replace(found, rows=rows, members=[m for m in found.members if m.group in groups])
 
@@ -3575,11 +3703,24 @@ _TIME_OPTIONS = ("--begin", "--end", "--timestamp", "--now-ms", "--to-datetime")
 _SECONDS_LIKE = range(10**9, 10**10)
 
 
+def _basic_date(text: str) -> str | None:
+    """``2023-11-14`` for ``20231114``: an 8-digit number that is an ISO 8601 basic date (``YYYYMMDD``, a
+    real month and day), else None."""
+    if len(text) != 8:
+        return None
+    try:
+        return datetime.strptime(text, "%Y%m%d").date().isoformat()
+    except ValueError:
+        return None
+
+
 def _seconds_notes(argv: Sequence[str]) -> list[str]:
     """A note for each time option given a number that reads as seconds since the epoch (``--begin
     1700000000``, what ``date +%s`` prints): the brokers' times and Kafka's tools take ms, so it is taken
     as ms, a time in 1970 (a dump from it is the whole store), and the note says what it was taken as and
-    the ms the seconds would be.  What the command does is unchanged.  ``O(arguments)``."""
+    the ms the seconds would be.  Likewise for an ISO 8601 basic date (``--begin 20231114``, 8 digits of
+    a real date): the note gives the ISO form to write (``--begin 2023-11-14``).  What the command does
+    is unchanged.  ``O(arguments)``."""
     notes = []
     for i, arg in enumerate(argv):
         name, eq, value = arg.partition("=")
@@ -3588,9 +3729,18 @@ def _seconds_notes(argv: Sequence[str]) -> list[str]:
         if not eq:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         text = value.strip()
-        if not (text.isascii() and text.isdigit()) or int(text) not in _SECONDS_LIKE:
+        if not (text.isascii() and text.isdigit() and len(text) <= 10):
+            continue
+        day = _basic_date(text)
+        seconds = int(text) in _SECONDS_LIKE
+        if day is None and not seconds:
             continue
         as_ms = (_EPOCH + timedelta(milliseconds=int(text))).isoformat(timespec="milliseconds")
+        if day is not None:
+            notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
+                         f"{as_ms.replace('+00:00', 'Z')}; as a date (YYYYMMDD) it is {name} {day}")
+        if not seconds:
+            continue
         as_s = (_EPOCH + timedelta(seconds=int(text))).isoformat()
         notes.append(f"note: {name} {text} is taken as milliseconds since the epoch, "
                      f"{as_ms.replace('+00:00', 'Z')}; as seconds ({as_s.replace('+00:00', 'Z')}) it "

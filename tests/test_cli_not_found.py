@@ -295,3 +295,76 @@ def test_queue_and_partition_naming_two_queues_is_a_usage_error(capsys, command)
     assert "expected one queue/partition, found --queue 0 and --partition 1" in err
     code, out, _ = run(capsys, command[0], BASIC, *command[1:], "--queue", "1", "--partition", "1")
     assert code == 0 and out
+
+
+# -- a partition or queue directory's name given as the topic -------------------------------------
+
+def _orders_log_dir(tmp_path: Path) -> Path:
+    """A Kafka log dir of ``orders-0``, ``orders-2`` (and a commit of group ``g`` to ``orders`` 2)."""
+    from kafka_messages import offset_commit
+
+    from segstore.records import Message
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, "kafka", "a") as kafka:
+        kafka.append_batch([{"topic": "orders", "partition": 0, "key": b"k", "value": b"v"},
+                            {"topic": "orders", "partition": 2, "value": b"w"}])
+        key, value = offset_commit("g", "orders", 2, 1, commit_ms=1)
+        kafka.append_batch([Message("__consumer_offsets", value, key=key, partition=0, timestamp=1)])
+    return logs
+
+
+DIRECTORY_NAMES = [   # (store, argv of a command given the directory's name, the hint it adds)
+    *[("kafka", [*command, "--topic", "orders-2"], " (did you mean --topic orders --partition 2?)")
+      for command in (["dump"], ["dump", "--json"], ["info"], ["query", "--offset", "0"],
+                      ["retention", "--dry-run"], ["delete-records", "--before", "0", "--dry-run"],
+                      ["compact", "--dry-run"], ["transactions", "--producers"])],
+    *[("rocketmq", [*command, "--topic", "TopicA/1"], " (did you mean --topic TopicA --queue 1?)")
+      for command in (["dump"], ["dump", "--follow"], ["info"], ["query", "--offset", "0"],
+                      ["delete-records", "--before", "0", "--dry-run"])],
+    ("kafka", ["consumers", "--topic", "orders-2"], " (did you mean --topic orders:2?)"),
+    ("kafka", ["consumers", "--group", "g", "--reset-offsets", "--to-earliest", "--topic", "orders-2"],
+     " (did you mean --topic orders:2?)"),
+    ("rocketmq", ["consumers", "--topic", "TopicA/1"],
+     " (did you mean --topic TopicA? it takes the topic's every queue)"),
+]
+
+
+@pytest.mark.parametrize(("kind", "argv", "hint"), DIRECTORY_NAMES,
+                         ids=[f"{kind}:{' '.join(argv)}" for kind, argv, _ in DIRECTORY_NAMES])
+def test_a_directory_name_given_as_the_topic_says_what_was_meant(tmp_path, capsys, kind, argv, hint):
+    """``--topic orders-2`` (Kafka 3.8's log dir ``TOPIC-PARTITION``, ``UnifiedLog.parseTopicPartitionName``)
+    or ``--topic TopicA/1`` (RocketMQ 4.9.7's ``consumequeue/TOPIC/QUEUE``) was refused naming the topics
+    held, with no word that the directory's topic and partition were meant: every command taking
+    ``--topic`` now says which flags name them."""
+    store = _orders_log_dir(tmp_path) if kind == "kafka" else _with_consumer_offsets(tmp_path)
+    code, out, err = run(capsys, argv[0], store, *argv[1:])
+    assert (code, out) == (1, "")
+    assert err.endswith(f"{hint}\n") and err.count("did you mean") == 1
+    # a partition the topic does not have, or no number after the separator: no hint
+    bad = argv[-1][:-1] + "7"
+    code, out, err = run(capsys, argv[0], store, *argv[1:-1], bad)
+    assert code == 1 and "did you mean" not in err and f"'{bad}'" in err
+
+
+def test_the_hint_of_a_kafka_directory_name_in_full(tmp_path, capsys):
+    logs = _orders_log_dir(tmp_path)
+    code, out, err = run(capsys, "dump", logs, "--topic", "orders-0")
+    assert (code, out) == (1, "")
+    assert err == (f"{logs}: expected a topic named 'orders-0', found topics __consumer_offsets, orders "
+                   "(did you mean --topic orders --partition 0?)\n")
+    code, out, err = run(capsys, "dump", logs, "--topic", "orders-x")
+    assert (code, err) == (1, f"{logs}: expected a topic named 'orders-x', found topics __consumer_offsets, "
+                              "orders\n")
+
+
+@pytest.mark.parametrize(("kind", "topic", "hint"), [
+    ("kafka", "orders-2", " (did you mean --topic orders? it takes the topic's every partition)"),
+    ("rocketmq", "TopicA/3", " (did you mean --topic TopicA? it takes the topic's every queue)")])
+def test_convert_of_a_directory_name_says_the_topic(tmp_path, capsys, kind, topic, hint):
+    store = _orders_log_dir(tmp_path) if kind == "kafka" else BASIC
+    to = "rocketmq" if kind == "kafka" else "kafka"
+    code, out, err = run(capsys, "convert", store, tmp_path / "dst", "--to", to, "--topic", topic)
+    assert (code, out) == (1, "")
+    assert err.endswith(f"{hint}\n") and f"expected source topics named '{topic}'" in err
+    assert not (tmp_path / "dst").exists()

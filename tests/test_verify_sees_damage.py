@@ -514,6 +514,24 @@ def test_a_deleted_log_file_leaves_orphaned_indexes_and_checkpoints_past_the_end
         assert f"{kafka / 'replication-offset-checkpoint'}: expected the high watermark of topic-0" in out
 
 
+@pytest.mark.parametrize(("base", "lost"), [
+    (137, ": offsets 137-216 (from the previous segment's end to before the next segment's base, 217)"),
+    (0, ": offsets 0-72 (from the index's base to before the next segment's base, 73)"),
+    (289, ": offsets from 289 on (the log end goes back to 289, and new records take those offsets again)"),
+], ids=["middle", "first", "active"])
+def test_a_deleted_log_files_orphaned_indexes_name_the_offsets_lost(kafka, capsys, base, lost):
+    """Kafka 3.8 ``LogLoader.loadSegmentFiles`` deletes an index whose ``.log`` is gone ("Found an
+    orphaned index file") and loads the other segments as they are: the offsets from the previous
+    segment's end to the next segment's base are gone (a fetch there returns the next base's batch).
+    verify named the index files, not the offsets: now it names them, from the neighbours' offsets."""
+    (kafka / TOPIC / f"{base:020d}.log").unlink()
+    rc, out = _verify(capsys, kafka)
+    index = kafka / TOPIC / f"{base:020d}.index"
+    said = (f"{index}: expected {base:020d}.log beside {base:020d}.index, found none: Kafka's LogLoader "
+            f"deletes the orphaned index, and the records of the segment are lost{lost}")
+    assert rc == 1 and said in out.splitlines(), out
+
+
 def test_a_partition_directory_renamed_out_of_the_topic_partition_form(kafka, capsys):
     """``LocalLog.parseTopicPartitionName`` throws on ``topic-x``: ``LogManager.loadLogs`` fails the log
     directory."""

@@ -595,7 +595,7 @@ def _plain(tmp_path: Path, *objs: dict) -> Path:
     ({"log_start_offset": 6, "log_end_offset": 40, "leader_epochs": [[1, 5]]}, "found [1, 5]"),
     ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[1, 5], [2, 40]]}, "found [2, 40]"),
     ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": [[2**31, 5]]}, "epochs up to 2147483647"),
-    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": {"1": 5}}, "found {'1': 5}"),
+    ({"log_start_offset": 0, "log_end_offset": 40, "leader_epochs": {"1": 5}}, 'found an object {"1": 5}'),
     ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 4}, "expected a partition line's "
      "high_watermark from its log_start_offset 5 to its log_end_offset 40, found 4"),
     ({"log_start_offset": 5, "log_end_offset": 40, "high_watermark": 41}, "found 41"),
@@ -821,9 +821,9 @@ def test_a_topic_of_the_wrong_kind_is_shown_as_the_line_gave_it(tmp_path, capsys
 
 @pytest.mark.parametrize(("fields", "said"), [
     # was: found "unhashable type: 'list'" (a set lookup of the topic before it was validated)
-    ({"topic": ["a"]}, "expected a non-empty topic name, found an array ['a']"),
+    ({"topic": ["a"]}, 'expected a non-empty topic name, found an array ["a"]'),
     # was: found "'int' object is not iterable"
-    ({"topic": "a", "keys": 5}, "expected keys as a text or a list of texts, found the number 5"),
+    ({"topic": "a", "keys": 5}, "expected keys as a string or an array of strings, found the number 5"),
 ])
 def test_a_rocketmq_line_of_the_wrong_kind_says_what_it_found_not_pythons_words(tmp_path, capsys, fields,
                                                                                  said):
@@ -835,12 +835,12 @@ def test_a_rocketmq_line_of_the_wrong_kind_says_what_it_found_not_pythons_words(
 
 
 def test_a_kafka_partition_given_as_a_string_is_shown_quoted_once(tmp_path, capsys):
-    """It was ``found "'3'"``: the ``repr`` of the ``repr``."""
+    """It was ``found "'3'"``: the ``repr`` of the ``repr``; then Python's quotes, ``'3'``; now JSON's."""
     lines = tmp_path / "in.jsonl"
     lines.write_text('{"topic": "t", "partition": "3", "value": "x"}\n')
     code, _, err = run(capsys, "write", tmp_path / "store", "--format", "kafka", "--input", lines)
     assert code == 1
-    assert err == f"{lines}:0: line 1: expected an integer partition, found '3'\n"
+    assert err == f"{lines}:0: line 1: expected an integer partition, found \"3\"\n"
 
 
 @pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
@@ -873,3 +873,59 @@ def test_the_summary_counts_in_the_singular_for_one_message(tmp_path, capsys, co
     code, out, err = run(capsys, "write", tmp_path / "s", "--input", lines)
     said = "1 message" if count == 1 else f"{count} messages"
     assert (code, out, err) == (0, f"{tmp_path / 's'}: appended {said}\n", "")
+
+
+#: (line, format, the error after "line 1: "): a plain line's wrong JSON type, said in JSON's terms (the
+#: append checkers' Python words, ``bytes, str or None`` and ``found dict``, are for Python callers).
+JSON_TYPE_MISTAKES = [
+    ({"topic": "T", "value": {"a": "b"}}, "kafka",
+     'expected a value as a string or null, found an object {"a": "b"}'),
+    ({"topic": "T", "value": {"a": "b"}}, "rocketmq",
+     'expected a body as a string or null, found an object {"a": "b"}'),
+    ({"topic": "T", "value": True}, "kafka", "expected a value as a string or null, found true"),
+    ({"topic": "T", "value": "x", "key": [1, 2]}, "kafka",
+     "expected a key as a string or null, found an array [1, 2]"),
+    ({"topic": "T", "value": "x", "key": 5}, "rocketmq",
+     "expected a key as a string or null, found the number 5"),
+    ({"topic": "T", "value": "x", "headers": {"h": {"a": 1}}}, "kafka",
+     'expected headers as an array of [name, value] pairs, found an object {"h": {"a": 1}}'),
+    ({"topic": "T", "value": "x", "headers": ["hv"]}, "rocketmq",
+     'expected header 0 as a [name, value] pair, found "hv"'),
+    ({"topic": "T", "value": "x", "headers": [["h", {"a": 1}]]}, "kafka",
+     'expected a header value as a string or null, found an object {"a": 1}'),
+    ({"topic": "T", "value": "x", "headers": [["h", {"a": 1}]]}, "rocketmq",
+     'expected a header value as a string, found an object {"a": 1}'),
+    ({"topic": "T", "value": "x", "partition": "0"}, "kafka", 'expected an integer partition, found "0"'),
+    ({"topic": "T", "value": "x", "partition": True}, "rocketmq",
+     "expected partition as an integer, found true"),
+    ({"topic": 5, "value": "x"}, "kafka", "expected a topic name (a string), found the number 5"),
+    ({"topic": "T", "value": "x", "tags": 5}, "rocketmq", "expected tags as a string, found the number 5"),
+    ({"topic": "T", "value": "x", "keys": 5}, "rocketmq",
+     "expected keys as a string or an array of strings, found the number 5"),
+    ({"topic": "T", "value": "x", "properties": {"a": 1}}, "rocketmq",
+     "expected a property value as a string, found the number 1"),
+    ({"topic": "T", "value": "x", "flag": "1"}, "rocketmq", 'expected flag as an integer, found "1"'),
+]
+
+
+@pytest.mark.parametrize(("line", "fmt", "said"), JSON_TYPE_MISTAKES,
+                         ids=[f"{fmt}:{json.dumps(line)}" for line, fmt, _ in JSON_TYPE_MISTAKES])
+def test_a_plain_lines_wrong_json_type_is_said_in_json_terms(tmp_path, capsys, line, fmt, said):
+    """``write --input`` said ``found "{'a': 'b'}"`` and ``bytes, str or None`` of a JSON line (Python's
+    reprs and types, which JSON has not): now the JSON text found and JSON's types."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "T", "value": "ok"}\n' + json.dumps(line) + "\n")
+    code, out, err = run(capsys, "write", tmp_path / "s", "--format", fmt, "--input", lines)
+    assert (code, out) == (1, "")
+    assert err == f"{lines}:30: line 2: {said}\n"
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_librarys_own_words_stay_for_python_callers(tmp_path):
+    """The checkers' messages are the library's: a Python caller appending a dict value reads Python's
+    types, as before."""
+    from segstore.errors import InvalidMessageError
+
+    with segstore.open(tmp_path / "s", format="kafka", mode="a") as store:
+        with pytest.raises(InvalidMessageError, match=r"expected a value as bytes, str or None, found dict"):
+            store.append({"topic": "T", "value": {"a": "b"}})

@@ -472,24 +472,53 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
 INDEX_FILE = r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$"
 
 
-def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
+def orphaned_indexes(path: str, next_offset: Callable[[int], int | None] | None = None
+                     ) -> list[tuple[str, int | None, str]]:
     """Index files of a partition directory whose ``.log`` is gone (and not being deleted: a
     ``.log.deleted`` beside them is Kafka's own deletion half done, which a writable open finishes:
     :func:`.loader.complete_interrupted`): Kafka 3.8's ``LogLoader.loadSegmentFiles`` deletes such an
-    orphaned index, and the segment's records are lost."""
+    orphaned index, and the segment's records are lost.  The message names the offsets lost: from the
+    previous segment's end (``next_offset(its base)``, where given; else the index's own base) to
+    before the next segment's base (the log then has a hole there: no record of Kafka's has those
+    offsets), or from there on for the last segment (the log end goes back to it, and new records
+    take those offsets again).  ``O(files)`` plus a ``next_offset`` call per orphaned segment."""
     names = set(files.list_dir(path))
     problems: list[tuple[str, int | None, str]] = []
     index_file = re.compile(INDEX_FILE)
+    bases = sorted(int(name[:-4]) for name in names if name.endswith(".log") and name[:-4].isdigit()
+                   and len(name) == 24)
+    lost: dict[int, str] = {}
     for name in sorted(names):
         match = index_file.match(name)
         if match is None:
             continue
         log = f"{match['base']}.log"
         if log not in names and f"{log}.deleted" not in names:
+            base = int(match["base"])
+            if base not in lost:
+                lost[base] = _offsets_lost(base, bases, next_offset)
             problems.append((os.path.join(path, name), None,
                              f"expected {log} beside {name}, found none: Kafka's LogLoader deletes the "
-                             "orphaned index, and the records of the segment are lost"))
+                             f"orphaned index, and the records of the segment are lost{lost[base]}"))
     return problems
+
+
+def _offsets_lost(base: int, bases: list[int], next_offset: Callable[[int], int | None] | None) -> str:
+    """``": offsets 18-23 ..."``: what the segment of ``base``, its ``.log`` gone, held, between the
+    segments of ``bases`` (those whose ``.log`` is there) around it."""
+    below = [b for b in bases if b < base]
+    above = [b for b in bases if b > base]
+    start = next_offset(below[-1]) if below and next_offset is not None else None
+    start = base if start is None else start
+    if not above:
+        return (f": offsets from {start} on (the log end goes back to {start}, and new records take those "
+                "offsets again)")
+    if start >= above[0]:
+        return ""
+    end = above[0] - 1
+    offsets = f"offset {start}" if start == end else f"offsets {start}-{end}"
+    where = "the previous segment's end" if below and next_offset is not None else "the index's base"
+    return f": {offsets} (from {where} to before the next segment's base, {above[0]})"
 
 
 #: the names Kafka 3.8 takes an offset from (``LogFileUtils.offsetFromFileName``) when it loads a
@@ -1830,7 +1859,9 @@ class Partition:
         ``decoded``: where the logs' chunks come from (``LogSegment.check_log``).
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
-        problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
+        by_base = {seg.base: seg for seg in self.segments}
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(
+            self.path, lambda base: by_base[base].next_offset() if base in by_base else None)
         problems += misnamed_files(self.path) + snapshot_problems(self.path)
         problems += pending_swap_problems(self.path)
         expected_offset: int | None = None

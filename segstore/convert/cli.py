@@ -6,21 +6,46 @@ import argparse
 from typing import Any, TextIO
 
 from segstore import registry
-from segstore.cli import _threads_flag, check_store_path, resolve_store, store_config
+from segstore.cli import (
+    _directory_name_hint,
+    _store_partitions,
+    _threads_flag,
+    check_store_path,
+    open_store,
+    resolve_store,
+    store_config,
+)
+from segstore.errors import NotFoundError
 
 from . import COMPRESSIONS, convert
 
 
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
-    resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
+    fmt = resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
     check_store_path(args.dst)
-    report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
-                     config=store_config(args, args.to), resume=args.resume, verify=args.verify,
-                     force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,
-                     decompress_bodies=args.decompress_bodies, threads=args.threads)
+    try:
+        report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
+                         config=store_config(args, args.to), resume=args.resume, verify=args.verify,
+                         force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,
+                         decompress_bodies=args.decompress_bodies, threads=args.threads)
+    except NotFoundError as err:
+        hint = _topic_hints(args, fmt) if err.path == args.src and args.topic else ""
+        if not hint:
+            raise
+        raise NotFoundError(err.message + hint, err.path, err.pos) from None
     for line in report.lines():
         out.write(line + "\n")
     return 0
+
+
+def _topic_hints(args: argparse.Namespace, fmt: str) -> str:
+    """The hints of the ``--topic`` values the source does not hold that name a partition directory
+    (``orders-1``: ``--topic orders``), as the other commands give them."""
+    with open_store(args.src, format=fmt, mode="r") as source:
+        held = set(source.topics())
+        partitions = _store_partitions(source)
+        return "".join(_directory_name_hint(fmt, topic, partitions, form="topic")
+                       for topic in dict.fromkeys(args.topic) if topic not in held)
 
 
 def add_cli(subparsers: Any) -> None:
