@@ -231,6 +231,18 @@ def _marked(bits: np.ndarray | None, lo: int, n: int) -> np.ndarray:
     return np.unpackbits(bits[lo >> 3:(lo + n + 7) >> 3], bitorder="little", count=n).view(bool)
 
 
+def _run_bounds(values: np.ndarray, groups: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """The first and last index of each run of ``values`` that goes up by one (and, given ``groups``,
+    stays in one group), in order; none for no values.  ``O(len(values))`` in numpy, a tuple per run."""
+    if not len(values):
+        return []
+    step = np.diff(values) != 1
+    if groups is not None:
+        step |= np.diff(groups) != 0
+    breaks = np.flatnonzero(step) + 1
+    return list(zip(np.r_[0, breaks].tolist(), (np.r_[breaks, len(values)] - 1).tolist(), strict=True))
+
+
 class _MissingEntries:
     """The walked messages lacking their consume-queue entry, as runs: consecutive offsets of one queue
     (a queue directory deleted lacks all of its entries) are one problem naming how many, their queue
@@ -246,10 +258,8 @@ class _MissingEntries:
 
     def add(self, key: tuple[str, int], offsets: np.ndarray, phys: np.ndarray) -> None:
         """Messages of queue ``key`` without an entry, in commitlog order."""
-        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
-        starts, ends = np.r_[0, breaks], np.r_[breaks, len(offsets)] - 1
         runs = self.runs.setdefault(key, [])
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        for a, b in _run_bounds(offsets):
             first = int(offsets[a])
             if runs and runs[-1][1] + 1 == first:
                 runs[-1][1], runs[-1][3] = int(offsets[b]), int(phys[b])
@@ -516,8 +526,9 @@ class _IntoLostFiles:
     of consecutive slots: a lost file of a million messages left a line per entry (the basic fixture's
     middle file: 336 lines beside the one naming the file); each run is one problem, how many, their
     offsets and commitlog offsets, as ``recover`` names the entries it drops past the end.  Other
-    entries pointing at no valid message stay a problem each.  ``O(entries added)`` in numpy, a list
-    item per run; not thread-safe (one file's entries are checked in turn)."""
+    entries pointing at no valid message stay a problem each.  ``O(entries added)`` in numpy
+    (:func:`_run_bounds`, as :class:`_MissingEntries`), a list item per run; not thread-safe (one
+    file's entries are checked in turn)."""
 
     def __init__(self, missing: list[tuple[str, int, int]], end: int) -> None:
         self.starts = np.array([start for _, start, _ in missing], np.int64)
@@ -540,13 +551,15 @@ class _IntoLostFiles:
             gap, inside = np.zeros(len(phys), np.int64), np.zeros(len(phys), bool)
         gap[past] = len(self.starts)
         inside |= past
-        for i in np.flatnonzero(inside).tolist():
-            slot, phy, g = int(slots[i]), int(phys[i]), int(gap[i])
+        kept = np.flatnonzero(inside)
+        slots, phys, gap = slots[kept], phys[kept], gap[kept]
+        for a, b in _run_bounds(slots, gap):
+            first, g = int(slots[a]), int(gap[a])
             last = self.runs[-1] if self.runs else None
-            if last is not None and last[1] + 1 == slot and last[4] == g:
-                last[1], last[3] = slot, phy
+            if last is not None and last[1] + 1 == first and last[4] == g:
+                last[1], last[3] = int(slots[b]), int(phys[b])
             else:
-                self.runs.append([slot, slot, phy, phy, g])
+                self.runs.append([first, int(slots[b]), int(phys[a]), int(phys[b]), g])
         return inside
 
     def _said(self, one: str, many: str, after: tuple[str, str], shift: int = 0) -> list[tuple[int, str]]:
