@@ -718,8 +718,7 @@ def lay_out(msgs: Restored, config: Any, indexed: bool) -> LaidOut | None:
     index entries (``indexed``: the store keeps an index); None when a message is too large (the
     entry path raises then).  Touches no store: a conversion's reading thread runs it while the
     writer writes the batches before.  ``O(bytes)``."""
-    c = _speedups
-    assert c is not None
+    assert _speedups is not None
     sizes, topic_bytes, topic_lengths = _sizes(msgs)
     if too_large(msgs, sizes, config):
         return None
@@ -728,22 +727,45 @@ def lay_out(msgs: Restored, config: Any, indexed: bool) -> LaidOut | None:
     unplaced = dataclasses.replace(msgs, physical_offset=zeros, queue_offset=zeros)
     sys_flag = msgs.sys_flag & ~SYSFLAG_HOST_MASK
     data, topic_pos, props_pos = _layout(unplaced, sizes, topic_bytes, zeros, sys_flag)
-    prop_lengths = msgs.properties.lengths
-    tags = np.empty(n, np.int64)
-    hashes, entry_at = np.zeros(0, np.int64), None
-    if indexed:
-        counts = np.empty(n, np.int32)
-        hashes = np.empty(int(prop_lengths.sum(dtype=np.int64)) // 2 + n + 1, np.int64)
-        total = c.index_entries(data, topic_pos, topic_lengths, props_pos, prop_lengths,
-                                sys_flag.astype(np.int32), counts, hashes, tags)
-        hashes = hashes[:total]
+    tags, hashes, counts = _tags_and_hashes(msgs, data, topic_pos, topic_lengths, props_pos, sys_flag,
+                                            indexed)
+    entry_at = None
+    if counts is not None:
         entry_at = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=entry_at[1:])
-    else:
-        c.tags_hashes(data, props_pos, prop_lengths, tags)
     at = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=at[1:])
     return LaidOut(msgs, sizes, at, data, _queued(msgs), tags, hashes, entry_at)
+
+
+def _tags_and_hashes(msgs: Restored, data: np.ndarray, topic_pos: np.ndarray, topic_lengths: np.ndarray,
+                     props_pos: np.ndarray, sys_flag: np.ndarray, indexed: bool
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Of laid-out messages (:func:`_layout`'s ``data``, ``topic_pos``, ``props_pos``): each one's TAGS
+    hash (its consume-queue tags code) and, ``indexed`` (the store keeps an index), its index entries'
+    hashes in message order with how many each has (None without an index).  One C pass; what neither
+    depends on is where the messages land.  ``O(bytes of the properties)``."""
+    c = _speedups
+    assert c is not None
+    n = len(props_pos)
+    prop_lengths = msgs.properties.lengths
+    tags = np.empty(n, np.int64)
+    if not indexed:
+        c.tags_hashes(data, props_pos, prop_lengths, tags)
+        return tags, np.zeros(0, np.int64), None
+    counts = np.empty(n, np.int32)
+    hashes = np.empty(int(prop_lengths.sum(dtype=np.int64)) // 2 + n + 1, np.int64)
+    total = c.index_entries(data, topic_pos, topic_lengths, props_pos, prop_lengths,
+                            sys_flag.astype(np.int32), counts, hashes, tags)
+    return tags, hashes[:total], counts
+
+
+def _index_rows(hashes: np.ndarray, physical: np.ndarray, store_timestamp: np.ndarray, counts: np.ndarray
+                ) -> np.ndarray:
+    """The index entries of messages at ``physical`` (``counts`` each, their ``hashes`` in message order)
+    as the store's batch append takes them: the hashes, then each entry's commitlog offset, then its
+    store timestamp."""
+    return np.concatenate([hashes, np.repeat(physical, counts), np.repeat(store_timestamp, counts)])
 
 
 def _put_i64(data: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
@@ -782,9 +804,8 @@ def placed(store: Any, laid: LaidOut, start: int, stop: int, end: int) -> tuple[
     index = np.zeros(0, np.int64)
     if laid.entry_at is not None:
         entry_at = laid.entry_at[start:stop + 1]
-        counts = np.diff(entry_at)
-        index = np.concatenate([laid.hashes[int(entry_at[0]):int(entry_at[-1])], np.repeat(physical, counts),
-                                np.repeat(msgs.store_timestamp, counts)])
+        index = _index_rows(laid.hashes[int(entry_at[0]):int(entry_at[-1])], physical, msgs.store_timestamp,
+                            np.diff(entry_at))
     cq = np.zeros(len(rows), CQ_DTYPE)
     cq["offset"], cq["size"], cq["tags_code"] = physical[rows], sizes[rows], laid.tags[start:stop][rows]
     return (PlainBatch(data=data.data, blanks=blanks, results=[], cq_rows=cq.data.cast("B"), queues=groups,
@@ -797,12 +818,9 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     writes them, with their consume-queue rows and index entries, and the last store timestamp;
     None when a message would not land where the source had it (its physical or queue offset), or
     is too large: the reference path raises the error then."""
-    c = _speedups
-    assert c is not None        # arrow_writer is None without it
+    assert _speedups is not None        # arrow_writer is None without it
     config = store.config
     file_size = config.mappedFileSizeCommitLog
-    n = len(msgs.queue_id)
-    prop_lengths = msgs.properties.lengths
     sizes, topic_bytes, topic_lengths = _sizes(msgs)
     if too_large(msgs, sizes, config):
         return None
@@ -819,18 +837,10 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     sys_flag = msgs.sys_flag & ~SYSFLAG_HOST_MASK           # IPv4 hosts: no host bits
     queue_offset = np.where(queued, msgs.queue_offset, 0)
     data, topic_pos, props_pos = _layout(msgs, sizes, topic_bytes, queue_offset, sys_flag)
-    flags32 = sys_flag.astype(np.int32)
-    tags = np.empty(n, np.int64)
-    index = np.zeros(0, np.int64)
-    if store.index is not None:
-        entry_counts = np.empty(n, np.int32)
-        hashes = np.empty(int(prop_lengths.sum(dtype=np.int64)) // 2 + n + 1, np.int64)
-        total = c.index_entries(data, topic_pos, topic_lengths, props_pos, prop_lengths, flags32,
-                                        entry_counts, hashes, tags)
-        index = np.concatenate([hashes[:total], np.repeat(msgs.physical_offset, entry_counts),
-                                np.repeat(msgs.store_timestamp, entry_counts)])
-    else:
-        c.tags_hashes(data, props_pos, prop_lengths, tags)
+    tags, hashes, counts = _tags_and_hashes(msgs, data, topic_pos, topic_lengths, props_pos, sys_flag,
+                                            store.index is not None)
+    index = (np.zeros(0, np.int64) if counts is None
+             else _index_rows(hashes, msgs.physical_offset, msgs.store_timestamp, counts))
     order, groups = queues
     cq = np.zeros(len(order), CQ_DTYPE)
     cq["offset"], cq["size"], cq["tags_code"] = msgs.physical_offset[order], sizes[order], tags[order]
